@@ -1,0 +1,781 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * alloc.c - space allocation and the extent tree.
+ *
+ * Free space is an in-memory bitmap with one bit per sector, built from the
+ * extent tree when a volume is opened: a sector is used when an EXTENT_ITEM
+ * covers it or it lies below ARB_DATA_START.  Allocation sets bits at once,
+ * so two allocations never overlap.
+ *
+ * Reference counts change all the time (every shadowed node frees one block
+ * and allocates another), and changing the extent tree itself shadows
+ * extent-tree nodes.  To break that recursion, changes are queued as
+ * delayed references (one head per extent: the net count change and the
+ * net change per data back-reference) and applied at commit by
+ * arb_run_delayed_refs, which repeats until applying the queue queues
+ * nothing new.  That converges because the extent tree's nodes, once
+ * shadowed in a transaction, are changed in place.
+ *
+ * When an extent's count reaches zero its item goes and its space is
+ * released: at once when the extent was allocated in this same transaction
+ * (nothing committed can point at it), otherwise it stays pinned until the
+ * commit that freed it is durable (arb_free_space_unpin), so the last
+ * committed generation is never overwritten.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+struct arb_free_space {
+	uint64_t *bits;   /* 1 = used */
+	uint64_t nbits;
+	uint64_t free;    /* sectors */
+	uint64_t meta_cursor, data_cursor; /* sector numbers */
+	uint64_t reserve; /* sectors kept for tree nodes */
+	struct range { uint64_t start, len; } *pinned; /* sectors */
+	size_t nr_pinned, cap_pinned;
+};
+
+struct data_delta {
+	uint64_t root, ino, offset;
+	int64_t delta;
+};
+
+struct dref_head {
+	struct dref_head *next;
+	uint64_t bytenr, num_bytes;
+	int64_t delta;
+	bool is_tree, is_new;
+	uint64_t owner;
+	int level;
+	struct data_delta *dd;
+	size_t nr_dd, cap_dd;
+};
+
+struct arb_delayed_refs {
+	struct dref_head **table;
+	size_t size, count;
+};
+
+/* ---- bitmap --------------------------------------------------------------- */
+
+static bool bit_test(const struct arb_free_space *f, uint64_t i)
+{
+	return f->bits[i / 64] >> (i % 64) & 1;
+}
+
+static void bits_set(struct arb_free_space *f, uint64_t start, uint64_t n,
+		     bool used)
+{
+	for (uint64_t i = start; i < start + n; i++) {
+		uint64_t m = 1ULL << (i % 64);
+		if (used && !(f->bits[i / 64] & m)) {
+			f->bits[i / 64] |= m;
+			f->free--;
+		} else if (!used && (f->bits[i / 64] & m)) {
+			f->bits[i / 64] &= ~m;
+			f->free++;
+		}
+	}
+}
+
+/* first free sector at or after i, or nbits */
+static uint64_t next_free(const struct arb_free_space *f, uint64_t i)
+{
+	while (i < f->nbits) {
+		uint64_t w = f->bits[i / 64] | ((1ULL << (i % 64)) - 1);
+		if (w != ~0ULL) {
+			uint64_t j = (i & ~63ULL) + (uint64_t)__builtin_ctzll(~w);
+			return j < f->nbits ? j : f->nbits;
+		}
+		i = (i & ~63ULL) + 64;
+	}
+	return f->nbits;
+}
+
+/* length of the free run at i, at most max */
+static uint64_t run_len(const struct arb_free_space *f, uint64_t i,
+			uint64_t max)
+{
+	uint64_t n = 0;
+	while (n < max && i + n < f->nbits && !bit_test(f, i + n))
+		n++;
+	return n;
+}
+
+/*
+ * Find a free run of want sectors (at least min, aligned to align) from
+ * cursor on, wrapping once.  Returns the start or UINT64_MAX.
+ */
+static uint64_t find_run(struct arb_free_space *f, uint64_t cursor,
+			 uint64_t want, uint64_t min, uint64_t align,
+			 uint64_t *got)
+{
+	uint64_t first = ARB_DATA_START / ARB_SECTORSIZE;
+
+	if (cursor < first || cursor >= f->nbits)
+		cursor = first;
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t i = pass ? first : cursor;
+		uint64_t end = pass ? cursor + want : f->nbits;
+		if (end > f->nbits)
+			end = f->nbits;
+		while (i < end) {
+			uint64_t n;
+			i = next_free(f, i);
+			if (i >= end)
+				break;
+			if (i % align) {
+				i += align - i % align;
+				continue;
+			}
+			n = run_len(f, i, want);
+			if (n >= min) {
+				*got = n - n % min;
+				if (*got == 0)
+					*got = min;
+				return i;
+			}
+			i += n ? n : 1;
+		}
+	}
+	return UINT64_MAX;
+}
+
+int arb_free_space_load(struct arb_vol *vol)
+{
+	struct arb_free_space *f;
+	struct arb_iter it;
+	struct arb_key k = { 0, 0, 0 };
+	int ret;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->nbits = vol->total_bytes / vol->sectorsize;
+	f->bits = calloc((f->nbits + 63) / 64, sizeof(uint64_t));
+	if (!f->bits) {
+		free(f);
+		return -ENOMEM;
+	}
+	f->free = f->nbits;
+	bits_set(f, 0, ARB_DATA_START / vol->sectorsize, true);
+	f->meta_cursor = ARB_DATA_START / vol->sectorsize;
+	f->data_cursor = f->nbits / 16;
+	vol->fsp = f;
+	if (!vol->extent_root)
+		return 0; /* a volume being formatted */
+
+	arb_iter_init(&it, vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		if (k.type != ARB_EXTENT_ITEM)
+			continue;
+		if (k.objectid % vol->sectorsize || k.offset % vol->sectorsize ||
+		    k.objectid < ARB_DATA_START || k.offset == 0 ||
+		    k.objectid + k.offset > vol->total_bytes ||
+		    k.objectid + k.offset < k.objectid) {
+			arb_log(ARB_LOG_ERR, "extent %llu+%llu out of range",
+				(unsigned long long)k.objectid,
+				(unsigned long long)k.offset);
+			ret = -EUCLEAN;
+			break;
+		}
+		bits_set(f, k.objectid / vol->sectorsize,
+			 k.offset / vol->sectorsize, true);
+	}
+	arb_iter_release(&it);
+	if (ret < 0) {
+		arb_free_space_destroy(vol);
+		return ret;
+	}
+	return 0;
+}
+
+void arb_free_space_destroy(struct arb_vol *vol)
+{
+	if (!vol->fsp)
+		return;
+	free(vol->fsp->bits);
+	free(vol->fsp->pinned);
+	free(vol->fsp);
+	vol->fsp = NULL;
+}
+
+uint64_t arb_free_bytes(struct arb_vol *vol)
+{
+	return vol->fsp->free * vol->sectorsize;
+}
+
+uint64_t arb_used_bytes(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t pinned = 0;
+
+	for (size_t i = 0; i < f->nr_pinned; i++)
+		pinned += f->pinned[i].len;
+	return (f->nbits - f->free - pinned) * vol->sectorsize - ARB_DATA_START;
+}
+
+void arb_set_meta_reserve(struct arb_vol *vol, uint64_t bytes)
+{
+	vol->fsp->reserve = bytes / vol->sectorsize;
+}
+
+bool arb_free_space_test(struct arb_vol *vol, uint64_t bytenr, uint64_t len,
+			 bool want_free)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t s = bytenr / vol->sectorsize, n = len / vol->sectorsize;
+
+	for (uint64_t i = s; i < s + n; i++) {
+		if (i >= f->nbits || bit_test(f, i) == want_free)
+			return false;
+	}
+	return true;
+}
+
+static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	if (f->nr_pinned == f->cap_pinned) {
+		size_t cap = f->cap_pinned ? f->cap_pinned * 2 : 256;
+		void *p = realloc(f->pinned, cap * sizeof(*f->pinned));
+		if (!p)
+			return -ENOMEM;
+		f->pinned = p;
+		f->cap_pinned = cap;
+	}
+	f->pinned[f->nr_pinned].start = start / vol->sectorsize;
+	f->pinned[f->nr_pinned].len = len / vol->sectorsize;
+	f->nr_pinned++;
+	return 0;
+}
+
+void arb_free_space_unpin(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	for (size_t i = 0; i < f->nr_pinned; i++)
+		bits_set(f, f->pinned[i].start, f->pinned[i].len, false);
+	f->nr_pinned = 0;
+}
+
+/* ---- delayed references ------------------------------------------------- */
+
+static struct arb_delayed_refs *drefs(struct arb_vol *vol)
+{
+	if (!vol->drefs) {
+		vol->drefs = calloc(1, sizeof(*vol->drefs));
+		if (!vol->drefs)
+			return NULL;
+	}
+	return vol->drefs;
+}
+
+static size_t dref_slot(size_t size, uint64_t bytenr)
+{
+	return (size_t)((bytenr * 0x9E3779B97F4A7C15ULL) >> 17) & (size - 1);
+}
+
+static int dref_grow(struct arb_delayed_refs *d)
+{
+	size_t ns = d->size ? d->size * 2 : 1024;
+	struct dref_head **nt = calloc(ns, sizeof(*nt));
+
+	if (!nt)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->size; i++) {
+		struct dref_head *h = d->table[i], *next;
+		for (; h; h = next) {
+			size_t s = dref_slot(ns, h->bytenr);
+			next = h->next;
+			h->next = nt[s];
+			nt[s] = h;
+		}
+	}
+	free(d->table);
+	d->table = nt;
+	d->size = ns;
+	return 0;
+}
+
+static struct dref_head *dref_find(struct arb_delayed_refs *d, uint64_t bytenr)
+{
+	if (!d || !d->size)
+		return NULL;
+	for (struct dref_head *h = d->table[dref_slot(d->size, bytenr)]; h;
+	     h = h->next)
+		if (h->bytenr == bytenr)
+			return h;
+	return NULL;
+}
+
+static struct dref_head *dref_get(struct arb_vol *vol, uint64_t bytenr)
+{
+	struct arb_delayed_refs *d = drefs(vol);
+	struct dref_head *h;
+	size_t s;
+
+	if (!d)
+		return NULL;
+	h = dref_find(d, bytenr);
+	if (h)
+		return h;
+	if (d->count >= d->size && dref_grow(d))
+		return NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->bytenr = bytenr;
+	s = dref_slot(d->size, bytenr);
+	h->next = d->table[s];
+	d->table[s] = h;
+	d->count++;
+	return h;
+}
+
+static void dref_free(struct dref_head *h)
+{
+	free(h->dd);
+	free(h);
+}
+
+bool arb_delayed_refs_pending(struct arb_vol *vol)
+{
+	return vol->drefs && vol->drefs->count;
+}
+
+void arb_delayed_refs_drop(struct arb_vol *vol)
+{
+	struct arb_delayed_refs *d = vol->drefs;
+
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->size; i++) {
+		struct dref_head *h = d->table[i], *next;
+		for (; h; h = next) {
+			next = h->next;
+			dref_free(h);
+		}
+	}
+	free(d->table);
+	free(d);
+	vol->drefs = NULL;
+}
+
+int arb_ref_tree_block(struct arb_txn *t, uint64_t bytenr, uint64_t owner,
+		       int level, int delta)
+{
+	struct dref_head *h;
+
+	if (t->error)
+		return t->error;
+	h = dref_get(t->vol, bytenr);
+	if (!h)
+		return arb_txn_fail(t, -ENOMEM);
+	h->is_tree = true;
+	h->num_bytes = t->vol->nodesize;
+	if (owner) {
+		h->owner = owner;
+		h->level = level;
+	}
+	h->delta += delta;
+	return 0;
+}
+
+int arb_ref_data(struct arb_txn *t, uint64_t bytenr, uint64_t num_bytes,
+		 uint64_t root, uint64_t ino, uint64_t offset, int delta)
+{
+	struct dref_head *h;
+	size_t i;
+
+	if (t->error)
+		return t->error;
+	h = dref_get(t->vol, bytenr);
+	if (!h)
+		return arb_txn_fail(t, -ENOMEM);
+	h->num_bytes = num_bytes;
+	h->delta += delta;
+	for (i = 0; i < h->nr_dd; i++) {
+		struct data_delta *x = &h->dd[i];
+		if (x->root == root && x->ino == ino && x->offset == offset) {
+			x->delta += delta;
+			return 0;
+		}
+	}
+	if (h->nr_dd == h->cap_dd) {
+		size_t cap = h->cap_dd ? h->cap_dd * 2 : 2;
+		void *p = realloc(h->dd, cap * sizeof(*h->dd));
+		if (!p)
+			return arb_txn_fail(t, -ENOMEM);
+		h->dd = p;
+		h->cap_dd = cap;
+	}
+	h->dd[h->nr_dd++] = (struct data_delta){ root, ino, offset, delta };
+	return 0;
+}
+
+int arb_extent_refs(struct arb_txn *t, uint64_t bytenr, uint64_t *refs)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, vol->nodesize };
+	struct arb_extent_item ei;
+	struct dref_head *h = dref_find(vol->drefs, bytenr);
+	int64_t r = 0;
+	int ret;
+
+	ret = arb_lookup_item(vol->extent_root, &k, &ei, sizeof(ei));
+	if (ret >= (int)sizeof(ei))
+		r = (int64_t)arb_extent_item_e_refs(&ei);
+	else if (ret >= 0 || ret != -ENOENT)
+		return ret >= 0 ? -EUCLEAN : ret;
+	if (h)
+		r += h->delta;
+	if (r < 0) {
+		arb_log(ARB_LOG_ERR, "extent %llu: negative reference count",
+			(unsigned long long)bytenr);
+		return -EUCLEAN;
+	}
+	*refs = (uint64_t)r;
+	return 0;
+}
+
+int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
+			 uint64_t *bytenr)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_free_space *f = vol->fsp;
+	uint64_t n = vol->nodesize / vol->sectorsize, got, s;
+	struct dref_head *h;
+
+	if (t->error)
+		return t->error;
+	s = find_run(f, f->meta_cursor, n, n, n, &got);
+	if (s == UINT64_MAX) {
+		arb_log(ARB_LOG_ERR, "no space left for a tree node");
+		return arb_txn_fail(t, -ENOSPC);
+	}
+	bits_set(f, s, n, true);
+	f->meta_cursor = s + n;
+	*bytenr = s * vol->sectorsize;
+	h = dref_get(vol, *bytenr);
+	if (!h)
+		return arb_txn_fail(t, -ENOMEM);
+	h->is_tree = true;
+	h->is_new = true;
+	h->num_bytes = vol->nodesize;
+	h->owner = owner;
+	h->level = level;
+	h->delta += 1;
+	return 0;
+}
+
+int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
+		   uint64_t hint, uint64_t *bytenr, uint64_t *got)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_free_space *f = vol->fsp;
+	uint64_t ss = vol->sectorsize;
+	uint64_t want = (num_bytes + ss - 1) / ss, min = (min_bytes + ss - 1) / ss;
+	uint64_t s, n;
+	struct dref_head *h;
+
+	if (t->error)
+		return t->error;
+	if (!want)
+		return -EINVAL;
+	if (!min || min > want)
+		min = want;
+	if (f->free < f->reserve + min)
+		return -ENOSPC;
+	if (want > f->free - f->reserve)
+		want = f->free - f->reserve;
+	s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1, &n);
+	if (s == UINT64_MAX)
+		return -ENOSPC;
+	bits_set(f, s, n, true);
+	f->data_cursor = s + n;
+	*bytenr = s * ss;
+	*got = n * ss;
+	h = dref_get(vol, *bytenr);
+	if (!h)
+		return arb_txn_fail(t, -ENOMEM);
+	h->is_new = true;
+	h->num_bytes = *got;
+	return 0;
+}
+
+int arb_leaf_data_refs(struct arb_txn *t, struct arb_node *leaf, uint64_t root,
+		       int delta)
+{
+	uint32_t nr = arb_nritems(leaf);
+	struct arb_key k;
+	int ret;
+
+	for (uint32_t i = 0; i < nr; i++) {
+		const struct arb_file_extent *fe;
+		arb_node_key(leaf, (int)i, &k);
+		if (k.type != ARB_EXTENT_DATA)
+			continue;
+		if (arb_item_size(leaf, (int)i) < sizeof(*fe))
+			continue; /* inline */
+		fe = arb_item_ptr(leaf, (int)i);
+		if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_INLINE ||
+		    arb_file_extent_f_disk_bytenr(fe) == 0)
+			continue;
+		ret = arb_ref_data(t, arb_file_extent_f_disk_bytenr(fe),
+				   arb_file_extent_f_disk_num_bytes(fe), root,
+				   k.objectid,
+				   k.offset - arb_file_extent_f_offset(fe), delta);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- applying delayed references ----------------------------------------- */
+
+static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
+			  uint64_t gen, bool is_tree)
+{
+	struct arb_vol *vol = t->vol;
+
+	if (is_tree)
+		arb_node_forget(vol, bytenr);
+	if (gen == t->transid) {
+		bits_set(vol->fsp, bytenr / vol->sectorsize,
+			 len / vol->sectorsize, false);
+		return 0;
+	}
+	return pin_range(vol, bytenr, len);
+}
+
+/* delete the checksums of a freed data extent */
+static int drop_csums(struct arb_txn *t, uint64_t bytenr, uint64_t len)
+{
+	struct arb_root *csum;
+	struct arb_path p;
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, bytenr },
+		       f;
+	int ret;
+
+	if (arb_root_get(t->vol, ARB_CSUM_TREE_ID, &csum))
+		return 0; /* no checksum tree (core unit tests) */
+	for (;;) {
+		arb_path_init(&p);
+		ret = arb_search_slot(t, csum, &k, &p, -1, 1);
+		if (ret < 0)
+			return ret;
+		if ((uint32_t)p.slots[0] >= arb_nritems(p.nodes[0])) {
+			/* the next item may start the next leaf */
+			arb_path_release(t->vol, &p);
+			return 0;
+		}
+		arb_node_key(p.nodes[0], p.slots[0], &f);
+		if (f.objectid != k.objectid || f.type != k.type ||
+		    f.offset >= bytenr + len) {
+			arb_path_release(t->vol, &p);
+			return 0;
+		}
+		ret = arb_del_items(t, csum, &p, p.slots[0], 1);
+		if (ret)
+			return ret;
+	}
+}
+
+/*
+ * Find the EXTENT_DATA_REF item of (root, ino, offset): keys start at its
+ * hash and probe forward past collisions.  Items can be deleted, so a hole
+ * does not end the probe; the first hole is where a new item goes.
+ * 0 found (*count set), 1 absent (*found = key to insert at).
+ */
+static int find_data_ref(struct arb_root *er, uint64_t bytenr,
+			 const struct data_delta *x, struct arb_key *found,
+			 uint32_t *count)
+{
+	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF,
+			     arb_data_ref_hash(x->root, x->ino, x->offset) };
+	struct arb_extent_data_ref r;
+	bool have_hole = false;
+	int ret;
+
+	for (int probe = 0; probe < 16; probe++, k.offset++) {
+		ret = arb_lookup_item(er, &k, &r, sizeof(r));
+		if (ret == -ENOENT) {
+			if (!have_hole)
+				*found = k;
+			have_hole = true;
+			continue;
+		}
+		if (ret < 0)
+			return ret;
+		if (ret != sizeof(r))
+			return -EUCLEAN;
+		if (arb_extent_data_ref_d_root(&r) == x->root &&
+		    arb_extent_data_ref_d_objectid(&r) == x->ino &&
+		    arb_extent_data_ref_d_offset(&r) == x->offset) {
+			*found = k;
+			*count = arb_extent_data_ref_d_count(&r);
+			return 0;
+		}
+	}
+	return have_hole ? 1 : -EUCLEAN;
+}
+
+static int apply_data_deltas(struct arb_txn *t, struct dref_head *h)
+{
+	struct arb_root *er = t->vol->extent_root;
+	struct arb_extent_data_ref r;
+	struct arb_key k;
+	uint32_t count = 0;
+	int ret;
+
+	for (size_t i = 0; i < h->nr_dd; i++) {
+		struct data_delta *x = &h->dd[i];
+		int64_t c;
+		if (!x->delta)
+			continue;
+		ret = find_data_ref(er, h->bytenr, x, &k, &count);
+		if (ret < 0)
+			return ret;
+		if (ret == 1)
+			count = 0;
+		c = (int64_t)count + x->delta;
+		if (c < 0) {
+			arb_log(ARB_LOG_ERR,
+				"extent %llu: back-reference (%llu,%llu,%llu) "
+				"would go negative",
+				(unsigned long long)h->bytenr,
+				(unsigned long long)x->root,
+				(unsigned long long)x->ino,
+				(unsigned long long)x->offset);
+			return -EUCLEAN;
+		}
+		if (c == 0) {
+			ret = arb_del_item(t, er, &k);
+		} else {
+			arb_set_extent_data_ref_d_root(&r, x->root);
+			arb_set_extent_data_ref_d_objectid(&r, x->ino);
+			arb_set_extent_data_ref_d_offset(&r, x->offset);
+			arb_set_extent_data_ref_d_count(&r, (uint32_t)c);
+			if (ret == 1)
+				ret = arb_insert_item(t, er, &k, &r, sizeof(r));
+			else
+				ret = arb_update_item(t, er, &k, &r, sizeof(r));
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int run_one(struct arb_txn *t, struct dref_head *h)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_root *er = vol->extent_root;
+	struct arb_key k = { h->bytenr, ARB_EXTENT_ITEM, h->num_bytes };
+	uint8_t buf[sizeof(struct arb_extent_item) +
+		    sizeof(struct arb_tree_block_ref)];
+	struct arb_extent_item *ei = (void *)buf;
+	struct arb_tree_block_ref *tr = (void *)(ei + 1);
+	uint32_t size = h->is_tree ? sizeof(buf) : sizeof(*ei);
+	int64_t refs;
+	uint64_t gen;
+	int ret;
+
+	ret = arb_lookup_item(er, &k, buf, sizeof(buf));
+	if (ret == -ENOENT) {
+		if (h->delta == 0 && h->is_new)
+			return release_extent(t, h->bytenr, h->num_bytes,
+					      t->transid, h->is_tree);
+		if (h->delta <= 0 || !h->is_new) {
+			if (h->delta == 0 && h->nr_dd == 0)
+				return 0;
+			arb_log(ARB_LOG_ERR,
+				"extent %llu+%llu: reference change %lld on a "
+				"missing extent item",
+				(unsigned long long)h->bytenr,
+				(unsigned long long)h->num_bytes,
+				(long long)h->delta);
+			return -EUCLEAN;
+		}
+		memset(buf, 0, sizeof(buf));
+		arb_set_extent_item_e_refs(ei, (uint64_t)h->delta);
+		arb_set_extent_item_e_generation(ei, t->transid);
+		arb_set_extent_item_e_flags(ei, h->is_tree ? ARB_EXTENT_TREE_BLOCK
+							   : ARB_EXTENT_DATA);
+		if (h->is_tree) {
+			arb_set_tree_block_ref_t_owner(tr, h->owner);
+			arb_set_tree_block_ref_t_level(tr, (uint8_t)h->level);
+		}
+		ret = arb_insert_item(t, er, &k, buf, size);
+		if (!ret && !h->is_tree)
+			ret = apply_data_deltas(t, h);
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	if (ret < (int)sizeof(*ei))
+		return -EUCLEAN;
+	refs = (int64_t)arb_extent_item_e_refs(ei) + h->delta;
+	gen = arb_extent_item_e_generation(ei);
+	if (refs < 0) {
+		arb_log(ARB_LOG_ERR, "extent %llu: reference count below zero",
+			(unsigned long long)h->bytenr);
+		return -EUCLEAN;
+	}
+	if (!h->is_tree) {
+		ret = apply_data_deltas(t, h);
+		if (ret)
+			return ret;
+	}
+	if (refs == 0) {
+		ret = arb_del_item(t, er, &k);
+		if (!ret && !h->is_tree)
+			ret = drop_csums(t, h->bytenr, h->num_bytes);
+		if (!ret)
+			ret = release_extent(t, h->bytenr, h->num_bytes, gen,
+					     h->is_tree);
+		return ret;
+	}
+	if (h->delta == 0)
+		return 0;
+	arb_set_extent_item_e_refs(ei, (uint64_t)refs);
+	return arb_update_item(t, er, &k, buf, (uint32_t)ret);
+}
+
+int arb_run_delayed_refs(struct arb_txn *t)
+{
+	struct arb_vol *vol = t->vol;
+	int ret = 0;
+
+	while (!t->error && arb_delayed_refs_pending(vol)) {
+		struct arb_delayed_refs *d = vol->drefs;
+		struct dref_head *list = NULL;
+
+		/* take the whole queue; applying it may queue more */
+		for (size_t i = 0; i < d->size; i++) {
+			struct dref_head *h = d->table[i], *next;
+			for (; h; h = next) {
+				next = h->next;
+				h->next = list;
+				list = h;
+			}
+			d->table[i] = NULL;
+		}
+		d->count = 0;
+		while (list) {
+			struct dref_head *h = list;
+			list = h->next;
+			if (!ret)
+				ret = run_one(t, h);
+			dref_free(h);
+		}
+		if (ret)
+			return arb_txn_fail(t, ret);
+	}
+	return t->error;
+}

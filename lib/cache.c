@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - the node cache.
+ *
+ * Every tree node in memory is a struct arb_node in one hash table keyed by
+ * its address.  A node is in exactly one of three states:
+ *   pinned   pins > 0: some path or root uses it; never evicted
+ *   dirty    changed in the running transaction; on the dirty list until
+ *            the commit writes it; never evicted
+ *   clean    on the LRU list, evicted first when the cache is over its bound
+ * Nodes read from disk are validated before anyone sees them (see
+ * arb_node_validate); a node that fails gives -EUCLEAN and a log line with
+ * its address and the reason.  A freed node is unhashed and marked STALE so
+ * that the address can be reused at once, and its memory goes with its last
+ * pin.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static size_t hash_slot(const struct arb_cache *c, uint64_t bytenr)
+{
+	uint64_t h = bytenr * 0x9E3779B97F4A7C15ULL;
+	return (size_t)(h >> 20) & (c->table_size - 1);
+}
+
+int arb_cache_init(struct arb_vol *vol, size_t max_bytes)
+{
+	struct arb_cache *c = &vol->cache;
+	size_t want = max_bytes / vol->nodesize * 2, n = 1024;
+
+	memset(c, 0, sizeof(*c));
+	while (n < want && n < (1u << 24))
+		n <<= 1;
+	c->table = calloc(n, sizeof(*c->table));
+	if (!c->table)
+		return -ENOMEM;
+	c->table_size = n;
+	c->max_bytes = max_bytes;
+	return 0;
+}
+
+static void lru_del(struct arb_cache *c, struct arb_node *n)
+{
+	if (n->lru_prev)
+		n->lru_prev->lru_next = n->lru_next;
+	else if (c->lru_head == n)
+		c->lru_head = n->lru_next;
+	else
+		return; /* not on the list */
+	if (n->lru_next)
+		n->lru_next->lru_prev = n->lru_prev;
+	else
+		c->lru_tail = n->lru_prev;
+	n->lru_prev = n->lru_next = NULL;
+}
+
+static void lru_add_tail(struct arb_cache *c, struct arb_node *n)
+{
+	n->lru_next = NULL;
+	n->lru_prev = c->lru_tail;
+	if (c->lru_tail)
+		c->lru_tail->lru_next = n;
+	else
+		c->lru_head = n;
+	c->lru_tail = n;
+}
+
+static void dirty_del(struct arb_cache *c, struct arb_node *n)
+{
+	if (!(n->flags & ARB_NODE_DIRTY))
+		return;
+	if (n->dirty_prev)
+		n->dirty_prev->dirty_next = n->dirty_next;
+	else
+		c->dirty_head = n->dirty_next;
+	if (n->dirty_next)
+		n->dirty_next->dirty_prev = n->dirty_prev;
+	n->dirty_prev = n->dirty_next = NULL;
+	n->flags &= ~ARB_NODE_DIRTY;
+	c->nr_dirty--;
+}
+
+static void hash_del(struct arb_cache *c, struct arb_node *n)
+{
+	struct arb_node **pp = &c->table[hash_slot(c, n->bytenr)];
+
+	while (*pp) {
+		if (*pp == n) {
+			*pp = n->hash_next;
+			n->hash_next = NULL;
+			c->nr_nodes--;
+			return;
+		}
+		pp = &(*pp)->hash_next;
+	}
+}
+
+static struct arb_node *hash_find(struct arb_cache *c, uint64_t bytenr)
+{
+	struct arb_node *n = c->table[hash_slot(c, bytenr)];
+
+	while (n && n->bytenr != bytenr)
+		n = n->hash_next;
+	return n;
+}
+
+static void node_free(struct arb_node *n)
+{
+	free(n->data);
+	free(n);
+}
+
+void arb_cache_destroy(struct arb_vol *vol)
+{
+	struct arb_cache *c = &vol->cache;
+
+	for (size_t i = 0; i < c->table_size; i++) {
+		struct arb_node *n = c->table[i], *next;
+		for (; n; n = next) {
+			next = n->hash_next;
+			node_free(n);
+		}
+	}
+	free(c->table);
+	memset(c, 0, sizeof(*c));
+}
+
+void arb_cache_shrink(struct arb_vol *vol)
+{
+	struct arb_cache *c = &vol->cache;
+
+	while (c->lru_head && c->nr_nodes * vol->nodesize > c->max_bytes) {
+		struct arb_node *n = c->lru_head;
+		lru_del(c, n);
+		hash_del(c, n);
+		node_free(n);
+		c->evictions++;
+	}
+}
+
+static struct arb_node *node_alloc(struct arb_vol *vol, uint64_t bytenr)
+{
+	struct arb_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	n->data = malloc(vol->nodesize);
+	if (!n->data) {
+		free(n);
+		return NULL;
+	}
+	n->bytenr = bytenr;
+	return n;
+}
+
+static void hash_add(struct arb_cache *c, struct arb_node *n)
+{
+	size_t s = hash_slot(c, n->bytenr);
+
+	n->hash_next = c->table[s];
+	c->table[s] = n;
+	c->nr_nodes++;
+}
+
+void arb_node_pin(struct arb_node *n)
+{
+	n->pins++;
+}
+
+void arb_node_put(struct arb_vol *vol, struct arb_node *n)
+{
+	if (!n)
+		return;
+	ARB_ASSERT(n->pins > 0);
+	if (--n->pins > 0)
+		return;
+	if (n->flags & ARB_NODE_STALE) {
+		node_free(n);
+		return;
+	}
+	if (!(n->flags & ARB_NODE_DIRTY)) {
+		lru_add_tail(&vol->cache, n);
+		arb_cache_shrink(vol);
+	}
+}
+
+void arb_node_mark_dirty(struct arb_vol *vol, struct arb_node *n)
+{
+	struct arb_cache *c = &vol->cache;
+
+	if (n->flags & ARB_NODE_DIRTY)
+		return;
+	lru_del(c, n);
+	n->flags |= ARB_NODE_DIRTY;
+	n->dirty_prev = NULL;
+	n->dirty_next = c->dirty_head;
+	if (c->dirty_head)
+		c->dirty_head->dirty_prev = n;
+	c->dirty_head = n;
+	c->nr_dirty++;
+}
+
+void arb_node_forget(struct arb_vol *vol, uint64_t bytenr)
+{
+	struct arb_cache *c = &vol->cache;
+	struct arb_node *n = hash_find(c, bytenr);
+
+	if (!n)
+		return;
+	hash_del(c, n);
+	dirty_del(c, n);
+	lru_del(c, n);
+	if (n->pins == 0)
+		node_free(n);
+	else
+		n->flags |= ARB_NODE_STALE;
+}
+
+uint32_t arb_leaf_free_space(const struct arb_vol *vol,
+			     const struct arb_node *leaf)
+{
+	uint32_t nr = arb_nritems(leaf);
+	uint32_t end = sizeof(struct arb_node_header) + nr * sizeof(struct arb_item);
+	uint32_t data_start = nr ? arb_item_i_offset(arb_item_nr(leaf, nr - 1))
+				 : vol->nodesize;
+	return data_start - end;
+}
+
+#define BAD(msg)                                                               \
+	do {                                                                   \
+		reason = msg;                                                  \
+		goto bad;                                                      \
+	} while (0)
+
+int arb_node_validate(struct arb_vol *vol, const uint8_t *buf, uint64_t bytenr,
+		      const char **why)
+{
+	const struct arb_node_header *h = (const void *)buf;
+	const char *reason;
+	uint32_t nr, level;
+	struct arb_key prev, k;
+
+	if (arb_csum_verify(vol->csum_type, buf, vol->nodesize))
+		BAD("checksum mismatch");
+	if (memcmp(h->h_uuid, vol->uuid, ARB_UUID_SIZE))
+		BAD("node belongs to another filesystem (uuid)");
+	if (arb_node_header_h_bytenr(h) != bytenr)
+		BAD("node address in header does not match its location");
+	if (arb_node_header_h_generation(h) > vol->generation ||
+	    arb_node_header_h_generation(h) == 0)
+		BAD("generation newer than the superblock's");
+	if (arb_node_header_h_owner(h) == 0)
+		BAD("owner is 0");
+	level = arb_node_header_h_level(h);
+	if (level >= ARB_MAX_LEVEL)
+		BAD("level out of range");
+	nr = arb_node_header_h_nritems(h);
+	if (level > 0) {
+		const struct arb_key_ptr *p = (const void *)(h + 1);
+		if (nr == 0 || nr > arb_node_max_ptrs(vol))
+			BAD("bad pointer count in internal node");
+		for (uint32_t i = 0; i < nr; i++) {
+			uint64_t b = arb_key_ptr_p_blockptr(&p[i]);
+			arb_key_from_disk(&k, &p[i].p_key);
+			if (i && arb_key_cmp(&prev, &k) >= 0)
+				BAD("keys out of order in internal node");
+			if (b < ARB_DATA_START || b % vol->sectorsize ||
+			    b + vol->nodesize > vol->total_bytes)
+				BAD("child pointer out of range");
+			if (arb_key_ptr_p_generation(&p[i]) >
+			    arb_node_header_h_generation(h))
+				BAD("child generation newer than parent");
+			prev = k;
+		}
+	} else {
+		const struct arb_item *it = (const void *)(h + 1);
+		uint32_t end = vol->nodesize;
+		uint64_t items_end = sizeof(*h) + (uint64_t)nr * sizeof(*it);
+		if (items_end > vol->nodesize)
+			BAD("item count too large for node");
+		for (uint32_t i = 0; i < nr; i++) {
+			uint32_t off = arb_item_i_offset(&it[i]);
+			uint32_t size = arb_item_i_size(&it[i]);
+			arb_key_from_disk(&k, &it[i].i_key);
+			if (i && arb_key_cmp(&prev, &k) >= 0)
+				BAD("keys out of order in leaf");
+			if ((uint64_t)off + size != end)
+				BAD("item data not contiguous");
+			if (off < items_end)
+				BAD("item data overlaps item headers");
+			end = off;
+			prev = k;
+		}
+	}
+	return 0;
+bad:
+	if (why)
+		*why = reason;
+	return -EUCLEAN;
+}
+
+int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
+		  int expect_level, struct arb_node **out)
+{
+	struct arb_cache *c = &vol->cache;
+	struct arb_node *n = hash_find(c, bytenr);
+	const char *why = NULL;
+	int ret;
+
+	if (n) {
+		c->hits++;
+		if (n->pins == 0)
+			lru_del(c, n);
+		n->pins++;
+	} else {
+		c->misses++;
+		if (bytenr < ARB_DATA_START || bytenr % vol->sectorsize ||
+		    bytenr + vol->nodesize > vol->total_bytes) {
+			arb_log(ARB_LOG_ERR, "node %llu: address out of range",
+				(unsigned long long)bytenr);
+			return -EUCLEAN;
+		}
+		n = node_alloc(vol, bytenr);
+		if (!n)
+			return -ENOMEM;
+		ret = arb_dev_read(vol->dev, n->data, vol->nodesize, bytenr,
+				   ARB_IO_NODE);
+		if (ret) {
+			arb_log(ARB_LOG_ERR, "node %llu: read error %d",
+				(unsigned long long)bytenr, ret);
+			node_free(n);
+			return ret;
+		}
+		ret = arb_node_validate(vol, n->data, bytenr, &why);
+		if (ret) {
+			arb_log(ARB_LOG_ERR, "node %llu: corrupt: %s",
+				(unsigned long long)bytenr, why);
+			node_free(n);
+			return ret;
+		}
+		n->pins = 1;
+		hash_add(c, n);
+	}
+	if ((expect_gen != (uint64_t)-1 && arb_node_gen(n) != expect_gen) ||
+	    (expect_level >= 0 && arb_level(n) != expect_level)) {
+		arb_log(ARB_LOG_ERR,
+			"node %llu: expected generation %llu level %d, found "
+			"generation %llu level %d (lost or misplaced write)",
+			(unsigned long long)bytenr,
+			(unsigned long long)expect_gen, expect_level,
+			(unsigned long long)arb_node_gen(n), arb_level(n));
+		arb_node_put(vol, n);
+		return -EUCLEAN;
+	}
+	*out = n;
+	return 0;
+}
+
+int arb_node_create(struct arb_vol *vol, uint64_t bytenr, struct arb_node **out)
+{
+	struct arb_node *n;
+
+	arb_node_forget(vol, bytenr);
+	n = node_alloc(vol, bytenr);
+	if (!n)
+		return -ENOMEM;
+	memset(n->data, 0, vol->nodesize);
+	n->pins = 1;
+	hash_add(&vol->cache, n);
+	arb_node_mark_dirty(vol, n);
+	*out = n;
+	return 0;
+}
+
+static int cmp_node_addr(const void *a, const void *b)
+{
+	const struct arb_node *x = *(struct arb_node *const *)a;
+	const struct arb_node *y = *(struct arb_node *const *)b;
+	return x->bytenr < y->bytenr ? -1 : x->bytenr > y->bytenr;
+}
+
+/*
+ * Write every dirty node, in address order, merging neighbours into one
+ * write of up to 1 MiB.  Nodes stay dirty until all writes succeeded.
+ */
+int arb_cache_write_dirty(struct arb_vol *vol)
+{
+	struct arb_cache *c = &vol->cache;
+	struct arb_node **v, *n;
+	size_t nr = 0, i, j, max_run = (1 << 20) / vol->nodesize;
+	uint8_t *buf = NULL;
+	int ret = 0;
+
+	if (!c->nr_dirty)
+		return 0;
+	v = malloc(c->nr_dirty * sizeof(*v));
+	buf = malloc((size_t)max_run * vol->nodesize);
+	if (!v || !buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (n = c->dirty_head; n; n = n->dirty_next) {
+		arb_csum_block(vol->csum_type, n->data, vol->nodesize,
+			       arb_hdr(n)->h_csum);
+		v[nr++] = n;
+	}
+	qsort(v, nr, sizeof(*v), cmp_node_addr);
+	for (i = 0; i < nr; i = j) {
+		j = i + 1;
+		while (j < nr && j - i < max_run &&
+		       v[j]->bytenr == v[j - 1]->bytenr + vol->nodesize)
+			j++;
+		if (j - i == 1) {
+			ret = arb_dev_write(vol->dev, v[i]->data, vol->nodesize,
+					    v[i]->bytenr, ARB_IO_NODE);
+		} else {
+			for (size_t k = i; k < j; k++)
+				memcpy(buf + (k - i) * vol->nodesize,
+				       v[k]->data, vol->nodesize);
+			ret = arb_dev_write(vol->dev, buf,
+					    (j - i) * vol->nodesize,
+					    v[i]->bytenr, ARB_IO_NODE);
+		}
+		if (ret) {
+			arb_log(ARB_LOG_ERR, "writing node %llu failed: %d",
+				(unsigned long long)v[i]->bytenr, ret);
+			goto out;
+		}
+	}
+	for (i = 0; i < nr; i++) {
+		n = v[i];
+		dirty_del(c, n);
+		if (n->pins == 0)
+			lru_add_tail(c, n);
+	}
+	arb_cache_shrink(vol);
+out:
+	free(buf);
+	free(v);
+	return ret;
+}
+
+/* Drop every dirty node (transaction abort). */
+void arb_cache_drop_dirty(struct arb_vol *vol)
+{
+	struct arb_cache *c = &vol->cache;
+
+	while (c->dirty_head)
+		arb_node_forget(vol, c->dirty_head->bytenr);
+}

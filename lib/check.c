@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check.c - whole-volume consistency check of the storage core.
+ *
+ * Checks, for the committed state (call it with no uncommitted changes):
+ *   - every node of every tree reachable from the superblock reads and
+ *     validates (checksum, uuid, address, level, key order, item bounds)
+ *   - levels decrease by one from parent to child; a child's first key
+ *     equals its parent's key for it and its keys stay below the parent's
+ *     next key; no node but a root is empty
+ *   - each tree node has exactly as many references in the extent tree as
+ *     there are pointers to it (parent pointers, root items, superblock),
+ *     and its back-reference (owner, level) matches the node's header
+ *   - each data extent's count equals the file extent items pointing at
+ *     it, and its EXTENT_DATA_REF items equal, one for one, the
+ *     (leaf owner, inode, offset) of those items
+ *   - extents do not overlap; the free-space map marks exactly what the
+ *     extent tree covers
+ * Collects: a table of referenced nodes and a table of data references.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+struct ck_ent {
+	uint64_t k[4]; /* k[0] == 0: empty slot */
+	uint64_t count;
+	uint64_t owner;
+	int level;
+	bool visited, matched;
+	uint64_t num_bytes;
+};
+
+struct ck_table {
+	struct ck_ent *e;
+	size_t size, used;
+};
+
+struct ck {
+	struct arb_vol *vol;
+	struct arb_check_report *rep;
+	struct ck_table nodes; /* key: bytenr */
+	struct ck_table data;  /* key: bytenr (count of file extent items) */
+	struct ck_table drefs; /* key: bytenr, root, ino, offset */
+	int io_error;
+};
+
+static size_t ck_hash(const uint64_t k[4])
+{
+	uint64_t h = k[0] * 0x9E3779B97F4A7C15ULL;
+	h ^= k[1] * 0xC2B2AE3D27D4EB4FULL;
+	h ^= k[2] * 0x165667B19E3779F9ULL;
+	h ^= k[3] * 0x27D4EB2F165667C5ULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct ck_ent *ck_get(struct ck_table *t, const uint64_t k[4],
+			     bool create)
+{
+	if (t->used * 2 >= t->size) {
+		struct ck_table n = { 0 };
+		if (!create && t->size)
+			goto lookup;
+		n.size = t->size ? t->size * 2 : 4096;
+		n.e = calloc(n.size, sizeof(*n.e));
+		if (!n.e)
+			return NULL;
+		for (size_t i = 0; i < t->size; i++) {
+			if (!t->e[i].k[0])
+				continue;
+			size_t s = ck_hash(t->e[i].k) & (n.size - 1);
+			while (n.e[s].k[0])
+				s = (s + 1) & (n.size - 1);
+			n.e[s] = t->e[i];
+		}
+		n.used = t->used;
+		free(t->e);
+		*t = n;
+	}
+lookup:
+	if (!t->size)
+		return NULL;
+	for (size_t s = ck_hash(k) & (t->size - 1);; s = (s + 1) & (t->size - 1)) {
+		struct ck_ent *e = &t->e[s];
+		if (!e->k[0]) {
+			if (!create)
+				return NULL;
+			memcpy(e->k, k, sizeof(e->k));
+			t->used++;
+			return e;
+		}
+		if (!memcmp(e->k, k, sizeof(e->k)))
+			return e;
+	}
+}
+
+static void problem(struct ck *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void problem(struct ck *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->rep->errors++;
+	if (!c->rep->out)
+		return;
+	va_start(ap, fmt);
+	fputs("check: ", c->rep->out);
+	vfprintf(c->rep->out, fmt, ap);
+	fputc('\n', c->rep->out);
+	va_end(ap);
+}
+
+static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
+		const struct arb_key *lo, const struct arb_key *hi, bool is_root,
+		uint64_t tree);
+
+static void collect_leaf(struct ck *c, struct arb_node *n)
+{
+	struct arb_key k;
+
+	for (uint32_t i = 0; i < arb_nritems(n); i++) {
+		const struct arb_file_extent *fe;
+		struct ck_ent *e;
+		uint64_t key[4];
+
+		arb_node_key(n, (int)i, &k);
+		if (k.type != ARB_EXTENT_DATA)
+			continue;
+		if (arb_item_size(n, (int)i) < sizeof(*fe)) {
+			fe = arb_item_ptr(n, (int)i);
+			if (arb_item_size(n, (int)i) < ARB_FILE_EXTENT_INLINE_HDR ||
+			    arb_file_extent_f_type(fe) != ARB_FILE_EXTENT_INLINE)
+				problem(c, "leaf %llu: short file extent item "
+					   "(%llu,%llu)",
+					(unsigned long long)n->bytenr,
+					(unsigned long long)k.objectid,
+					(unsigned long long)k.offset);
+			continue;
+		}
+		fe = arb_item_ptr(n, (int)i);
+		if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_INLINE ||
+		    arb_file_extent_f_disk_bytenr(fe) == 0)
+			continue;
+		key[0] = arb_file_extent_f_disk_bytenr(fe);
+		key[1] = key[2] = key[3] = 0;
+		e = ck_get(&c->data, key, true);
+		if (!e)
+			continue;
+		e->count++;
+		e->num_bytes = arb_file_extent_f_disk_num_bytes(fe);
+		key[1] = arb_node_owner(n);
+		key[2] = k.objectid;
+		key[3] = k.offset - arb_file_extent_f_offset(fe);
+		e = ck_get(&c->drefs, key, true);
+		if (e)
+			e->count++;
+	}
+}
+
+static void collect_roots(struct ck *c, struct arb_node *n)
+{
+	struct arb_key k;
+
+	for (uint32_t i = 0; i < arb_nritems(n); i++) {
+		const struct arb_root_item *ri;
+		arb_node_key(n, (int)i, &k);
+		if (k.type != ARB_ROOT_ITEM)
+			continue;
+		if (arb_item_size(n, (int)i) != sizeof(*ri)) {
+			problem(c, "root item %llu has size %u",
+				(unsigned long long)k.objectid,
+				arb_item_size(n, (int)i));
+			continue;
+		}
+		ri = arb_item_ptr(n, (int)i);
+		walk(c, arb_root_item_r_bytenr(ri), arb_root_item_r_generation(ri),
+		     arb_root_item_r_level(ri), NULL, NULL, true, k.objectid);
+	}
+}
+
+static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
+		const struct arb_key *lo, const struct arb_key *hi, bool is_root,
+		uint64_t tree)
+{
+	struct arb_vol *vol = c->vol;
+	uint64_t key[4] = { bytenr, 0, 0, 0 };
+	struct ck_ent *e = ck_get(&c->nodes, key, true);
+	struct arb_node *n;
+	struct arb_key k, first, last;
+	int ret;
+
+	if (!e)
+		return -ENOMEM;
+	e->count++;
+	if (e->visited)
+		return 0;
+	e->visited = true;
+	ret = arb_node_read(vol, bytenr, gen, level, &n);
+	if (ret) {
+		problem(c, "tree %llu: node %llu unreadable (%s)",
+			(unsigned long long)tree, (unsigned long long)bytenr,
+			strerror(-ret));
+		return 0;
+	}
+	c->rep->nodes++;
+	e->owner = arb_node_owner(n);
+	e->level = arb_level(n);
+	if (arb_nritems(n) == 0 && !is_root)
+		problem(c, "node %llu: empty non-root node",
+			(unsigned long long)bytenr);
+	if (arb_nritems(n)) {
+		arb_node_key(n, 0, &first);
+		arb_node_key(n, (int)arb_nritems(n) - 1, &last);
+		if (lo && arb_key_cmp(&first, lo) != 0)
+			problem(c, "node %llu: first key (%llu,%u,%llu) differs "
+				   "from its parent's key",
+				(unsigned long long)bytenr,
+				(unsigned long long)first.objectid, first.type,
+				(unsigned long long)first.offset);
+		if (hi && arb_key_cmp(&last, hi) >= 0)
+			problem(c, "node %llu: last key not below the parent's "
+				   "next key",
+				(unsigned long long)bytenr);
+	}
+	if (level == 0) {
+		c->rep->items += arb_nritems(n);
+		collect_leaf(c, n);
+		if (tree == ARB_ROOT_TREE_ID)
+			collect_roots(c, n);
+	} else {
+		for (uint32_t i = 0; i < arb_nritems(n); i++) {
+			struct arb_key nk;
+			arb_node_key(n, (int)i, &k);
+			if (i + 1 < arb_nritems(n))
+				arb_node_key(n, (int)i + 1, &nk);
+			walk(c, arb_child_bytenr(n, (int)i),
+			     arb_child_gen(n, (int)i), level - 1, &k,
+			     i + 1 < arb_nritems(n) ? &nk : hi, false, tree);
+		}
+	}
+	arb_node_put(vol, n);
+	return 0;
+}
+
+static void check_extents(struct ck *c)
+{
+	struct arb_vol *vol = c->vol;
+	struct arb_iter it;
+	struct arb_key k = { 0, 0, 0 };
+	uint64_t prev_end = ARB_DATA_START, used_sectors = 0;
+	int ret;
+
+	arb_iter_init(&it, vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		uint64_t key[4] = { 0, 0, 0, 0 };
+		struct ck_ent *e;
+		arb_iter_key(&it, &k);
+		c->rep->items++;
+		if (k.type == ARB_EXTENT_DATA_REF) {
+			const struct arb_extent_data_ref *r = arb_iter_data(&it);
+			if (arb_iter_size(&it) != sizeof(*r)) {
+				problem(c, "extent %llu: bad data ref size",
+					(unsigned long long)k.objectid);
+				continue;
+			}
+			key[0] = k.objectid;
+			key[1] = arb_extent_data_ref_d_root(r);
+			key[2] = arb_extent_data_ref_d_objectid(r);
+			key[3] = arb_extent_data_ref_d_offset(r);
+			e = ck_get(&c->drefs, key, false);
+			if (!e || e->count != arb_extent_data_ref_d_count(r))
+				problem(c,
+					"extent %llu: back-reference (root %llu, "
+					"inode %llu, offset %llu) count %u, "
+					"expected %llu",
+					(unsigned long long)k.objectid,
+					(unsigned long long)key[1],
+					(unsigned long long)key[2],
+					(unsigned long long)key[3],
+					arb_extent_data_ref_d_count(r),
+					(unsigned long long)(e ? e->count : 0));
+			if (e)
+				e->matched = true;
+			continue;
+		}
+		if (k.type != ARB_EXTENT_ITEM) {
+			problem(c, "extent tree: unexpected item type %u",
+				k.type);
+			continue;
+		}
+		const struct arb_extent_item *ei = arb_iter_data(&it);
+		uint64_t refs, flags;
+		if (arb_iter_size(&it) < sizeof(*ei)) {
+			problem(c, "extent %llu: item too small",
+				(unsigned long long)k.objectid);
+			continue;
+		}
+		refs = arb_extent_item_e_refs(ei);
+		flags = arb_extent_item_e_flags(ei);
+		if (k.objectid < prev_end)
+			problem(c, "extent %llu+%llu overlaps the previous one",
+				(unsigned long long)k.objectid,
+				(unsigned long long)k.offset);
+		if (k.objectid + k.offset > prev_end)
+			prev_end = k.objectid + k.offset;
+		if (!arb_free_space_test(vol, k.objectid, k.offset, false))
+			problem(c, "extent %llu+%llu is free in the space map",
+				(unsigned long long)k.objectid,
+				(unsigned long long)k.offset);
+		used_sectors += k.offset / vol->sectorsize;
+		key[0] = k.objectid;
+		if (flags & ARB_EXTENT_TREE_BLOCK) {
+			const struct arb_tree_block_ref *tr = (const void *)(ei + 1);
+			e = ck_get(&c->nodes, key, false);
+			if (arb_iter_size(&it) < sizeof(*ei) + sizeof(*tr) ||
+			    k.offset != vol->nodesize) {
+				problem(c, "tree block extent %llu malformed",
+					(unsigned long long)k.objectid);
+				continue;
+			}
+			if (!e) {
+				problem(c, "tree block %llu has %llu references "
+					   "but no pointer reaches it (leak)",
+					(unsigned long long)k.objectid,
+					(unsigned long long)refs);
+				continue;
+			}
+			e->matched = true;
+			if (e->count != refs)
+				problem(c, "tree block %llu: %llu references "
+					   "recorded, %llu exist",
+					(unsigned long long)k.objectid,
+					(unsigned long long)refs,
+					(unsigned long long)e->count);
+			if (e->visited && e->owner &&
+			    (arb_tree_block_ref_t_owner(tr) != e->owner ||
+			     arb_tree_block_ref_t_level(tr) != e->level))
+				problem(c, "tree block %llu: back-reference "
+					   "owner %llu level %u, node says "
+					   "%llu/%d",
+					(unsigned long long)k.objectid,
+					(unsigned long long)
+						arb_tree_block_ref_t_owner(tr),
+					arb_tree_block_ref_t_level(tr),
+					(unsigned long long)e->owner, e->level);
+		} else if (flags & ARB_EXTENT_DATA) {
+			e = ck_get(&c->data, key, false);
+			if (!e) {
+				problem(c, "data extent %llu has %llu references "
+					   "but no file points at it (leak)",
+					(unsigned long long)k.objectid,
+					(unsigned long long)refs);
+				continue;
+			}
+			e->matched = true;
+			if (e->count != refs)
+				problem(c, "data extent %llu: %llu references "
+					   "recorded, %llu exist",
+					(unsigned long long)k.objectid,
+					(unsigned long long)refs,
+					(unsigned long long)e->count);
+			if (e->num_bytes != k.offset)
+				problem(c, "data extent %llu: length %llu, file "
+					   "extents say %llu",
+					(unsigned long long)k.objectid,
+					(unsigned long long)k.offset,
+					(unsigned long long)e->num_bytes);
+		} else {
+			problem(c, "extent %llu: unknown flags %llx",
+				(unsigned long long)k.objectid,
+				(unsigned long long)flags);
+		}
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		problem(c, "extent tree unreadable (%s)", strerror(-ret));
+
+	for (size_t i = 0; i < c->nodes.size; i++) {
+		struct ck_ent *e = &c->nodes.e[i];
+		if (e->k[0] && !e->matched)
+			problem(c, "tree block %llu is referenced but has no "
+				   "extent item",
+				(unsigned long long)e->k[0]);
+	}
+	for (size_t i = 0; i < c->data.size; i++) {
+		struct ck_ent *e = &c->data.e[i];
+		if (e->k[0] && !e->matched)
+			problem(c, "data extent %llu is referenced but has no "
+				   "extent item",
+				(unsigned long long)e->k[0]);
+	}
+	for (size_t i = 0; i < c->drefs.size; i++) {
+		struct ck_ent *e = &c->drefs.e[i];
+		if (e->k[0] && !e->matched)
+			problem(c, "data extent %llu: missing back-reference "
+				   "(root %llu, inode %llu, offset %llu)",
+				(unsigned long long)e->k[0],
+				(unsigned long long)e->k[1],
+				(unsigned long long)e->k[2],
+				(unsigned long long)e->k[3]);
+	}
+	/* the map marks exactly the extents (and the reserved head) */
+	{
+		uint64_t map_used = vol->total_bytes / vol->sectorsize -
+				    arb_free_bytes(vol) / vol->sectorsize -
+				    ARB_DATA_START / vol->sectorsize;
+		if (!vol->running && map_used != used_sectors)
+			problem(c, "free space map: %llu sectors used, extent "
+				   "tree covers %llu",
+				(unsigned long long)map_used,
+				(unsigned long long)used_sectors);
+	}
+}
+
+int arb_check_vol(struct arb_vol *vol, struct arb_check_report *rep)
+{
+	struct arb_check_report dummy = { 0 };
+	struct ck c = { 0 };
+
+	if (!rep)
+		rep = &dummy;
+	c.vol = vol;
+	c.rep = rep;
+	/* the superblock's pointer to the root tree */
+	walk(&c, vol->tree_root->node->bytenr, arb_node_gen(vol->tree_root->node),
+	     arb_level(vol->tree_root->node), NULL, NULL, true,
+	     ARB_ROOT_TREE_ID);
+	check_extents(&c);
+	free(c.nodes.e);
+	free(c.data.e);
+	free(c.drefs.e);
+	return rep->errors ? -EUCLEAN : 0;
+}

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core.h - private interface of the storage core: cache, btree, alloc, txn.
+ *
+ * Layering (each calls only downward):
+ *   txn.c    transactions, commit, open/close of a volume
+ *   alloc.c  free-space map, extent tree, delayed reference counts
+ *   btree.c  COW B+tree: search, insert, delete, split/merge, clone, drop
+ *   cache.c  node cache: bounded memory, dirty list, validation on read
+ *   dev.c    the image (arbor/dev.h)
+ *   format.c checksums, hashes; format.h the on-disk structs
+ *
+ * Locking: one mutex per volume (vol->lock) serialises every operation on
+ * the trees today.  Every function below expects it held unless it says
+ * otherwise.
+ */
+#ifndef ARB_CORE_H
+#define ARB_CORE_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arbor/dev.h"
+#include "format.h"
+
+#ifndef EUCLEAN
+#define EUCLEAN 117
+#endif
+
+/* ---- diagnostics ------------------------------------------------------- */
+
+void arb_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define ARB_LOG_ERR 3
+#define ARB_LOG_WARN 4
+#define ARB_LOG_INFO 6
+#define ARB_LOG_DEBUG 7
+extern int arb_log_level;
+
+#ifdef ARB_DEBUG
+#define ARB_ASSERT(c)                                                          \
+	do {                                                                   \
+		if (!(c))                                                      \
+			arb_assert_fail(__FILE__, __LINE__, #c);               \
+	} while (0)
+#else
+#define ARB_ASSERT(c)                                                          \
+	do {                                                                   \
+		(void)sizeof(c);                                               \
+	} while (0)
+#endif
+__attribute__((noreturn)) void arb_assert_fail(const char *file, int line,
+					       const char *expr);
+
+/* ---- volume ------------------------------------------------------------ */
+
+struct arb_node;
+struct arb_root;
+struct arb_txn;
+struct arb_free_space;
+struct arb_delayed_refs;
+
+struct arb_cache {
+	/* hash table of every cached node, by bytenr */
+	struct arb_node **table;
+	size_t table_size;
+	size_t nr_nodes;
+	/* clean, unpinned nodes, least recently used first */
+	struct arb_node *lru_head, *lru_tail;
+	/* dirty nodes of the running transaction */
+	struct arb_node *dirty_head;
+	size_t nr_dirty;
+	/* memory bound in bytes; clean nodes are evicted above it */
+	size_t max_bytes;
+	uint64_t hits, misses, evictions;
+};
+
+struct arb_vol_opts {
+	/* node cache bound in bytes; 0 = default (64 MiB) */
+	size_t cache_bytes;
+	bool readonly;
+};
+
+struct arb_vol {
+	struct arb_dev *dev;
+	pthread_mutex_t lock;
+	bool readonly;
+	/* the superblock as last committed (on-disk layout) */
+	struct arb_super super;
+	/* slot (0/1) the last committed superblock lives in */
+	int super_slot;
+	uint8_t uuid[ARB_UUID_SIZE];
+	uint32_t nodesize;
+	uint32_t sectorsize;
+	unsigned csum_type;
+	uint64_t total_bytes;
+	/* generation of the last durable commit */
+	uint64_t generation;
+
+	struct arb_cache cache;
+	struct arb_root *tree_root;
+	struct arb_root *extent_root;
+	/* every other loaded root (fs trees, csum tree, test trees) */
+	struct arb_root *roots;
+
+	struct arb_free_space *fsp;
+	struct arb_delayed_refs *drefs;
+	struct arb_txn *running;
+	/* a write or flush of a commit failed: nothing more may be written */
+	int fatal_error;
+
+	/*
+	 * Called first thing in every commit, with the lock held, so an upper
+	 * layer can turn delayed (in-memory) state into tree items and data
+	 * writes: e.g. the fs layer's delayed allocation.  May be NULL.
+	 */
+	int (*pre_commit)(struct arb_txn *t, void *arg);
+	void *pre_commit_arg;
+
+	/* statistics */
+	uint64_t nr_commits;
+};
+
+int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
+		 struct arb_vol **out);
+/* commits the running transaction (if any and writable), frees everything;
+ * the device stays with the caller */
+int arb_vol_close(struct arb_vol *vol);
+
+struct arb_format_opts {
+	uint32_t nodesize;        /* 0 = ARB_DEFAULT_NODESIZE */
+	uint8_t uuid[ARB_UUID_SIZE]; /* all zero = generate */
+	const char *label;        /* may be NULL */
+	/* create an empty fs tree (ARB_FS_TREE_ID) with this callback filling
+	 * it; NULL = no fs tree (unit tests of the core) */
+	int (*init_fs_tree)(struct arb_txn *t, struct arb_root *fs_root,
+			    void *arg);
+	void *init_arg;
+};
+/* Write a new empty filesystem on dev (dev->size bytes). */
+int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o);
+
+/* ---- cache ------------------------------------------------------------- */
+
+enum arb_node_flags {
+	ARB_NODE_DIRTY = 1 << 0,
+	/* freed in this transaction: never written, dropped at commit */
+	ARB_NODE_STALE = 1 << 1,
+};
+
+struct arb_node {
+	uint64_t bytenr;
+	/* pins held by paths and roots; evictable when 0 and clean */
+	int pins;
+	unsigned flags;
+	struct arb_node *hash_next;
+	struct arb_node *lru_prev, *lru_next;
+	struct arb_node *dirty_prev, *dirty_next;
+	uint8_t *data; /* vol->nodesize bytes */
+};
+
+int arb_cache_init(struct arb_vol *vol, size_t max_bytes);
+void arb_cache_destroy(struct arb_vol *vol);
+/*
+ * Read (or find cached) the node at bytenr and validate it.  expect_gen and
+ * expect_level are checked when != (uint64_t)-1 / -1.  Returns 0 and a pinned
+ * node, or -EUCLEAN (validation failed; logged with the address) / -EIO.
+ */
+int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
+		  int expect_level, struct arb_node **out);
+/* A new zeroed, pinned, dirty node for a freshly allocated bytenr. */
+int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
+		    struct arb_node **out);
+void arb_node_pin(struct arb_node *n);
+void arb_node_put(struct arb_vol *vol, struct arb_node *n);
+void arb_node_mark_dirty(struct arb_vol *vol, struct arb_node *n);
+/* The block was freed: drop a cached copy (it must not be written). */
+void arb_node_forget(struct arb_vol *vol, uint64_t bytenr);
+/* Validate a node buffer as read from bytenr (no I/O). 0 or -EUCLEAN,
+ * with a reason in why (may be NULL). */
+int arb_node_validate(struct arb_vol *vol, const uint8_t *buf, uint64_t bytenr,
+		      const char **why);
+/* Write every dirty node (checksummed). */
+int arb_cache_write_dirty(struct arb_vol *vol);
+/* Evict clean unpinned nodes until under the bound. */
+void arb_cache_shrink(struct arb_vol *vol);
+/* Forget every dirty node (transaction abort). */
+void arb_cache_drop_dirty(struct arb_vol *vol);
+
+/* node field helpers (native values) */
+static inline struct arb_node_header *arb_hdr(const struct arb_node *n)
+{
+	return (struct arb_node_header *)n->data;
+}
+static inline uint32_t arb_nritems(const struct arb_node *n)
+{
+	return arb_node_header_h_nritems(arb_hdr(n));
+}
+static inline int arb_level(const struct arb_node *n)
+{
+	return arb_node_header_h_level(arb_hdr(n));
+}
+static inline uint64_t arb_node_gen(const struct arb_node *n)
+{
+	return arb_node_header_h_generation(arb_hdr(n));
+}
+static inline uint64_t arb_node_owner(const struct arb_node *n)
+{
+	return arb_node_header_h_owner(arb_hdr(n));
+}
+static inline struct arb_item *arb_item_nr(const struct arb_node *n, int slot)
+{
+	return (struct arb_item *)(n->data + sizeof(struct arb_node_header)) +
+	       slot;
+}
+static inline struct arb_key_ptr *arb_ptr_nr(const struct arb_node *n,
+					     int slot)
+{
+	return (struct arb_key_ptr *)(n->data +
+				      sizeof(struct arb_node_header)) +
+	       slot;
+}
+static inline void arb_node_key(const struct arb_node *n, int slot,
+				struct arb_key *k)
+{
+	if (arb_level(n) == 0)
+		arb_key_from_disk(k, &arb_item_nr(n, slot)->i_key);
+	else
+		arb_key_from_disk(k, &arb_ptr_nr(n, slot)->p_key);
+}
+static inline uint32_t arb_item_size(const struct arb_node *n, int slot)
+{
+	return arb_item_i_size(arb_item_nr(n, slot));
+}
+static inline void *arb_item_ptr(const struct arb_node *n, int slot)
+{
+	return n->data + arb_item_i_offset(arb_item_nr(n, slot));
+}
+static inline uint64_t arb_child_bytenr(const struct arb_node *n, int slot)
+{
+	return arb_key_ptr_p_blockptr(arb_ptr_nr(n, slot));
+}
+static inline uint64_t arb_child_gen(const struct arb_node *n, int slot)
+{
+	return arb_key_ptr_p_generation(arb_ptr_nr(n, slot));
+}
+/* free bytes in a leaf */
+uint32_t arb_leaf_free_space(const struct arb_vol *vol,
+			     const struct arb_node *leaf);
+static inline uint32_t arb_node_max_ptrs(const struct arb_vol *vol)
+{
+	return (vol->nodesize - sizeof(struct arb_node_header)) /
+	       sizeof(struct arb_key_ptr);
+}
+/* largest item data a leaf can hold */
+static inline uint32_t arb_max_item_size(const struct arb_vol *vol)
+{
+	return vol->nodesize - sizeof(struct arb_node_header) -
+	       sizeof(struct arb_item);
+}
+
+/* ---- btree ------------------------------------------------------------- */
+
+struct arb_root {
+	struct arb_vol *vol;
+	uint64_t id;
+	/* root node, pinned */
+	struct arb_node *node;
+	/* nodes with generation <= last_snapshot may be shared */
+	uint64_t last_snapshot;
+	/* the ROOT_ITEM as last written (not for the root/extent tree roots,
+	 * which live in the superblock / root tree too) */
+	struct arb_root_item item;
+	/* root node changed since the root item was written */
+	bool dirty;
+	struct arb_root *next; /* vol->roots list */
+	pthread_mutex_t lock; /* for upper layers */
+};
+
+struct arb_path {
+	struct arb_node *nodes[ARB_MAX_LEVEL];
+	int slots[ARB_MAX_LEVEL];
+	/* key of an insertion search (internal) */
+	struct arb_key ins_key;
+};
+
+void arb_path_init(struct arb_path *p);
+void arb_path_release(struct arb_vol *vol, struct arb_path *p);
+
+/*
+ * Find key in root.  Returns 0 when found (path at the item), 1 when not
+ * found (path at the slot where it would be inserted, which may be
+ * nritems), <0 on error.  With t != NULL and cow != 0 every node on the path
+ * is made writable in t (shadowed when needed).  ins_len > 0 makes sure the
+ * leaf has room for an item of ins_len data bytes (splitting on the way
+ * down); ins_len < 0 merges underfull nodes on the way down (use before a
+ * deletion).
+ */
+int arb_search_slot(struct arb_txn *t, struct arb_root *root,
+		    const struct arb_key *key, struct arb_path *p, int ins_len,
+		    int cow);
+/* Insert an item of size bytes (uninitialised data); 0 or -EEXIST/... .
+ * On success the path points at the new item, writable. */
+int arb_insert_empty_item(struct arb_txn *t, struct arb_root *root,
+			  struct arb_path *p, const struct arb_key *key,
+			  uint32_t size);
+int arb_insert_item(struct arb_txn *t, struct arb_root *root,
+		    const struct arb_key *key, const void *data, uint32_t size);
+/* Delete nr items starting at path slot in the leaf of path (from a cow
+ * search).  Merges underfull nodes; the path is released on return. */
+int arb_del_items(struct arb_txn *t, struct arb_root *root, struct arb_path *p,
+		  int slot, int nr);
+int arb_del_item(struct arb_txn *t, struct arb_root *root,
+		 const struct arb_key *key);
+/* Change the size of the item at the path (from a cow search); growing
+ * keeps the data, new bytes are at the end and uninitialised; shrinking cuts
+ * the end.  The path points at the item afterwards (maybe in another leaf). */
+int arb_resize_item(struct arb_txn *t, struct arb_root *root,
+		    struct arb_path *p, uint32_t new_size);
+/* Replace the data of an existing item (any size). */
+int arb_update_item(struct arb_txn *t, struct arb_root *root,
+		    const struct arb_key *key, const void *data, uint32_t size);
+/* Look up one item and copy up to max bytes of it; returns the item size
+ * (>=0), -ENOENT, or another error. */
+int arb_lookup_item(struct arb_root *root, const struct arb_key *key,
+		    void *buf, uint32_t max);
+/* After a successful search, move to the next/previous leaf.  0 ok, 1 no
+ * more leaves, <0 error.  Read-only paths only. */
+int arb_next_leaf(struct arb_root *root, struct arb_path *p);
+int arb_prev_leaf(struct arb_root *root, struct arb_path *p);
+/* Mark the leaf of a cow path dirty after changing item bytes in place. */
+void arb_path_mark_dirty(struct arb_vol *vol, struct arb_path *p);
+
+/*
+ * Cursor for range iteration (read-only; re-seek after modifying the tree).
+ */
+struct arb_iter {
+	struct arb_root *root;
+	struct arb_path path;
+	bool valid;
+};
+void arb_iter_init(struct arb_iter *it, struct arb_root *root);
+/* position at the first item >= key (seek) or the last item <= key
+ * (seek_le): 0 positioned, 1 no such item, <0 error */
+int arb_iter_seek(struct arb_iter *it, const struct arb_key *key);
+int arb_iter_seek_le(struct arb_iter *it, const struct arb_key *key);
+int arb_iter_next(struct arb_iter *it);
+int arb_iter_prev(struct arb_iter *it);
+void arb_iter_key(const struct arb_iter *it, struct arb_key *key);
+void *arb_iter_data(const struct arb_iter *it);
+uint32_t arb_iter_size(const struct arb_iter *it);
+void arb_iter_release(struct arb_iter *it);
+
+/* Create an empty tree with id (ROOT_ITEM inserted in the root tree). */
+int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out);
+/* Find a loaded root or load it from its ROOT_ITEM; -ENOENT if none. */
+int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out);
+/*
+ * O(1) clone (Rodeh 2008): new tree new_id shares every node of src; the
+ * children of src's root get one more reference.  Counts are pushed down
+ * lazily when shared nodes are shadowed.
+ */
+int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
+		   struct arb_root **out);
+/* Drop a tree: free every node (and data extent reference) no other tree
+ * shares, delete its ROOT_ITEM and unload it. */
+int arb_root_drop(struct arb_txn *t, struct arb_root *root);
+
+/* internal to the core (txn.c / check.c) */
+void arb_root_free(struct arb_vol *vol, struct arb_root *r);
+int arb_root_load(struct arb_vol *vol, uint64_t id,
+		  const struct arb_root_item *item, struct arb_root **out);
+int arb_update_root_items(struct arb_txn *t);
+int arb_bootstrap_roots(struct arb_txn *t);
+/* read both superblock slots, pick the newest valid one */
+int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
+		   const char **why);
+bool arb_roots_dirty(struct arb_vol *vol);
+
+/* ---- alloc ------------------------------------------------------------- */
+
+/* Allocate a tree node for tree owner at level; returns its bytenr. */
+int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
+			 uint64_t *bytenr);
+/*
+ * Allocate a data extent of between min_bytes and num_bytes (multiples of
+ * the sector size), contiguous, near hint; *got is the length obtained.
+ * The caller adds its back-reference with arb_ref_data(+1) when it inserts
+ * the file extent item.
+ */
+int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
+		   uint64_t hint, uint64_t *bytenr, uint64_t *got);
+/* Change the reference count of a tree node (owner/level are its header's). */
+int arb_ref_tree_block(struct arb_txn *t, uint64_t bytenr, uint64_t owner,
+		       int level, int delta);
+/* Change a data extent's count with back-reference (root, ino, offset). */
+int arb_ref_data(struct arb_txn *t, uint64_t bytenr, uint64_t num_bytes,
+		 uint64_t root, uint64_t ino, uint64_t offset, int delta);
+/* Current reference count of an extent, including pending changes. */
+int arb_extent_refs(struct arb_txn *t, uint64_t bytenr, uint64_t *refs);
+/* Apply pending reference changes to the extent tree (called by commit). */
+int arb_run_delayed_refs(struct arb_txn *t);
+/* Build the free space map from the extent tree (open). */
+int arb_free_space_load(struct arb_vol *vol);
+void arb_free_space_destroy(struct arb_vol *vol);
+/* Release blocks pinned by the commit that just became durable. */
+void arb_free_space_unpin(struct arb_vol *vol);
+uint64_t arb_free_bytes(struct arb_vol *vol);
+/* bytes in extents (tree nodes and data) */
+uint64_t arb_used_bytes(struct arb_vol *vol);
+/* data allocations keep this many bytes free for tree nodes */
+void arb_set_meta_reserve(struct arb_vol *vol, uint64_t bytes);
+/* are reference changes waiting to be applied */
+bool arb_delayed_refs_pending(struct arb_vol *vol);
+/* drop pending reference changes and this transaction's allocations
+ * (abort); the free-space map is rebuilt by the caller */
+void arb_delayed_refs_drop(struct arb_vol *vol);
+/* is [bytenr, +len) free in the map (checker) */
+bool arb_free_space_test(struct arb_vol *vol, uint64_t bytenr, uint64_t len,
+			 bool want_free);
+/*
+ * The tree layer tells alloc which data extents a leaf references, so that
+ * cloning/dropping shared leaves keeps data reference counts right.
+ * Calls fn for every REG/PREALLOC EXTENT_DATA item in leaf.
+ */
+int arb_leaf_data_refs(struct arb_txn *t, struct arb_node *leaf, uint64_t root,
+		       int delta);
+
+/* ---- txn --------------------------------------------------------------- */
+
+enum arb_txn_state {
+	ARB_TXN_RUNNING = 0,
+	ARB_TXN_COMMITTING = 1,
+	ARB_TXN_FAILED = 2,
+};
+
+struct arb_txn {
+	struct arb_vol *vol;
+	uint64_t transid;
+	int state;
+	/* first error; only abort is allowed after it */
+	int error;
+	int users;
+};
+
+/* Join the running transaction or start one.  -EROFS on a read-only or
+ * failed volume. */
+int arb_txn_begin(struct arb_vol *vol, struct arb_txn **out);
+/* Leave the transaction without committing it. */
+void arb_txn_end(struct arb_txn *t);
+/*
+ * Commit.  Order (see txn.c): delayed refs and root items settle; all dirty
+ * nodes written; flush; superblock (generation+1) written to the other
+ * slot; flush.  Returns 0 when the new generation is durable.
+ */
+int arb_txn_commit(struct arb_txn *t);
+/* Throw the running transaction away: the volume goes back to the last
+ * committed state (dirty nodes dropped, roots reloaded). */
+void arb_txn_abort(struct arb_txn *t);
+/* record err as the transaction's first error; returns err */
+int arb_txn_fail(struct arb_txn *t, int err);
+static inline int arb_txn_check(struct arb_txn *t)
+{
+	return t->error ? t->error : 0;
+}
+
+/* ---- check (check.c) --------------------------------------------------- */
+
+struct arb_check_report {
+	uint64_t nodes, items, errors;
+	FILE *out; /* problems are printed here when not NULL */
+};
+/*
+ * Check the committed (or, if a transaction is running, the in-memory) state:
+ * every tree's structure, key order, parent/child key bounds, fill,
+ * checksums, reference counts equal to the references that exist,
+ * back-references equal to forward references, free space map consistent.
+ * Returns 0 if clean, -EUCLEAN if problems were found, other <0 on I/O error.
+ */
+int arb_check_vol(struct arb_vol *vol, struct arb_check_report *rep);
+
+#endif

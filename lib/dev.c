@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dev.c - the counting wrappers around struct arb_dev_ops, and the two real
+ * devices: an image file (or block device) and a memory buffer.
+ *
+ * The wrappers check every request against dev->size, so a device's ops only
+ * ever see in-bounds, non-empty requests with a valid kind.  Counters count
+ * completed operations only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core.h"
+
+/* ---- wrappers ---------------------------------------------------------- */
+
+static bool dev_in_bounds(const struct arb_dev *dev, size_t len, uint64_t off)
+{
+	return off <= dev->size && len <= dev->size - off;
+}
+
+int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		 enum arb_io_kind kind)
+{
+	int ret;
+
+	if ((unsigned)kind > ARB_IO_OTHER || (!buf && len))
+		return -EINVAL;
+	if (!dev_in_bounds(dev, len, off))
+		return -EINVAL;
+	if (!len)
+		return 0;
+	ret = dev->ops->pread(dev, buf, len, off, kind);
+	if (ret)
+		return ret;
+	dev->nr_reads++;
+	dev->bytes_read[kind] += len;
+	return 0;
+}
+
+int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
+		  uint64_t off, enum arb_io_kind kind)
+{
+	int ret;
+
+	if ((unsigned)kind > ARB_IO_OTHER || (!buf && len))
+		return -EINVAL;
+	if (!dev_in_bounds(dev, len, off))
+		return -ENOSPC;
+	if (!len)
+		return 0;
+	ret = dev->ops->pwrite(dev, buf, len, off, kind);
+	if (ret)
+		return ret;
+	dev->nr_writes++;
+	dev->bytes_written[kind] += len;
+	return 0;
+}
+
+int arb_dev_flush(struct arb_dev *dev)
+{
+	int ret = dev->ops->flush(dev);
+
+	if (!ret)
+		dev->nr_flushes++;
+	return ret;
+}
+
+void arb_dev_destroy(struct arb_dev *dev)
+{
+	if (dev)
+		dev->ops->destroy(dev);
+}
+
+/* ---- image file or block device ---------------------------------------- */
+
+struct file_dev {
+	struct arb_dev dev;
+	int fd;
+	bool readonly;
+	/* a block device: its size is fixed, resize is refused */
+	bool blockdev;
+};
+
+static int file_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		      enum arb_io_kind kind)
+{
+	struct file_dev *f = dev->priv;
+	uint8_t *p = buf;
+	ssize_t n;
+
+	(void)kind;
+	while (len) {
+		n = pread(f->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		/* EOF inside dev->size: the file was truncated behind us */
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int file_pwrite(struct arb_dev *dev, const void *buf, size_t len,
+		       uint64_t off, enum arb_io_kind kind)
+{
+	struct file_dev *f = dev->priv;
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	(void)kind;
+	if (f->readonly)
+		return -EROFS;
+	while (len) {
+		n = pwrite(f->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int file_flush(struct arb_dev *dev)
+{
+	struct file_dev *f = dev->priv;
+	int ret;
+
+	if (f->readonly)
+		return 0;
+	/* the size of a block device never changes, so data is all there is */
+	ret = f->blockdev ? fsync(f->fd) : fdatasync(f->fd);
+	return ret < 0 ? -errno : 0;
+}
+
+static int file_resize(struct arb_dev *dev, uint64_t size)
+{
+	struct file_dev *f = dev->priv;
+
+	if (f->readonly)
+		return -EROFS;
+	if (f->blockdev)
+		return -EOPNOTSUPP;
+	if (size > INT64_MAX)
+		return -EFBIG;
+	if (ftruncate(f->fd, (off_t)size) < 0)
+		return -errno;
+	dev->size = size;
+	return 0;
+}
+
+static void file_destroy(struct arb_dev *dev)
+{
+	struct file_dev *f = dev->priv;
+
+	close(f->fd); /* drops the flock too */
+	free(f);
+}
+
+static const struct arb_dev_ops file_ops = {
+	.pread = file_pread,
+	.pwrite = file_pwrite,
+	.flush = file_flush,
+	.resize = file_resize,
+	.destroy = file_destroy,
+};
+
+/* Size of the open image; extends a regular file to create_size. */
+static int file_size(struct file_dev *f, const char *path, uint64_t create_size,
+		     uint64_t *size)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	if (S_ISREG(st.st_mode)) {
+		*size = (uint64_t)st.st_size;
+		if (create_size > *size) {
+			/* sparse: only blocks written later get allocated */
+			if (ftruncate(f->fd, (off_t)create_size) < 0)
+				return -errno;
+			*size = create_size;
+		}
+		return 0;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		f->blockdev = true;
+		if (ioctl(f->fd, BLKGETSIZE64, size) < 0)
+			return -errno;
+		if (create_size > *size) {
+			arb_log(ARB_LOG_ERR, "%s: device smaller than %llu bytes",
+				path, (unsigned long long)create_size);
+			return -ENOSPC;
+		}
+		return 0;
+	}
+	arb_log(ARB_LOG_ERR, "%s: not a regular file or block device", path);
+	return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+}
+
+int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
+		      struct arb_dev **out)
+{
+	struct file_dev *f;
+	uint64_t size;
+	int flags, ret;
+
+	if (!path || create_size > INT64_MAX || (readonly && create_size))
+		return -EINVAL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	flags = (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	if (create_size)
+		flags |= O_CREAT;
+	f->fd = open(path, flags, 0644);
+	if (f->fd < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	/* lock before anything else, so a busy image is never extended */
+	if (flock(f->fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+		ret = -errno;
+		if (ret == -EWOULDBLOCK) {
+			arb_log(ARB_LOG_ERR, "%s: image in use", path);
+			ret = -EBUSY;
+		}
+		goto out_close;
+	}
+	ret = file_size(f, path, create_size, &size);
+	if (ret)
+		goto out_close;
+
+	f->readonly = readonly;
+	f->dev.ops = &file_ops;
+	f->dev.size = size;
+	f->dev.priv = f;
+	*out = &f->dev;
+	return 0;
+
+out_close:
+	close(f->fd);
+out_free:
+	free(f);
+	return ret;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+struct mem_dev {
+	struct arb_dev dev;
+	/* dev.size bytes (at least one allocated, so size 0 is not special) */
+	uint8_t *data;
+};
+
+static int mem_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		     enum arb_io_kind kind)
+{
+	struct mem_dev *m = dev->priv;
+
+	(void)kind;
+	memcpy(buf, m->data + off, len);
+	return 0;
+}
+
+static int mem_pwrite(struct arb_dev *dev, const void *buf, size_t len,
+		      uint64_t off, enum arb_io_kind kind)
+{
+	struct mem_dev *m = dev->priv;
+
+	(void)kind;
+	memcpy(m->data + off, buf, len);
+	return 0;
+}
+
+static int mem_flush(struct arb_dev *dev)
+{
+	(void)dev;
+	return 0;
+}
+
+static int mem_resize(struct arb_dev *dev, uint64_t size)
+{
+	struct mem_dev *m = dev->priv;
+	uint8_t *data;
+
+	if (size > SIZE_MAX)
+		return -ENOMEM;
+	data = realloc(m->data, size ? (size_t)size : 1);
+	if (!data)
+		return -ENOMEM;
+	if (size > dev->size)
+		memset(data + dev->size, 0, (size_t)(size - dev->size));
+	m->data = data;
+	dev->size = size;
+	return 0;
+}
+
+static void mem_destroy(struct arb_dev *dev)
+{
+	struct mem_dev *m = dev->priv;
+
+	free(m->data);
+	free(m);
+}
+
+static const struct arb_dev_ops mem_ops = {
+	.pread = mem_pread,
+	.pwrite = mem_pwrite,
+	.flush = mem_flush,
+	.resize = mem_resize,
+	.destroy = mem_destroy,
+};
+
+int arb_dev_open_mem(uint64_t size, struct arb_dev **out)
+{
+	struct mem_dev *m;
+
+	if (size > SIZE_MAX)
+		return -ENOMEM;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->data = calloc(1, size ? (size_t)size : 1);
+	if (!m->data) {
+		free(m);
+		return -ENOMEM;
+	}
+	m->dev.ops = &mem_ops;
+	m->dev.size = size;
+	m->dev.priv = m;
+	*out = &m->dev;
+	return 0;
+}
+
+uint8_t *arb_dev_mem_data(struct arb_dev *dev)
+{
+	if (!dev || dev->ops != &mem_ops)
+		return NULL;
+	return ((struct mem_dev *)dev->priv)->data;
+}

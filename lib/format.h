@@ -1,0 +1,622 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * format.h - every on-disk structure of arborfs, byte by byte.
+ *
+ * All multi-byte fields are little-endian and every struct is packed.
+ * Upper layers never read a raw field: they use the arb_<struct>_<field>()
+ * accessors generated below, or the unpacked in-memory twins
+ * (struct arb_key for struct arb_disk_key, ...).  docs/FORMAT.md mirrors
+ * this file; change both together and bump ARB_FORMAT_VERSION when an
+ * existing image would be read differently.
+ *
+ * Image layout
+ *   OFFSET          SIZE        DESCRIPTION
+ *   0               64 KiB      unused (room for a boot sector / other magic)
+ *   64 KiB          4 KiB       superblock slot 0
+ *   128 KiB         4 KiB       superblock slot 1
+ *   1 MiB           ...         allocatable space: tree nodes and file data
+ *
+ * Commit N writes its superblock to slot N % 2, so the superblock of the
+ * previous generation is never overwritten by the commit that replaces it.
+ * An image is opened from the valid slot with the highest generation.
+ *
+ * Global invariant: every byte in [1 MiB, total_bytes) is either covered by
+ * exactly one EXTENT_ITEM of the extent tree, or free.  Nothing reachable from
+ * the superblock of the last durable commit is ever written.
+ */
+#ifndef ARB_FORMAT_H
+#define ARB_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <endian.h>
+
+#define ARB_PACKED __attribute__((packed))
+
+/* "ARBORFS!" read as a little-endian u64 */
+#define ARB_MAGIC 0x215346524f425241ULL
+/* written by mkfs first, replaced by ARB_MAGIC as mkfs's very last write */
+#define ARB_MAGIC_TEMPORARY 0x3f5346524f425241ULL /* "ARBORFS?" */
+#define ARB_FORMAT_VERSION 1
+
+#define ARB_SUPER_OFFSET0 (64ULL * 1024)
+#define ARB_SUPER_OFFSET1 (128ULL * 1024)
+#define ARB_SUPER_SIZE 4096
+#define ARB_DATA_START (1024ULL * 1024)
+#define ARB_SECTORSIZE 4096
+#define ARB_MIN_NODESIZE 4096
+#define ARB_MAX_NODESIZE 65536
+#define ARB_DEFAULT_NODESIZE 16384
+#define ARB_MAX_LEVEL 8
+#define ARB_CSUM_SIZE 32
+#define ARB_UUID_SIZE 16
+#define ARB_LABEL_SIZE 256
+
+enum arb_csum_type {
+	ARB_CSUM_CRC32C = 0,
+};
+
+/* Well-known tree ids (objectid of a ROOT_ITEM in the root tree). */
+#define ARB_ROOT_TREE_ID 1ULL
+#define ARB_EXTENT_TREE_ID 2ULL
+#define ARB_FS_TREE_ID 5ULL
+#define ARB_CSUM_TREE_ID 7ULL
+#define ARB_FIRST_SUBVOL_ID 256ULL
+/* first inode objectid in a fs tree; it is the subvolume's root directory */
+#define ARB_FIRST_INO 256ULL
+
+/*
+ * Item types.  The numbers are part of the format and fixed forever.
+ * x(name, number, description)
+ */
+#define ARB_ITEM_TYPES(x)                                                      \
+	x(INODE_ITEM, 1, "inode")                                              \
+	x(INODE_REF, 12, "link of an inode: parent dir -> index, name")        \
+	x(XATTR_ITEM, 24, "extended attribute, keyed by name hash")            \
+	x(ORPHAN_ITEM, 48, "unlinked inode still to be freed")                 \
+	x(DIR_ITEM, 84, "directory entry, keyed by name hash")                 \
+	x(DIR_INDEX, 96, "directory entry, keyed by sequence")                 \
+	x(EXTENT_DATA, 108, "file extent: inline bytes or disk extent")        \
+	x(EXTENT_CSUM, 128, "data checksums, keyed by disk address")           \
+	x(ROOT_ITEM, 132, "root of a tree")                                    \
+	x(ROOT_BACKREF, 144, "subvolume -> parent directory")                  \
+	x(ROOT_REF, 156, "parent subvolume -> child subvolume")                \
+	x(EXTENT_ITEM, 168, "allocated extent with refcount")                  \
+	x(EXTENT_DATA_REF, 178, "back-reference of a data extent")             \
+	x(DEV_STATS, 249, "counters")                                          \
+	x(TEST_ITEM, 250, "used only by unit tests")
+
+enum arb_item_type {
+#define x(n, v, d) ARB_##n = v,
+	ARB_ITEM_TYPES(x)
+#undef x
+};
+
+const char *arb_item_type_name(unsigned type);
+
+/*
+ * Generated little-endian accessors.  ARB_LE(struct, field, bits) gives
+ * arb_<struct>_<field>(const struct arb_<struct> *) and
+ * arb_set_<struct>_<field>(struct arb_<struct> *, uint<bits>_t).
+ */
+#define ARB_LE(st, f, bits)                                                    \
+	static inline uint##bits##_t arb_##st##_##f(const struct arb_##st *p)  \
+	{                                                                      \
+		uint##bits##_t v;                                              \
+		memcpy(&v, (const char *)p + offsetof(struct arb_##st, f),     \
+		       sizeof(v));                                             \
+		return le##bits##toh(v);                                       \
+	}                                                                      \
+	static inline void arb_set_##st##_##f(struct arb_##st *p,              \
+					      uint##bits##_t v)                \
+	{                                                                      \
+		v = htole##bits(v);                                            \
+		memcpy((char *)p + offsetof(struct arb_##st, f), &v,           \
+		       sizeof(v));                                             \
+	}
+#define le8toh(x) (x)
+#define htole8(x) (x)
+
+#define ARB_CHECK_SIZE(st, n)                                                  \
+	_Static_assert(sizeof(struct arb_##st) == (n), "size of arb_" #st)
+#define ARB_CHECK_OFF(st, f, n)                                                \
+	_Static_assert(offsetof(struct arb_##st, f) == (n),                    \
+		       "offset of arb_" #st "." #f)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * Superblock, 4096 bytes.
+ *   OFFSET SIZE DESCRIPTION
+ *   0      32   checksum of bytes [32, 4096), algorithm s_csum_type
+ *   32     8    magic ARB_MAGIC (ARB_MAGIC_TEMPORARY while mkfs runs)
+ *   40     8    byte offset of this copy (detects a misplaced write)
+ *   48     16   filesystem UUID, also stamped in every node header
+ *   64     8    generation of the commit that wrote this superblock
+ *   72     8    byte address of the root tree's root node
+ *   80     8    total size of the filesystem in bytes
+ *   88     8    bytes allocated (tree nodes + data extents)
+ *   96     4    node size in bytes (power of two, 4 KiB..64 KiB)
+ *   100    4    sector size: unit of data allocation and checksums
+ *   104    4    format version (ARB_FORMAT_VERSION)
+ *   108    2    checksum algorithm (enum arb_csum_type)
+ *   110    1    level of the root tree's root node
+ *   111    1    reserved, 0
+ *   112    8    incompatible feature flags: an unknown bit refuses to open
+ *   120    8    read-only compatible feature flags: unknown bit => ro only
+ *   128    8    compatible feature flags
+ *   136    8    flags (ARB_SUPER_*)
+ *   144    256  label, NUL padded
+ *   400    8    generation of the root tree's root node
+ *   408    3688 reserved, 0
+ */
+struct arb_super {
+	uint8_t s_csum[ARB_CSUM_SIZE];
+	uint64_t s_magic;
+	uint64_t s_bytenr;
+	uint8_t s_uuid[ARB_UUID_SIZE];
+	uint64_t s_generation;
+	uint64_t s_root;
+	uint64_t s_total_bytes;
+	uint64_t s_bytes_used;
+	uint32_t s_nodesize;
+	uint32_t s_sectorsize;
+	uint32_t s_version;
+	uint16_t s_csum_type;
+	uint8_t s_root_level;
+	uint8_t s_reserved0;
+	uint64_t s_incompat;
+	uint64_t s_ro_compat;
+	uint64_t s_compat;
+	uint64_t s_flags;
+	char s_label[ARB_LABEL_SIZE];
+	uint64_t s_root_generation;
+	uint8_t s_reserved[3688];
+} ARB_PACKED;
+ARB_CHECK_SIZE(super, 4096);
+ARB_CHECK_OFF(super, s_magic, 32);
+ARB_CHECK_OFF(super, s_bytenr, 40);
+ARB_CHECK_OFF(super, s_uuid, 48);
+ARB_CHECK_OFF(super, s_generation, 64);
+ARB_CHECK_OFF(super, s_root, 72);
+ARB_CHECK_OFF(super, s_total_bytes, 80);
+ARB_CHECK_OFF(super, s_bytes_used, 88);
+ARB_CHECK_OFF(super, s_nodesize, 96);
+ARB_CHECK_OFF(super, s_sectorsize, 100);
+ARB_CHECK_OFF(super, s_version, 104);
+ARB_CHECK_OFF(super, s_csum_type, 108);
+ARB_CHECK_OFF(super, s_root_level, 110);
+ARB_CHECK_OFF(super, s_incompat, 112);
+ARB_CHECK_OFF(super, s_ro_compat, 120);
+ARB_CHECK_OFF(super, s_compat, 128);
+ARB_CHECK_OFF(super, s_flags, 136);
+ARB_CHECK_OFF(super, s_label, 144);
+ARB_CHECK_OFF(super, s_root_generation, 400);
+ARB_LE(super, s_magic, 64)
+ARB_LE(super, s_bytenr, 64)
+ARB_LE(super, s_generation, 64)
+ARB_LE(super, s_root, 64)
+ARB_LE(super, s_total_bytes, 64)
+ARB_LE(super, s_bytes_used, 64)
+ARB_LE(super, s_nodesize, 32)
+ARB_LE(super, s_sectorsize, 32)
+ARB_LE(super, s_version, 32)
+ARB_LE(super, s_csum_type, 16)
+ARB_LE(super, s_root_level, 8)
+ARB_LE(super, s_incompat, 64)
+ARB_LE(super, s_ro_compat, 64)
+ARB_LE(super, s_compat, 64)
+ARB_LE(super, s_flags, 64)
+ARB_LE(super, s_root_generation, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * Key, 17 bytes on disk.  Items sort by (objectid, type, offset), each as an
+ * unsigned integer.
+ *   0  8  objectid: inode number, tree id or disk address, by item type
+ *   8  1  item type (enum arb_item_type)
+ *   9  8  offset: meaning depends on the type (hash, sequence, file offset)
+ */
+struct arb_disk_key {
+	uint64_t objectid;
+	uint8_t type;
+	uint64_t offset;
+} ARB_PACKED;
+ARB_CHECK_SIZE(disk_key, 17);
+ARB_LE(disk_key, objectid, 64)
+ARB_LE(disk_key, type, 8)
+ARB_LE(disk_key, offset, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * Node header, 96 bytes, at the start of every tree node (leaf or internal).
+ *   0   32  checksum of bytes [32, nodesize)
+ *   32  16  filesystem UUID (a node of another filesystem is rejected)
+ *   48  8   byte address of this node (detects misplaced writes)
+ *   56  8   flags (ARB_NODE_*), 0 today
+ *   64  8   generation of the transaction that wrote this node
+ *   72  8   id of the tree that created this node (its owner)
+ *   80  4   number of items (leaf) or key pointers (internal node)
+ *   84  1   level: 0 for a leaf
+ *   85  11  reserved, 0
+ * A leaf continues with nritems struct arb_item from offset 96 upwards; item
+ * data is packed at the end of the node, item 0's data last.  An internal
+ * node continues with nritems struct arb_key_ptr from offset 96.
+ */
+struct arb_node_header {
+	uint8_t h_csum[ARB_CSUM_SIZE];
+	uint8_t h_uuid[ARB_UUID_SIZE];
+	uint64_t h_bytenr;
+	uint64_t h_flags;
+	uint64_t h_generation;
+	uint64_t h_owner;
+	uint32_t h_nritems;
+	uint8_t h_level;
+	uint8_t h_reserved[11];
+} ARB_PACKED;
+ARB_CHECK_SIZE(node_header, 96);
+ARB_CHECK_OFF(node_header, h_uuid, 32);
+ARB_CHECK_OFF(node_header, h_bytenr, 48);
+ARB_CHECK_OFF(node_header, h_flags, 56);
+ARB_CHECK_OFF(node_header, h_generation, 64);
+ARB_CHECK_OFF(node_header, h_owner, 72);
+ARB_CHECK_OFF(node_header, h_nritems, 80);
+ARB_CHECK_OFF(node_header, h_level, 84);
+ARB_LE(node_header, h_bytenr, 64)
+ARB_LE(node_header, h_flags, 64)
+ARB_LE(node_header, h_generation, 64)
+ARB_LE(node_header, h_owner, 64)
+ARB_LE(node_header, h_nritems, 32)
+ARB_LE(node_header, h_level, 8)
+
+/*
+ * Leaf item descriptor, 25 bytes.
+ *   0   17  key
+ *   17  4   offset of the item's data from the start of the node
+ *   21  4   size of the item's data in bytes (0 allowed)
+ */
+struct arb_item {
+	struct arb_disk_key i_key;
+	uint32_t i_offset;
+	uint32_t i_size;
+} ARB_PACKED;
+ARB_CHECK_SIZE(item, 25);
+ARB_CHECK_OFF(item, i_offset, 17);
+ARB_CHECK_OFF(item, i_size, 21);
+ARB_LE(item, i_offset, 32)
+ARB_LE(item, i_size, 32)
+
+/*
+ * Internal node pointer, 33 bytes.
+ *   0   17  lowest key of the child subtree
+ *   17  8   byte address of the child node
+ *   25  8   generation the child must carry (detects lost writes)
+ */
+struct arb_key_ptr {
+	struct arb_disk_key p_key;
+	uint64_t p_blockptr;
+	uint64_t p_generation;
+} ARB_PACKED;
+ARB_CHECK_SIZE(key_ptr, 33);
+ARB_CHECK_OFF(key_ptr, p_blockptr, 17);
+ARB_CHECK_OFF(key_ptr, p_generation, 25);
+ARB_LE(key_ptr, p_blockptr, 64)
+ARB_LE(key_ptr, p_generation, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * ROOT_ITEM, key (tree id, ROOT_ITEM, 0) in the root tree.  96 bytes.
+ *   0   8   byte address of the tree's root node
+ *   8   8   generation of that root node
+ *   16  8   generation of the last clone (snapshot) of this tree; nodes
+ *           with a generation <= this may be shared with another tree
+ *   24  8   flags (ARB_ROOT_*)
+ *   32  4   number of references to this root (subvolume links)
+ *   36  1   level of the root node
+ *   37  3   reserved, 0
+ *   40  8   objectid of the root directory (fs trees), 0 otherwise
+ *   48  8   highest objectid in use in this tree (fs trees)
+ *   56  8   generation in which this tree was created
+ *   64  16  UUID of this tree (subvolumes), 0 otherwise
+ *   80  16  UUID of the tree this one was cloned from, 0 if none
+ */
+struct arb_root_item {
+	uint64_t r_bytenr;
+	uint64_t r_generation;
+	uint64_t r_last_snapshot;
+	uint64_t r_flags;
+	uint32_t r_refs;
+	uint8_t r_level;
+	uint8_t r_reserved[3];
+	uint64_t r_root_dirid;
+	uint64_t r_highest_objectid;
+	uint64_t r_otransid;
+	uint8_t r_uuid[ARB_UUID_SIZE];
+	uint8_t r_parent_uuid[ARB_UUID_SIZE];
+} ARB_PACKED;
+ARB_CHECK_SIZE(root_item, 96);
+ARB_CHECK_OFF(root_item, r_refs, 32);
+ARB_CHECK_OFF(root_item, r_level, 36);
+ARB_CHECK_OFF(root_item, r_root_dirid, 40);
+ARB_CHECK_OFF(root_item, r_uuid, 64);
+ARB_LE(root_item, r_bytenr, 64)
+ARB_LE(root_item, r_generation, 64)
+ARB_LE(root_item, r_last_snapshot, 64)
+ARB_LE(root_item, r_flags, 64)
+ARB_LE(root_item, r_refs, 32)
+ARB_LE(root_item, r_level, 8)
+ARB_LE(root_item, r_root_dirid, 64)
+ARB_LE(root_item, r_highest_objectid, 64)
+ARB_LE(root_item, r_otransid, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * EXTENT_ITEM, key (disk address, EXTENT_ITEM, length in bytes) in the
+ * extent tree.  24 bytes, followed for a tree node by struct
+ * arb_tree_block_ref.
+ *   0   8   reference count: parent pointers (tree nodes) or file extent
+ *           items (data) that point at this extent
+ *   8   8   generation in which the extent was allocated
+ *   16  8   flags: ARB_EXTENT_TREE_BLOCK or ARB_EXTENT_DATA
+ * A data extent's back-references are EXTENT_DATA_REF items with the same
+ * objectid.
+ */
+#define ARB_EXTENT_TREE_BLOCK 1ULL
+#define ARB_EXTENT_DATA 2ULL
+struct arb_extent_item {
+	uint64_t e_refs;
+	uint64_t e_generation;
+	uint64_t e_flags;
+} ARB_PACKED;
+ARB_CHECK_SIZE(extent_item, 24);
+ARB_LE(extent_item, e_refs, 64)
+ARB_LE(extent_item, e_generation, 64)
+ARB_LE(extent_item, e_flags, 64)
+
+/*
+ * Back-reference of a tree node, 9 bytes, right after its arb_extent_item.
+ *   0   8   owner: id of the tree that created the node (= node h_owner)
+ *   8   1   level of the node (= node h_level)
+ */
+struct arb_tree_block_ref {
+	uint64_t t_owner;
+	uint8_t t_level;
+} ARB_PACKED;
+ARB_CHECK_SIZE(tree_block_ref, 9);
+ARB_LE(tree_block_ref, t_owner, 64)
+ARB_LE(tree_block_ref, t_level, 8)
+
+/*
+ * EXTENT_DATA_REF, key (disk address, EXTENT_DATA_REF, hash) in the extent
+ * tree, where hash = arb_data_ref_hash(root, inode, offset) and on a
+ * collision the next free key offset.  28 bytes.
+ *   0   8   id of the tree (leaf owner) holding the file extent items
+ *   8   8   inode number
+ *   16  8   file offset minus the extent item's offset into the extent
+ *   24  4   number of file extent items with this (root, inode, offset)
+ */
+struct arb_extent_data_ref {
+	uint64_t d_root;
+	uint64_t d_objectid;
+	uint64_t d_offset;
+	uint32_t d_count;
+} ARB_PACKED;
+ARB_CHECK_SIZE(extent_data_ref, 28);
+ARB_LE(extent_data_ref, d_root, 64)
+ARB_LE(extent_data_ref, d_objectid, 64)
+ARB_LE(extent_data_ref, d_offset, 64)
+ARB_LE(extent_data_ref, d_count, 32)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * EXTENT_DATA, key (inode, EXTENT_DATA, file offset) in an fs tree.
+ * Header of 21 bytes:
+ *   0   8   generation that wrote this extent item
+ *   8   8   number of bytes of file the item covers (ram bytes for inline)
+ *   16  1   compression (0 none)
+ *   17  1   type: ARB_FILE_EXTENT_INLINE, _REG or _PREALLOC
+ *   18  3   reserved, 0
+ * INLINE: the file bytes follow the header (item size - 21 bytes).
+ * REG/PREALLOC: followed by 32 bytes
+ *   21  8   disk address of the extent (0 never appears: holes are absent)
+ *   29  8   length of the disk extent in bytes
+ *   37  8   offset into the disk extent where this item's bytes start
+ *   45  8   number of file bytes this item covers
+ */
+#define ARB_FILE_EXTENT_INLINE 0
+#define ARB_FILE_EXTENT_REG 1
+#define ARB_FILE_EXTENT_PREALLOC 2
+struct arb_file_extent {
+	uint64_t f_generation;
+	uint64_t f_ram_bytes;
+	uint8_t f_compression;
+	uint8_t f_type;
+	uint8_t f_reserved[3];
+	/* the rest is absent for inline extents */
+	uint64_t f_disk_bytenr;
+	uint64_t f_disk_num_bytes;
+	uint64_t f_offset;
+	uint64_t f_num_bytes;
+} ARB_PACKED;
+#define ARB_FILE_EXTENT_INLINE_HDR 21
+ARB_CHECK_SIZE(file_extent, 53);
+ARB_CHECK_OFF(file_extent, f_type, 17);
+ARB_CHECK_OFF(file_extent, f_disk_bytenr, 21);
+ARB_CHECK_OFF(file_extent, f_num_bytes, 45);
+ARB_LE(file_extent, f_generation, 64)
+ARB_LE(file_extent, f_ram_bytes, 64)
+ARB_LE(file_extent, f_compression, 8)
+ARB_LE(file_extent, f_type, 8)
+ARB_LE(file_extent, f_disk_bytenr, 64)
+ARB_LE(file_extent, f_disk_num_bytes, 64)
+ARB_LE(file_extent, f_offset, 64)
+ARB_LE(file_extent, f_num_bytes, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * INODE_ITEM, key (inode, INODE_ITEM, 0) in an fs tree.  160 bytes.
+ *   0    8   generation in which the inode was created
+ *   8    8   generation of the last change (transid)
+ *   16   8   size in bytes
+ *   24   8   bytes allocated on disk for data
+ *   32   8   sequence counter for DIR_INDEX (directories): next index
+ *   40   8   rdev (device nodes)
+ *   48   8   flags (ARB_INODE_*)
+ *   56   4   nlink
+ *   60   4   uid
+ *   64   4   gid
+ *   68   4   mode (type and permission bits as in st_mode)
+ *   72   8   atime seconds   80 4 atime nanoseconds
+ *   84   8   mtime seconds   92 4 mtime nanoseconds
+ *   96   8   ctime seconds   104 4 ctime nanoseconds
+ *   108  8   btime seconds   116 4 btime nanoseconds
+ *   120  40  reserved, 0
+ */
+struct arb_inode_item {
+	uint64_t i_generation;
+	uint64_t i_transid;
+	uint64_t i_size;
+	uint64_t i_nbytes;
+	uint64_t i_seq;
+	uint64_t i_rdev;
+	uint64_t i_flags;
+	uint32_t i_nlink;
+	uint32_t i_uid;
+	uint32_t i_gid;
+	uint32_t i_mode;
+	uint64_t i_atime;
+	uint32_t i_atime_ns;
+	uint64_t i_mtime;
+	uint32_t i_mtime_ns;
+	uint64_t i_ctime;
+	uint32_t i_ctime_ns;
+	uint64_t i_btime;
+	uint32_t i_btime_ns;
+	uint8_t i_reserved[40];
+} ARB_PACKED;
+ARB_CHECK_SIZE(inode_item, 160);
+ARB_CHECK_OFF(inode_item, i_nlink, 56);
+ARB_CHECK_OFF(inode_item, i_mode, 68);
+ARB_CHECK_OFF(inode_item, i_atime, 72);
+ARB_CHECK_OFF(inode_item, i_btime_ns, 116);
+ARB_LE(inode_item, i_generation, 64)
+ARB_LE(inode_item, i_transid, 64)
+ARB_LE(inode_item, i_size, 64)
+ARB_LE(inode_item, i_nbytes, 64)
+ARB_LE(inode_item, i_seq, 64)
+ARB_LE(inode_item, i_rdev, 64)
+ARB_LE(inode_item, i_flags, 64)
+ARB_LE(inode_item, i_nlink, 32)
+ARB_LE(inode_item, i_uid, 32)
+ARB_LE(inode_item, i_gid, 32)
+ARB_LE(inode_item, i_mode, 32)
+ARB_LE(inode_item, i_atime, 64)
+ARB_LE(inode_item, i_atime_ns, 32)
+ARB_LE(inode_item, i_mtime, 64)
+ARB_LE(inode_item, i_mtime_ns, 32)
+ARB_LE(inode_item, i_ctime, 64)
+ARB_LE(inode_item, i_ctime_ns, 32)
+ARB_LE(inode_item, i_btime, 64)
+ARB_LE(inode_item, i_btime_ns, 32)
+
+/*
+ * INODE_REF, key (inode, INODE_REF, parent directory inode).  One item per
+ * parent; it holds one or more entries (hard links with different names in
+ * the same directory), each:
+ *   0   8   DIR_INDEX sequence of this link in the parent
+ *   8   2   name length (1..255)
+ *   10  n   name, not NUL terminated
+ */
+struct arb_inode_ref {
+	uint64_t r_index;
+	uint16_t r_name_len;
+} ARB_PACKED;
+ARB_CHECK_SIZE(inode_ref, 10);
+ARB_LE(inode_ref, r_index, 64)
+ARB_LE(inode_ref, r_name_len, 16)
+
+/*
+ * DIR_ITEM, key (dir, DIR_ITEM, name hash), DIR_INDEX, key (dir, DIR_INDEX,
+ * sequence) and XATTR_ITEM, key (inode, XATTR_ITEM, name hash).  A DIR_ITEM
+ * or XATTR_ITEM holds one or more entries (hash collisions); a DIR_INDEX
+ * exactly one.  Each entry:
+ *   0   8   child inode number (0 for xattrs)
+ *   8   8   generation of the transaction that created the entry
+ *   16  2   length of the data (xattr value), 0 for directory entries
+ *   18  2   name length (1..255)
+ *   20  1   file type (DT_* value) for directory entries, 0 for xattrs
+ *   21  n   name, then data
+ */
+struct arb_dir_entry {
+	uint64_t d_ino;
+	uint64_t d_transid;
+	uint16_t d_data_len;
+	uint16_t d_name_len;
+	uint8_t d_type;
+} ARB_PACKED;
+ARB_CHECK_SIZE(dir_entry, 21);
+ARB_LE(dir_entry, d_ino, 64)
+ARB_LE(dir_entry, d_transid, 64)
+ARB_LE(dir_entry, d_data_len, 16)
+ARB_LE(dir_entry, d_name_len, 16)
+ARB_LE(dir_entry, d_type, 8)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * EXTENT_CSUM, key (ARB_EXTENT_CSUM_OBJECTID, EXTENT_CSUM, disk address of
+ * the first sector covered) in the checksum tree.  The data is an array of
+ * little-endian u32 crc32c values, one per sector (s_sectorsize bytes) of
+ * data starting at that address; item size / 4 sectors are covered, at most
+ * ARB_CSUMS_PER_ITEM.  Items never straddle two data extents.
+ */
+#define ARB_EXTENT_CSUM_OBJECTID 0xfffffffffffffff6ULL
+#define ARB_CSUMS_PER_ITEM 1024
+
+/* ------------------------------------------------------------------------ */
+/* In-memory twins */
+
+struct arb_key {
+	uint64_t objectid;
+	uint8_t type;
+	uint64_t offset;
+};
+
+static inline void arb_key_from_disk(struct arb_key *k,
+				     const struct arb_disk_key *d)
+{
+	k->objectid = arb_disk_key_objectid(d);
+	k->type = arb_disk_key_type(d);
+	k->offset = arb_disk_key_offset(d);
+}
+
+static inline void arb_key_to_disk(struct arb_disk_key *d,
+				   const struct arb_key *k)
+{
+	arb_set_disk_key_objectid(d, k->objectid);
+	arb_set_disk_key_type(d, k->type);
+	arb_set_disk_key_offset(d, k->offset);
+}
+
+static inline int arb_key_cmp(const struct arb_key *a, const struct arb_key *b)
+{
+	if (a->objectid != b->objectid)
+		return a->objectid < b->objectid ? -1 : 1;
+	if (a->type != b->type)
+		return a->type < b->type ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return 0;
+}
+
+/* checksums (format.c) */
+uint32_t arb_crc32c(uint32_t crc, const void *buf, size_t len);
+/* fill csum[32] for the bytes of buf after the csum field */
+void arb_csum_block(unsigned type, const void *buf, size_t len,
+		    uint8_t out[ARB_CSUM_SIZE]);
+/* 0 when the checksum stored in the first 32 bytes of buf matches */
+int arb_csum_verify(unsigned type, const void *buf, size_t len);
+/* name hash for DIR_ITEM and XATTR_ITEM keys */
+uint64_t arb_name_hash(const char *name, size_t len);
+uint64_t arb_data_ref_hash(uint64_t root, uint64_t ino, uint64_t offset);
+
+#endif

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arbor/dev.h - the block device under libarbor: a small function table so
+ * that tests can plug in devices that record, drop, reorder or fail I/O.
+ *
+ * Every op returns 0 when the whole request was done, or a negative errno.
+ * Short transfers are retried inside the op; a device never reports partial
+ * success.
+ */
+#ifndef ARBOR_DEV_H
+#define ARBOR_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What an I/O is for; used by tracing and statistics only. */
+enum arb_io_kind {
+	ARB_IO_SUPER = 0,
+	ARB_IO_NODE = 1,
+	ARB_IO_DATA = 2,
+	ARB_IO_OTHER = 3,
+};
+
+struct arb_dev;
+
+struct arb_dev_ops {
+	int (*pread)(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		     enum arb_io_kind kind);
+	int (*pwrite)(struct arb_dev *dev, const void *buf, size_t len,
+		      uint64_t off, enum arb_io_kind kind);
+	/* make every completed write durable */
+	int (*flush)(struct arb_dev *dev);
+	/* grow or shrink the device (files only); may be NULL */
+	int (*resize)(struct arb_dev *dev, uint64_t size);
+	void (*destroy)(struct arb_dev *dev);
+};
+
+struct arb_dev {
+	const struct arb_dev_ops *ops;
+	/* size in bytes */
+	uint64_t size;
+	void *priv;
+	/* counters, maintained by arb_dev_read/write/flush */
+	uint64_t bytes_read[4], bytes_written[4];
+	uint64_t nr_reads, nr_writes, nr_flushes;
+};
+
+/* Wrappers that also count. */
+int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		 enum arb_io_kind kind);
+int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
+		  uint64_t off, enum arb_io_kind kind);
+int arb_dev_flush(struct arb_dev *dev);
+void arb_dev_destroy(struct arb_dev *dev);
+
+/*
+ * An image file or block device.  Opening read-write takes an exclusive
+ * flock() so two writers cannot open one image (-EBUSY); read-only takes a
+ * shared one.  create_size > 0 creates or extends the file (sparse) to that
+ * size.
+ */
+int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
+		      struct arb_dev **out);
+/* An in-memory device of size bytes, zero filled. */
+int arb_dev_open_mem(uint64_t size, struct arb_dev **out);
+/* The bytes of a memory device (valid until it is destroyed). */
+uint8_t *arb_dev_mem_data(struct arb_dev *dev);
+
+/*
+ * Fault injection: a device that passes everything to lower (owned: destroyed
+ * with it) until the n-th (1-based) operation of the kinds in mask, which
+ * fails with err, as do all later ones of those kinds when sticky.
+ */
+enum arb_fault_op {
+	ARB_FAULT_READ = 1,
+	ARB_FAULT_WRITE = 2,
+	ARB_FAULT_FLUSH = 4,
+};
+int arb_dev_fault_wrap(struct arb_dev *lower, struct arb_dev **out);
+void arb_dev_fault_arm(struct arb_dev *fault, unsigned mask, uint64_t n,
+		       int err, bool sticky);
+void arb_dev_fault_disarm(struct arb_dev *fault);
+/* number of operations of the kinds in mask seen so far */
+uint64_t arb_dev_fault_count(struct arb_dev *fault, unsigned mask);
+
+/*
+ * Write logging (the idea of dm-log-writes): a device that passes everything
+ * to lower (owned) and records every write (offset, bytes) and flush in
+ * order, starting from a snapshot of lower's contents taken when wrapping.
+ * Used to rebuild what the disk may hold after a crash at any point.
+ */
+int arb_dev_log_wrap(struct arb_dev *lower, struct arb_dev **out);
+/* number of recorded entries (writes and flushes) */
+size_t arb_dev_log_len(struct arb_dev *log);
+/* index of every flush entry, in order; returns how many */
+size_t arb_dev_log_flushes(struct arb_dev *log, size_t *idx, size_t max);
+
+enum arb_replay_mode {
+	/* every write before entry n, in order */
+	ARB_REPLAY_PREFIX = 0,
+	/* writes before the last flush before n, then a random subset of the
+	 * writes after it (unflushed writes dropped) */
+	ARB_REPLAY_DROP = 1,
+	/* like DROP but the surviving unflushed writes land in random order
+	 * and one of them may be torn at a random 512-byte boundary */
+	ARB_REPLAY_REORDER_TEAR = 2,
+};
+/*
+ * Build, as a new memory device, what the disk could hold after a crash just
+ * before log entry n.  seed drives the random choices.
+ */
+int arb_dev_log_replay(struct arb_dev *log, size_t n, enum arb_replay_mode mode,
+		       uint64_t seed, struct arb_dev **out);
+
+/*
+ * Tracing: one line per operation to f:
+ *   <seconds since wrap> <R|W|F> <offset> <length> <super|node|data|other>
+ */
+int arb_dev_trace_wrap(struct arb_dev *lower, FILE *f, struct arb_dev **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txn.c - transactions, commit, and opening/formatting a volume.
+ *
+ * One transaction runs at a time per volume; every change joins it.  A
+ * commit makes it durable in this order, and nothing else writes to the
+ * image:
+ *
+ *   1. vol->pre_commit (the fs layer writes delayed file data and turns it
+ *      into tree items)
+ *   2. repeat until nothing changes: write the ROOT_ITEM of every tree whose
+ *      root moved; apply the delayed reference counts to the extent tree
+ *   3. write every dirty node (new blocks only: a block reachable from the
+ *      last committed superblock is never written, see alloc.c)
+ *   4. flush
+ *   5. write the superblock, generation + 1, into slot (generation + 1) % 2;
+ *      the other slot keeps the previous generation intact
+ *   6. flush
+ *   7. release the blocks freed by this transaction (pinned until now)
+ *
+ * A crash before 6 completes leaves the previous superblock the newest valid
+ * one, and everything it references untouched.  A write or flush error in
+ * 3-6 makes the volume refuse further transactions (it is as good as
+ * read-only); the previous generation is still on disk.
+ *
+ * The first error inside a transaction poisons it (arb_txn_fail): after
+ * that only arb_txn_abort is possible, which throws away every change since
+ * the last commit.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "core.h"
+
+static const uint64_t super_off[2] = { ARB_SUPER_OFFSET0, ARB_SUPER_OFFSET1 };
+
+int arb_txn_fail(struct arb_txn *t, int err)
+{
+	if (err && !t->error) {
+		t->error = err;
+		t->state = ARB_TXN_FAILED;
+		if (err != -ENOSPC)
+			arb_log(ARB_LOG_ERR, "transaction %llu failed: %s",
+				(unsigned long long)t->transid, strerror(-err));
+	}
+	return err;
+}
+
+int arb_txn_begin(struct arb_vol *vol, struct arb_txn **out)
+{
+	struct arb_txn *t = vol->running;
+
+	if (vol->readonly)
+		return -EROFS;
+	if (vol->fatal_error)
+		return -EROFS;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		t->vol = vol;
+		t->transid = vol->generation + 1;
+		vol->running = t;
+	}
+	t->users++;
+	*out = t;
+	return 0;
+}
+
+void arb_txn_end(struct arb_txn *t)
+{
+	if (t->users > 0)
+		t->users--;
+}
+
+static bool txn_has_changes(struct arb_vol *vol)
+{
+	return vol->cache.nr_dirty || arb_delayed_refs_pending(vol) ||
+	       arb_roots_dirty(vol);
+}
+
+static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
+{
+	arb_set_super_s_bytenr(sb, super_off[slot]);
+	arb_csum_block(vol->csum_type, sb, sizeof(*sb), sb->s_csum);
+	return arb_dev_write(vol->dev, sb, sizeof(*sb), super_off[slot],
+			     ARB_IO_SUPER);
+}
+
+static int do_commit(struct arb_txn *t, uint64_t magic)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_super sb;
+	int slot = (int)(t->transid % 2), ret, rounds = 0;
+
+	t->state = ARB_TXN_COMMITTING;
+	if (vol->pre_commit) {
+		ret = vol->pre_commit(t, vol->pre_commit_arg);
+		if (ret)
+			return arb_txn_fail(t, ret);
+	}
+	if (t->error)
+		return t->error;
+	if (!txn_has_changes(vol))
+		return 0;
+	do {
+		ret = arb_update_root_items(t);
+		if (!ret)
+			ret = arb_run_delayed_refs(t);
+		if (ret)
+			return arb_txn_fail(t, ret);
+		if (++rounds > 1000) {
+			arb_log(ARB_LOG_ERR, "commit does not converge");
+			return arb_txn_fail(t, -ELOOP);
+		}
+	} while (arb_roots_dirty(vol) || arb_delayed_refs_pending(vol));
+
+	ret = arb_cache_write_dirty(vol);
+	if (!ret)
+		ret = arb_dev_flush(vol->dev);
+	if (ret)
+		goto fatal;
+	sb = vol->super;
+	arb_set_super_s_magic(&sb, magic);
+	arb_set_super_s_generation(&sb, t->transid);
+	arb_set_super_s_root(&sb, vol->tree_root->node->bytenr);
+	arb_set_super_s_root_level(&sb, (uint8_t)arb_level(vol->tree_root->node));
+	arb_set_super_s_root_generation(&sb, arb_node_gen(vol->tree_root->node));
+	arb_set_super_s_bytes_used(&sb, arb_used_bytes(vol));
+	ret = write_super(vol, &sb, slot);
+	if (!ret)
+		ret = arb_dev_flush(vol->dev);
+	if (ret)
+		goto fatal;
+	vol->super = sb;
+	vol->super_slot = slot;
+	vol->generation = t->transid;
+	vol->nr_commits++;
+	arb_free_space_unpin(vol);
+	return 0;
+fatal:
+	arb_log(ARB_LOG_ERR,
+		"I/O error %d while committing generation %llu: no further "
+		"changes are accepted; generation %llu is intact on disk",
+		ret, (unsigned long long)t->transid,
+		(unsigned long long)vol->generation);
+	vol->fatal_error = ret;
+	return arb_txn_fail(t, ret);
+}
+
+int arb_txn_commit(struct arb_txn *t)
+{
+	struct arb_vol *vol = t->vol;
+	int ret;
+
+	if (t->error) {
+		ret = t->error;
+		arb_txn_abort(t);
+		return ret;
+	}
+	ret = do_commit(t, ARB_MAGIC);
+	if (ret) {
+		if (!vol->fatal_error)
+			arb_txn_abort(t);
+		return ret;
+	}
+	vol->running = NULL;
+	free(t);
+	arb_cache_shrink(vol);
+	return 0;
+}
+
+/* Reload every root from the last committed state. */
+static int reload_committed(struct arb_vol *vol)
+{
+	struct arb_root *r, **pp;
+	struct arb_key k = { 0, ARB_ROOT_ITEM, 0 };
+	struct arb_root_item item;
+	struct arb_node *n;
+	int ret;
+
+	ret = arb_node_read(vol, arb_super_s_root(&vol->super),
+			    arb_super_s_root_generation(&vol->super),
+			    arb_super_s_root_level(&vol->super), &n);
+	if (ret)
+		return ret;
+	arb_node_put(vol, vol->tree_root->node);
+	vol->tree_root->node = n;
+	vol->tree_root->dirty = false;
+
+	for (pp = &vol->roots, r = *pp; r; r = *pp) {
+		k.objectid = r->id;
+		ret = arb_lookup_item(vol->tree_root, &k, &item, sizeof(item));
+		if (ret == (int)sizeof(item))
+			ret = arb_node_read(vol, arb_root_item_r_bytenr(&item),
+					    arb_root_item_r_generation(&item),
+					    arb_root_item_r_level(&item), &n);
+		else if (ret >= 0)
+			ret = -EUCLEAN;
+		if (ret == -ENOENT) {
+			/* created by the aborted transaction */
+			*pp = r->next;
+			arb_root_free(vol, r);
+			continue;
+		}
+		if (ret)
+			return ret;
+		arb_node_put(vol, r->node);
+		r->node = n;
+		r->item = item;
+		r->last_snapshot = arb_root_item_r_last_snapshot(&item);
+		r->dirty = false;
+		pp = &r->next;
+	}
+	k.objectid = ARB_EXTENT_TREE_ID;
+	ret = arb_lookup_item(vol->tree_root, &k, &item, sizeof(item));
+	if (ret != (int)sizeof(item))
+		return ret < 0 ? ret : -EUCLEAN;
+	ret = arb_node_read(vol, arb_root_item_r_bytenr(&item),
+			    arb_root_item_r_generation(&item),
+			    arb_root_item_r_level(&item), &n);
+	if (ret)
+		return ret;
+	arb_node_put(vol, vol->extent_root->node);
+	vol->extent_root->node = n;
+	vol->extent_root->item = item;
+	vol->extent_root->dirty = false;
+	return 0;
+}
+
+void arb_txn_abort(struct arb_txn *t)
+{
+	struct arb_vol *vol = t->vol;
+	int ret;
+
+	arb_log(ARB_LOG_WARN, "aborting transaction %llu",
+		(unsigned long long)t->transid);
+	arb_delayed_refs_drop(vol);
+	arb_cache_drop_dirty(vol);
+	vol->running = NULL;
+	free(t);
+	ret = reload_committed(vol);
+	if (!ret) {
+		arb_free_space_destroy(vol);
+		ret = arb_free_space_load(vol);
+	}
+	if (ret) {
+		arb_log(ARB_LOG_ERR, "cannot reload the committed state (%d)",
+			ret);
+		vol->fatal_error = ret;
+	}
+}
+
+/* ---- superblock and open ------------------------------------------------ */
+
+static int check_super(const struct arb_super *sb, uint64_t off,
+		       uint64_t dev_size, const char **why)
+{
+	uint32_t ns = arb_super_s_nodesize(sb);
+
+	if (arb_super_s_magic(sb) == ARB_MAGIC_TEMPORARY) {
+		*why = "mkfs did not finish on this image";
+		return -EINVAL;
+	}
+	if (arb_super_s_magic(sb) != ARB_MAGIC) {
+		*why = "not an arborfs image (no superblock magic)";
+		return -EINVAL;
+	}
+	/* crc32c is the only algorithm: verify before trusting any field */
+	if (arb_csum_verify(ARB_CSUM_CRC32C, sb, sizeof(*sb))) {
+		*why = "bad superblock checksum";
+		return -EUCLEAN;
+	}
+	if (arb_super_s_csum_type(sb) != ARB_CSUM_CRC32C) {
+		*why = "unknown checksum type";
+		return -EPROTONOSUPPORT;
+	}
+	if (arb_super_s_version(sb) > ARB_FORMAT_VERSION) {
+		*why = "format version newer than this arborfs supports";
+		return -EPROTONOSUPPORT;
+	}
+	if (arb_super_s_incompat(sb)) {
+		*why = "unknown incompatible feature flags";
+		return -EPROTONOSUPPORT;
+	}
+	if (arb_super_s_bytenr(sb) != off || ns < ARB_MIN_NODESIZE ||
+	    ns > ARB_MAX_NODESIZE || (ns & (ns - 1)) ||
+	    arb_super_s_sectorsize(sb) != ARB_SECTORSIZE ||
+	    arb_super_s_generation(sb) == 0 ||
+	    arb_super_s_root_level(sb) >= ARB_MAX_LEVEL ||
+	    arb_super_s_total_bytes(sb) < ARB_DATA_START + 4 * ns) {
+		*why = "superblock fields out of range";
+		return -EUCLEAN;
+	}
+	if (arb_super_s_total_bytes(sb) > dev_size) {
+		*why = "image is smaller than the filesystem (truncated?)";
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+/*
+ * Read both superblock slots and pick the valid one with the highest
+ * generation.  *why names the problem of the best invalid one otherwise.
+ */
+int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
+		   const char **why)
+{
+	struct arb_super sb[2];
+	int best = -1, err = -EINVAL, ret;
+	const char *w = "image too small to hold an arborfs superblock";
+
+	for (int i = 0; i < 2; i++) {
+		const char *wi = NULL;
+		if (dev->size < super_off[i] + ARB_SUPER_SIZE)
+			continue;
+		ret = arb_dev_read(dev, &sb[i], sizeof(sb[i]), super_off[i],
+				   ARB_IO_SUPER);
+		if (ret)
+			return ret;
+		ret = check_super(&sb[i], super_off[i], dev->size, &wi);
+		if (ret == -EPROTONOSUPPORT) {
+			/* a valid superblock we cannot handle: never fall back
+			 * to the older copy (its next commit would overwrite
+			 * the newer one) */
+			if (why)
+				*why = wi;
+			return ret;
+		}
+		if (ret) {
+			/* report the most specific problem */
+			if (err == -EINVAL || i == 0) {
+				err = ret;
+				w = wi;
+			}
+			continue;
+		}
+		if (best < 0 || arb_super_s_generation(&sb[i]) >
+					arb_super_s_generation(&sb[best]))
+			best = i;
+	}
+	if (best < 0) {
+		if (why)
+			*why = w;
+		return err;
+	}
+	*out = sb[best];
+	*slot = best;
+	return 0;
+}
+
+static void vol_free(struct arb_vol *vol)
+{
+	struct arb_root *r, *next;
+
+	for (r = vol->roots; r; r = next) {
+		next = r->next;
+		arb_root_free(vol, r);
+	}
+	arb_root_free(vol, vol->tree_root);
+	arb_root_free(vol, vol->extent_root);
+	arb_delayed_refs_drop(vol);
+	arb_free_space_destroy(vol);
+	if (vol->cache.table)
+		arb_cache_destroy(vol);
+	free(vol->running);
+	pthread_mutex_destroy(&vol->lock);
+	free(vol);
+}
+
+static struct arb_vol *vol_alloc(struct arb_dev *dev, size_t cache_bytes)
+{
+	struct arb_vol *vol = calloc(1, sizeof(*vol));
+	pthread_mutexattr_t a;
+
+	if (!vol)
+		return NULL;
+	vol->dev = dev;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&vol->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	vol->cache.max_bytes = cache_bytes ? cache_bytes : 64u << 20;
+	return vol;
+}
+
+static void vol_from_super(struct arb_vol *vol, const struct arb_super *sb)
+{
+	vol->super = *sb;
+	memcpy(vol->uuid, sb->s_uuid, ARB_UUID_SIZE);
+	vol->nodesize = arb_super_s_nodesize(sb);
+	vol->sectorsize = arb_super_s_sectorsize(sb);
+	vol->csum_type = arb_super_s_csum_type(sb);
+	vol->total_bytes = arb_super_s_total_bytes(sb);
+	vol->generation = arb_super_s_generation(sb);
+}
+
+int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
+		 struct arb_vol **out)
+{
+	struct arb_vol *vol;
+	struct arb_super sb;
+	struct arb_root_item item;
+	struct arb_key k = { ARB_EXTENT_TREE_ID, ARB_ROOT_ITEM, 0 };
+	const char *why = NULL;
+	int slot, ret;
+
+	ret = arb_read_super(dev, &sb, &slot, &why);
+	if (ret) {
+		arb_log(ARB_LOG_ERR, "%s", why ? why : strerror(-ret));
+		return ret;
+	}
+	vol = vol_alloc(dev, o ? o->cache_bytes : 0);
+	if (!vol)
+		return -ENOMEM;
+	vol_from_super(vol, &sb);
+	vol->super_slot = slot;
+	vol->readonly = o && o->readonly;
+	if (arb_super_s_ro_compat(&sb) && !vol->readonly) {
+		arb_log(ARB_LOG_WARN,
+			"unknown read-only compatible features: read-only");
+		vol->readonly = true;
+	}
+	ret = arb_cache_init(vol, vol->cache.max_bytes);
+	if (ret)
+		goto fail;
+	vol->tree_root = calloc(1, sizeof(*vol->tree_root));
+	if (!vol->tree_root) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	vol->tree_root->vol = vol;
+	vol->tree_root->id = ARB_ROOT_TREE_ID;
+	pthread_mutex_init(&vol->tree_root->lock, NULL);
+	ret = arb_node_read(vol, arb_super_s_root(&sb),
+			    arb_super_s_root_generation(&sb),
+			    arb_super_s_root_level(&sb), &vol->tree_root->node);
+	if (ret) {
+		arb_log(ARB_LOG_ERR, "cannot read the root tree");
+		goto fail;
+	}
+	memset(&item, 0, sizeof(item));
+	ret = arb_lookup_item(vol->tree_root, &k, &item, sizeof(item));
+	if (ret != (int)sizeof(item)) {
+		arb_log(ARB_LOG_ERR, "extent tree root item missing or bad");
+		ret = ret < 0 && ret != -ENOENT ? ret : -EUCLEAN;
+		goto fail;
+	}
+	ret = arb_root_load(vol, ARB_EXTENT_TREE_ID, &item, &vol->extent_root);
+	if (ret)
+		goto fail;
+	ret = arb_free_space_load(vol);
+	if (ret)
+		goto fail;
+	*out = vol;
+	return 0;
+fail:
+	vol_free(vol);
+	return ret;
+}
+
+int arb_vol_close(struct arb_vol *vol)
+{
+	int ret = 0;
+
+	if (vol->running) {
+		if (!vol->readonly && !vol->fatal_error)
+			ret = arb_txn_commit(vol->running);
+		else
+			arb_txn_abort(vol->running);
+	}
+	if (!ret && vol->fatal_error)
+		ret = vol->fatal_error;
+	vol_free(vol);
+	return ret;
+}
+
+int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o)
+{
+	struct arb_vol *vol;
+	struct arb_super *sb;
+	struct arb_txn *t = NULL;
+	struct arb_root *r;
+	uint32_t ns = o && o->nodesize ? o->nodesize : ARB_DEFAULT_NODESIZE;
+	uint64_t total = dev->size / ARB_SECTORSIZE * ARB_SECTORSIZE;
+	static const uint8_t zero[ARB_UUID_SIZE];
+	int ret = 0;
+
+	if (ns < ARB_MIN_NODESIZE || ns > ARB_MAX_NODESIZE || (ns & (ns - 1)))
+		return -EINVAL;
+	if (total < ARB_DATA_START + 64 * (uint64_t)ns ||
+	    total < 4 * 1024 * 1024)
+		return -ENOSPC;
+	vol = vol_alloc(dev, 0);
+	if (!vol)
+		return -ENOMEM;
+	sb = &vol->super;
+	memset(sb, 0, sizeof(*sb));
+	if (o && memcmp(o->uuid, zero, ARB_UUID_SIZE))
+		memcpy(sb->s_uuid, o->uuid, ARB_UUID_SIZE);
+	else
+		uuid_generate(sb->s_uuid);
+	arb_set_super_s_total_bytes(sb, total);
+	arb_set_super_s_nodesize(sb, ns);
+	arb_set_super_s_sectorsize(sb, ARB_SECTORSIZE);
+	arb_set_super_s_version(sb, ARB_FORMAT_VERSION);
+	arb_set_super_s_csum_type(sb, ARB_CSUM_CRC32C);
+	if (o && o->label)
+		strncpy(sb->s_label, o->label, ARB_LABEL_SIZE - 1);
+	vol_from_super(vol, sb);
+	vol->generation = 0;
+
+	/* temporary magic in both slots first: a half-made image never opens */
+	{
+		struct arb_super tmp = *sb;
+		arb_set_super_s_magic(&tmp, ARB_MAGIC_TEMPORARY);
+		arb_set_super_s_generation(&tmp, 0);
+		for (int i = 0; i < 2 && !ret; i++)
+			ret = write_super(vol, &tmp, i);
+		if (!ret)
+			ret = arb_dev_flush(dev);
+		if (ret)
+			goto out;
+	}
+	ret = arb_cache_init(vol, vol->cache.max_bytes);
+	if (!ret)
+		ret = arb_free_space_load(vol);
+	if (!ret)
+		ret = arb_txn_begin(vol, &t);
+	if (ret)
+		goto out;
+	ret = arb_bootstrap_roots(t);
+	if (!ret)
+		ret = arb_root_create(t, ARB_CSUM_TREE_ID, &r);
+	if (!ret && o && o->init_fs_tree) {
+		ret = arb_root_create(t, ARB_FS_TREE_ID, &r);
+		if (!ret)
+			ret = o->init_fs_tree(t, r, o->init_arg);
+	}
+	if (!ret)
+		ret = do_commit(t, ARB_MAGIC);
+	if (!ret) {
+		vol->running = NULL;
+		free(t);
+	}
+out:
+	vol_free(vol);
+	return ret;
+}

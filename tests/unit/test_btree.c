@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_btree.c - the COW B+tree against a model.
+ *
+ * The model is a hash table of key -> (size, version); item bytes are a
+ * function of (key, version, size), so the model stays small.  After every
+ * commit the whole tree is compared with the sorted model, forwards and
+ * backwards, and the checker runs (structure, fill, key bounds, reference
+ * counts, back-references, free space).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "testutil.h"
+
+#define TEST_TREE 300ULL
+
+struct mkey {
+	uint64_t objectid, offset;
+	uint32_t size, version;
+	bool present, used;
+};
+
+struct model {
+	struct mkey *e;
+	size_t size, count;
+};
+
+static size_t mhash(uint64_t o, uint64_t off, size_t size)
+{
+	uint64_t h = o * 0x9E3779B97F4A7C15ULL ^ off * 0xC2B2AE3D27D4EB4FULL;
+	return (size_t)(h ^ h >> 31) & (size - 1);
+}
+
+static struct mkey *model_get(struct model *m, uint64_t o, uint64_t off,
+			      bool create)
+{
+	if (create && (m->count + 1) * 2 > m->size) {
+		struct model n = { 0 };
+		n.size = m->size ? m->size * 2 : 1024;
+		n.e = calloc(n.size, sizeof(*n.e));
+		ck_assert_ptr_nonnull(n.e);
+		for (size_t i = 0; i < m->size; i++) {
+			if (!m->e[i].used)
+				continue;
+			size_t s = mhash(m->e[i].objectid, m->e[i].offset, n.size);
+			while (n.e[s].used)
+				s = (s + 1) & (n.size - 1);
+			n.e[s] = m->e[i];
+			n.count++;
+		}
+		free(m->e);
+		*m = n;
+	}
+	if (!m->size)
+		return NULL;
+	for (size_t s = mhash(o, off, m->size);; s = (s + 1) & (m->size - 1)) {
+		struct mkey *e = &m->e[s];
+		if (!e->used) {
+			if (!create)
+				return NULL;
+			e->used = true;
+			e->objectid = o;
+			e->offset = off;
+			m->count++;
+			return e;
+		}
+		if (e->objectid == o && e->offset == off)
+			return e;
+	}
+}
+
+static void fill(uint8_t *buf, uint64_t o, uint64_t off, uint32_t ver,
+		 uint32_t size)
+{
+	uint64_t s = o * 31 + off * 17 + ver * 7 + size + 1;
+	for (uint32_t i = 0; i < size; i++)
+		buf[i] = (uint8_t)(tu_rand(&s) >> 56);
+}
+
+static int cmp_mkey(const void *a, const void *b)
+{
+	const struct mkey *x = *(struct mkey *const *)a;
+	const struct mkey *y = *(struct mkey *const *)b;
+	if (x->objectid != y->objectid)
+		return x->objectid < y->objectid ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return 0;
+}
+
+/* Compare the whole tree with the model, forwards and backwards. */
+static void verify(struct arb_vol *vol, struct arb_root *root, struct model *m)
+{
+	struct mkey **v = malloc((m->count + 1) * sizeof(*v));
+	size_t n = 0, i;
+	struct arb_iter it;
+	struct arb_key k = { 0, 0, 0 };
+	uint8_t buf[65536];
+	int ret;
+
+	ck_assert_ptr_nonnull(v);
+	for (i = 0; i < m->size; i++)
+		if (m->e[i].used && m->e[i].present)
+			v[n++] = &m->e[i];
+	qsort(v, n, sizeof(*v), cmp_mkey);
+
+	arb_iter_init(&it, root);
+	i = 0;
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		struct arb_key got;
+		arb_iter_key(&it, &got);
+		ck_assert_msg(i < n, "tree has more items than the model");
+		ck_assert_uint_eq(got.objectid, v[i]->objectid);
+		ck_assert_uint_eq(got.type, ARB_TEST_ITEM);
+		ck_assert_uint_eq(got.offset, v[i]->offset);
+		ck_assert_uint_eq(arb_iter_size(&it), v[i]->size);
+		fill(buf, v[i]->objectid, v[i]->offset, v[i]->version,
+		     v[i]->size);
+		ck_assert_msg(!memcmp(arb_iter_data(&it), buf, v[i]->size),
+			      "item data differs");
+		i++;
+	}
+	ck_assert_int_eq(ret, 1);
+	ck_assert_uint_eq(i, n);
+	arb_iter_release(&it);
+
+	/* backwards from the end */
+	k.objectid = UINT64_MAX;
+	k.type = 255;
+	k.offset = UINT64_MAX;
+	i = n;
+	for (ret = arb_iter_seek_le(&it, &k); ret == 0; ret = arb_iter_prev(&it)) {
+		struct arb_key got;
+		arb_iter_key(&it, &got);
+		ck_assert(i > 0);
+		i--;
+		ck_assert_uint_eq(got.objectid, v[i]->objectid);
+		ck_assert_uint_eq(got.offset, v[i]->offset);
+	}
+	ck_assert_int_eq(ret, 1);
+	ck_assert_uint_eq(i, 0);
+	arb_iter_release(&it);
+	(void)vol;
+	free(v);
+}
+
+static void do_random(uint32_t nodesize, uint64_t nops, uint64_t key_space,
+		      uint32_t max_size, uint64_t commit_every)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	struct model m = { 0 };
+	uint64_t seed = tu_seed("btree random");
+	uint8_t buf[65536];
+
+	tu_vol_new(512ULL << 20, nodesize, &dev, &vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+
+	for (uint64_t op = 0; op < nops; op++) {
+		uint64_t o = tu_rand_range(&seed, key_space);
+		uint64_t off = tu_rand_range(&seed, 4);
+		uint32_t size = (uint32_t)tu_rand_range(&seed, max_size + 1);
+		unsigned what = (unsigned)tu_rand_range(&seed, 10);
+		struct arb_key k = { o, ARB_TEST_ITEM, off };
+		struct mkey *e = model_get(&m, o, off, true);
+		int ret;
+
+		if (what < 6) { /* insert */
+			fill(buf, o, off, e->version + 1, size);
+			ret = arb_insert_item(t, root, &k, buf, size);
+			if (e->present) {
+				ck_assert_msg(ret == -EEXIST,
+					      "op %llu: insert of present key "
+					      "%llu/%llu gave %d",
+					      (unsigned long long)op,
+					      (unsigned long long)o,
+					      (unsigned long long)off, ret);
+			} else {
+				ck_assert_int_eq(ret, 0);
+				e->present = true;
+				e->version++;
+				e->size = size;
+			}
+		} else if (what < 8) { /* delete */
+			ret = arb_del_item(t, root, &k);
+			ck_assert_int_eq(ret, e->present ? 0 : -ENOENT);
+			e->present = false;
+		} else { /* update with a new size */
+			fill(buf, o, off, e->version + 1, size);
+			ret = arb_update_item(t, root, &k, buf, size);
+			if (e->present) {
+				ck_assert_int_eq(ret, 0);
+				e->version++;
+				e->size = size;
+			} else {
+				ck_assert_int_eq(ret, -ENOENT);
+			}
+		}
+		if (getenv("TU_VERIFY_EACH")) {
+			struct arb_path p;
+			arb_path_init(&p);
+			ret = arb_search_slot(NULL, root, &k, &p, 0, 0);
+			arb_path_release(vol, &p);
+			ck_assert_msg(ret == (e->present ? 0 : 1),
+				      "op %llu (kind %u, size %u): lookup says %d",
+				      (unsigned long long)op, what, size, ret);
+			if (atoi(getenv("TU_VERIFY_EACH")) > 1)
+				verify(vol, root, &m);
+		}
+		if ((op + 1) % commit_every == 0) {
+			ck_assert_int_eq(arb_txn_commit(t), 0);
+			verify(vol, root, &m);
+			tu_vol_check(vol);
+			ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+		}
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	verify(vol, root, &m);
+	tu_vol_check(vol);
+	tu_vol_reopen(dev, &vol);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	verify(vol, root, &m);
+	tu_vol_check(vol);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(dev);
+	free(m.e);
+}
+
+START_TEST(test_random_small_nodes)
+{
+	/* 4 KiB nodes force deep trees */
+	do_random(4096, TU_SCALE(60000, 1500000), TU_SCALE(20000, 400000), 300,
+		  TU_SCALE(5000, 50000));
+}
+END_TEST
+
+START_TEST(test_random_big_items)
+{
+	/* items up to a third of a node: splits must find room */
+	do_random(4096, TU_SCALE(20000, 200000), 3000, 1300, 2500);
+}
+END_TEST
+
+START_TEST(test_random_default_nodes)
+{
+	do_random(16384, TU_SCALE(40000, 1000000), TU_SCALE(30000, 1000000), 200,
+		  TU_SCALE(10000, 100000));
+}
+END_TEST
+
+/* Sequential inserts then deleting everything shrinks back to one leaf. */
+START_TEST(test_fill_and_empty)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	uint64_t n = TU_SCALE(50000, 1000000), used0;
+	uint8_t v[40] = { 0 };
+
+	tu_vol_new(256ULL << 20, 4096, &dev, &vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	used0 = arb_used_bytes(vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	for (uint64_t i = 0; i < n; i++) {
+		struct arb_key k = { i, ARB_TEST_ITEM, 0 };
+		memcpy(v, &i, sizeof(i));
+		ck_assert_int_eq(arb_insert_item(t, root, &k, v, sizeof(v)), 0);
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	tu_vol_check(vol);
+	ck_assert_int_gt(arb_level(root->node), 1);
+	/* leaves of an ascending fill are nearly full */
+	ck_assert_uint_lt(arb_used_bytes(vol),
+			  n * (sizeof(v) + 25) * 13 / 10 + used0);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	for (uint64_t i = 0; i < n; i++) {
+		struct arb_key k = { (i * 7919) % n, ARB_TEST_ITEM, 0 };
+		ck_assert_int_eq(arb_del_item(t, root, &k), 0);
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	tu_vol_check(vol);
+	ck_assert_int_eq(arb_level(root->node), 0);
+	ck_assert_uint_eq(arb_nritems(root->node), 0);
+	/* commit twice so that everything pinned is released */
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	ck_assert_int_eq(arb_vol_open(dev, NULL, &vol), 0);
+	ck_assert_uint_eq(arb_used_bytes(vol), used0);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
+START_TEST(test_iter_seek)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	struct arb_iter it;
+	struct arb_key k;
+
+	tu_vol_new(64ULL << 20, 4096, &dev, &vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+	for (uint64_t i = 0; i < 5000; i++) {
+		struct arb_key ik = { i * 10, ARB_TEST_ITEM, 0 };
+		ck_assert_int_eq(arb_insert_item(t, root, &ik, &i, sizeof(i)), 0);
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	arb_iter_init(&it, root);
+	for (uint64_t q = 0; q < 50000; q += 7) {
+		k = (struct arb_key){ q, ARB_TEST_ITEM, 0 };
+		if (q > 49990) {
+			ck_assert_int_eq(arb_iter_seek(&it, &k), 1);
+		} else {
+			ck_assert_int_eq(arb_iter_seek(&it, &k), 0);
+			arb_iter_key(&it, &k);
+			ck_assert_uint_eq(k.objectid, (q + 9) / 10 * 10);
+		}
+		k = (struct arb_key){ q, ARB_TEST_ITEM, 0 };
+		ck_assert_int_eq(arb_iter_seek_le(&it, &k), 0);
+		arb_iter_key(&it, &k);
+		ck_assert_uint_eq(k.objectid, q / 10 * 10);
+	}
+	arb_iter_release(&it);
+	/* a key in the middle of a leaf, search results */
+	{
+		struct arb_path p;
+		arb_path_init(&p);
+		k = (struct arb_key){ 15, ARB_TEST_ITEM, 0 };
+		ck_assert_int_eq(arb_search_slot(NULL, root, &k, &p, 0, 0), 1);
+		arb_path_release(vol, &p);
+		k.objectid = 20;
+		ck_assert_int_eq(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+		arb_path_release(vol, &p);
+	}
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
+START_TEST(test_too_big_item)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	static uint8_t big[8192];
+	struct arb_key k = { 1, ARB_TEST_ITEM, 0 };
+
+	tu_vol_new(64ULL << 20, 4096, &dev, &vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+	ck_assert_int_eq(arb_insert_item(t, root, &k, big, 4096), -EOVERFLOW);
+	ck_assert_int_eq(arb_insert_item(t, root, &k, big,
+					 arb_max_item_size(vol)), 0);
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	tu_vol_check(vol);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("btree");
+	TCase *tc;
+
+	tc = tcase_create("model");
+	tcase_set_timeout(tc, 1200);
+	tcase_add_test(tc, test_random_small_nodes);
+	tcase_add_test(tc, test_random_big_items);
+	tcase_add_test(tc, test_random_default_nodes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shape");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_fill_and_empty);
+	tcase_add_test(tc, test_iter_seek);
+	tcase_add_test(tc, test_too_big_item);
+	suite_add_tcase(s, tc);
+	return tu_run_suite(s);
+}

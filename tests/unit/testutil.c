@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int tu_full_scale(void)
+{
+	const char *s = getenv("ARBOR_TEST_SCALE");
+	return s && strcmp(s, "full") == 0;
+}
+
+uint64_t tu_seed(const char *what)
+{
+	const char *s = getenv("ARBOR_TEST_SEED");
+	uint64_t seed;
+	struct timespec ts;
+
+	if (s) {
+		seed = strtoull(s, NULL, 0);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+	}
+	if (!seed)
+		seed = 1;
+	fprintf(stderr, "%s: seed %llu (ARBOR_TEST_SEED=%llu to repeat)\n",
+		what, (unsigned long long)seed, (unsigned long long)seed);
+	return seed;
+}
+
+uint64_t tu_rand(uint64_t *state)
+{
+	uint64_t x = *state;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+int tu_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
+
+#include "core.h"
+
+void tu_vol_new(uint64_t size, uint32_t nodesize, struct arb_dev **dev,
+		struct arb_vol **vol)
+{
+	struct arb_format_opts fo = { 0 };
+	int ret;
+
+	fo.nodesize = nodesize;
+	ck_assert_int_eq(arb_dev_open_mem(size, dev), 0);
+	ret = arb_vol_format(*dev, &fo);
+	ck_assert_int_eq(ret, 0);
+	ret = arb_vol_open(*dev, NULL, vol);
+	ck_assert_int_eq(ret, 0);
+}
+
+void tu_vol_reopen(struct arb_dev *dev, struct arb_vol **vol)
+{
+	ck_assert_int_eq(arb_vol_close(*vol), 0);
+	ck_assert_int_eq(arb_vol_open(dev, NULL, vol), 0);
+}
+
+void tu_vol_check(struct arb_vol *vol)
+{
+	struct arb_check_report rep = { 0 };
+
+	rep.out = stderr;
+	ck_assert_msg(arb_check_vol(vol, &rep) == 0,
+		      "checker found %llu problems",
+		      (unsigned long long)rep.errors);
+}
