@@ -684,6 +684,7 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 	uint32_t size = h->is_tree ? sizeof(buf) : sizeof(*ei);
 	int64_t refs;
 	uint64_t gen;
+	uint32_t item_size;
 	int ret;
 
 	ret = arb_lookup_item(er, &k, buf, sizeof(buf));
@@ -720,6 +721,8 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 		return ret;
 	if (ret < (int)sizeof(*ei))
 		return -EUCLEAN;
+	/* ret is reused below: remember the item's size for the update */
+	item_size = (uint32_t)ret;
 	refs = (int64_t)arb_extent_item_e_refs(ei) + h->delta;
 	gen = arb_extent_item_e_generation(ei);
 	if (refs < 0) {
@@ -744,7 +747,9 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 	if (h->delta == 0)
 		return 0;
 	arb_set_extent_item_e_refs(ei, (uint64_t)refs);
-	return arb_update_item(t, er, &k, buf, (uint32_t)ret);
+	/* not ret: apply_data_deltas() set it to 0, which used to shrink a
+	 * shared data extent's item to nothing */
+	return arb_update_item(t, er, &k, buf, item_size);
 }
 
 int arb_run_delayed_refs(struct arb_txn *t)

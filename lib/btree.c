@@ -8,7 +8,9 @@
  *
  * Shadowing.  A node may be changed in place only when the running
  * transaction wrote it, its owner is the tree being changed and it is newer
- * than the tree's last clone (so it cannot be shared).  Anything else is
+ * than the tree's last clone (so it cannot be shared; for a clone made in
+ * the running transaction itself, the nodes written before it carry
+ * ARB_NODE_SHARED).  Anything else is
  * copied first (cow_node), and the copy replaces the original in the parent.
  * Reference counts follow Rodeh, "B-trees, Shadowing, and Clones" (2008):
  * a node's count is the number of parent pointers (or root items) that
@@ -119,12 +121,20 @@ static int new_node(struct arb_txn *t, struct arb_root *root, int level,
 	return 0;
 }
 
+/*
+ * A node of the running transaction is shared only if a clone of its tree
+ * happened after it was written, in this same transaction: the clone marks
+ * such nodes ARB_NODE_SHARED.  (Testing gen > last_snapshot instead, as for
+ * older nodes, made every node of a tree cloned in this transaction
+ * unwritable, even the copies made after the clone: cow_node then tripped
+ * over its own fresh copy as a parent.)
+ */
 static bool node_writable(struct arb_txn *t, struct arb_root *root,
 			  struct arb_node *n)
 {
 	return arb_node_gen(n) == t->transid &&
-	       arb_node_gen(n) > root->last_snapshot &&
-	       arb_node_owner(n) == root->id && !(n->flags & ARB_NODE_STALE);
+	       arb_node_owner(n) == root->id &&
+	       !(n->flags & (ARB_NODE_STALE | ARB_NODE_SHARED));
 }
 
 /*
@@ -1241,7 +1251,12 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 		if (ret)
 			goto fail;
 	}
-	/* from now on every node of either tree may be shared */
+	/* from now on every node of either tree may be shared: those of
+	 * older transactions by last_snapshot, and the ones src got in this
+	 * transaction by a flag (r->node, made above, is r's alone) */
+	for (struct arb_node *d = vol->cache.dirty_head; d; d = d->dirty_next)
+		if (arb_node_owner(d) == src->id && arb_node_gen(d) == t->transid)
+			d->flags |= ARB_NODE_SHARED;
 	src->last_snapshot = t->transid;
 	src->dirty = true;
 	r->last_snapshot = t->transid;

@@ -149,6 +149,10 @@ enum arb_node_flags {
 	ARB_NODE_DIRTY = 1 << 0,
 	/* freed in this transaction: never written, dropped at commit */
 	ARB_NODE_STALE = 1 << 1,
+	/* written by the running transaction before a clone of its tree in
+	 * that same transaction: now shared, so it must be shadowed (see
+	 * arb_root_clone); meaningless once the transaction has committed */
+	ARB_NODE_SHARED = 1 << 2,
 };
 
 struct arb_node {

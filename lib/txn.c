@@ -541,6 +541,13 @@ int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o)
 	if (!ret)
 		ret = do_commit(t, ARB_MAGIC);
 	if (!ret) {
+		/* generation 1 went to slot 1; put the same superblock in slot
+		 * 0 too, so that no slot keeps the temporary magic.  This is
+		 * mkfs's last write. */
+		struct arb_super copy = vol->super;
+		ret = write_super(vol, &copy, 0);
+		if (!ret)
+			ret = arb_dev_flush(dev);
 		vol->running = NULL;
 		free(t);
 	}

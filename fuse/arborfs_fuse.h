@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arborfs_fuse.h - private header of the FUSE daemon (fuse/).
+ *
+ * The daemon is a thin adapter: each low-level FUSE operation decodes its
+ * arguments, calls one arb_fs_*() from <arbor/arbor.h> and replies exactly
+ * once.  The only state of its own is the per-inode lookup count the FUSE
+ * protocol requires (lookup.c).
+ */
+#ifndef ARBORFS_FUSE_H
+#define ARBORFS_FUSE_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <arbor/arbor.h>
+
+#ifdef ARB_DEBUG
+#define AFS_ASSERT(c)                                                          \
+	do {                                                                   \
+		if (!(c)) {                                                    \
+			fprintf(stderr, "arborfs: %s:%d: assertion failed: %s\n", \
+				__FILE__, __LINE__, #c);                       \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+#else
+#define AFS_ASSERT(c) ((void)0)
+#endif
+
+/*
+ * Lookup counts (the kernel's nlookup) per FUSE node id.  An entry exists
+ * while the count is positive.  The table has its own lock, never held
+ * across a fuse_reply_*() call.
+ */
+struct afs_lookup_entry {
+	struct afs_lookup_entry *next;
+	uint64_t nodeid;
+	uint64_t count;
+};
+
+struct afs_lookup_table {
+	pthread_mutex_t lock;
+	struct afs_lookup_entry **buckets;
+	size_t nbuckets; /* power of two */
+	size_t nentries;
+};
+
+int afs_lookup_init(struct afs_lookup_table *t);
+void afs_lookup_destroy(struct afs_lookup_table *t);
+/* nlookup += n; returns 1 if it was 0 before, 0 if not, or -ENOMEM */
+int afs_lookup_get(struct afs_lookup_table *t, uint64_t nodeid, uint64_t n);
+/* nlookup -= n; returns 1 if it dropped to 0.  An underflow is a protocol
+ * bug: abort in debug builds, clamp to zero (and say so once) otherwise */
+int afs_lookup_put(struct afs_lookup_table *t, uint64_t nodeid, uint64_t n);
+/* Empty the table (at unmount); *ids (malloc'd, may be NULL on ENOMEM)
+ * receives the node ids that still had a count; returns how many. */
+size_t afs_lookup_drain(struct afs_lookup_table *t, uint64_t **ids);
+/* current count (0 when absent), for tests and debugging */
+uint64_t afs_lookup_count(struct afs_lookup_table *t, uint64_t nodeid);
+size_t afs_lookup_size(struct afs_lookup_table *t);
+
+/* Everything the operations need: the userdata of the FUSE session. */
+struct afs {
+	struct arb_fs *fs;
+	struct afs_lookup_table lookups;
+	double entry_timeout;
+	double attr_timeout;
+	bool readonly;
+	bool debug;
+	/* ask the kernel to enforce POSIX ACLs (FUSE_CAP_POSIX_ACL) */
+	bool posix_acl;
+};
+
+/* The operation table (ops.c). */
+extern const struct fuse_lowlevel_ops afs_ops;
+/* Drop the library pins of every inode the kernel still knows (unmount). */
+void afs_release_all(struct afs *afs);
+
+#endif

@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c - arborfs, the FUSE daemon: arborfs [options] IMAGE MOUNTPOINT
+ *
+ * Order of events, and why:
+ *   1. parse our -o options, then libfuse's command line;
+ *   2. unless -f/-d, fork: the parent waits on a pipe and exits with the
+ *      child's verdict, so mount(8) and shell scripts see failures.  The
+ *      fork comes before arb_fs_open() because the library may start
+ *      threads (the commit timer) that a later fork would not copy; this
+ *      is why fuse_daemonize() is not used;
+ *   3. open the image and the filesystem: a bad image is reported with the
+ *      library's reason and exit status 1 before anything is mounted;
+ *   4. create the session and mount, then detach (setsid, stdio to
+ *      /dev/null) and tell the parent;
+ *   5. serve with a thread pool until unmounted or signalled;
+ *   6. arb_fs_close() commits everything.
+ *
+ * Mounting through mount(8):  mount -t fuse.arborfs IMAGE /mnt -o OPTS, or
+ * the fstab line  "IMAGE /mnt fuse.arborfs defaults,commit=10 0 0".  mount(8)
+ * runs mount.fuse3, which runs "arborfs IMAGE /mnt -o OPTS" from a fixed
+ * PATH (/usr/local/sbin, where meson installs it, is on it).  mount(8)
+ * options without meaning here (defaults, auto, nofail, x-*, relatime,
+ * ...) are accepted and dropped; dev and suid must be asked for, as for
+ * any FUSE mount.  Run by root, arborfs adds allow_other (permissions are
+ * the kernel's business: default_permissions is always on).
+ *
+ * SIGTERM, SIGINT and SIGHUP are taken by a thread of their own instead of
+ * fuse_set_signal_handlers(): libfuse's handler ends the session at once,
+ * and fuse_session_unmount() then closes /dev/fuse before unmounting, which
+ * drops whatever the kernel still holds in its writeback cache.  Our thread
+ * first flushes the kernel's dirty pages through the running daemon
+ * (syncfs), then unmounts (root) or ends the session.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fuse_opt.h>
+
+#include "arborfs_fuse.h"
+
+#ifndef ARBORFS_VERSION
+#define ARBORFS_VERSION "unknown"
+#endif
+
+#define AFS_TIMEOUT 3600.0
+
+struct afs_config {
+	char *image;
+	unsigned commit;
+	unsigned max_inline;
+	uint64_t cache_size;
+	bool noatime;
+	bool readonly;
+	bool noacl;
+	char *trace;
+	bool have_fsname;
+	bool have_subtype;
+	bool have_allow_other;
+	bool bad;
+};
+
+enum {
+	KEY_RO,
+	KEY_RW,
+	KEY_NOATIME,
+	KEY_ACL,
+	KEY_NOACL,
+	KEY_COMMIT,
+	KEY_MAX_INLINE,
+	KEY_CACHE_SIZE,
+	KEY_TRACE,
+	KEY_FSNAME,
+	KEY_SUBTYPE,
+	KEY_ALLOW_OTHER,
+	KEY_DISCARD,
+};
+
+static const struct fuse_opt afs_opt_spec[] = {
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("rw", KEY_RW),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
+	FUSE_OPT_KEY("acl", KEY_ACL),
+	FUSE_OPT_KEY("noacl", KEY_NOACL),
+	FUSE_OPT_KEY("commit=", KEY_COMMIT),
+	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
+	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+	FUSE_OPT_KEY("trace=", KEY_TRACE),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("allow_root", KEY_ALLOW_OTHER),
+	/*
+	 * Options of mount(8) and fstab that mean nothing here, or describe
+	 * the default (relatime), and that libfuse would refuse.
+	 */
+	FUSE_OPT_KEY("defaults", KEY_DISCARD),
+	FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD),
+	FUSE_OPT_KEY("owner", KEY_DISCARD),
+	FUSE_OPT_KEY("group", KEY_DISCARD),
+	FUSE_OPT_KEY("loop", KEY_DISCARD),
+	FUSE_OPT_KEY("atime", KEY_DISCARD),
+	FUSE_OPT_KEY("relatime", KEY_DISCARD),
+	FUSE_OPT_KEY("norelatime", KEY_DISCARD),
+	FUSE_OPT_KEY("strictatime", KEY_DISCARD),
+	FUSE_OPT_KEY("lazytime", KEY_DISCARD),
+	FUSE_OPT_KEY("nolazytime", KEY_DISCARD),
+	FUSE_OPT_KEY("iversion", KEY_DISCARD),
+	FUSE_OPT_KEY("noiversion", KEY_DISCARD),
+	FUSE_OPT_KEY("comment=", KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+/* "123", "64K", "64M", "1G", "1T" (binary units); false on bad input */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (shift && (*end == 'i' || *end == 'I') && (end[1] == 'B' || end[1] == 'b'))
+		end += 2;
+	else if (shift && (*end == 'B' || *end == 'b'))
+		end++;
+	if (*end)
+		return false;
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+static bool parse_uint(const char *s, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v > UINT_MAX)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+static int afs_opt_proc(void *data, const char *arg, int key,
+			struct fuse_args *outargs)
+{
+	struct afs_config *c = data;
+	const char *val = strchr(arg, '=');
+	uint64_t size;
+
+	(void)outargs;
+	val = val ? val + 1 : "";
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		/* the first one is the image; libfuse takes the mountpoint */
+		if (!c->image) {
+			c->image = strdup(arg);
+			return 0;
+		}
+		return 1;
+	case FUSE_OPT_KEY_OPT:
+		if (strncmp(arg, "x-", 2) == 0)
+			return 0;
+		return 1;
+	case KEY_RO:
+		c->readonly = true;
+		return 1;
+	case KEY_RW:
+		c->readonly = false;
+		return 1;
+	case KEY_NOATIME:
+		/* ours (no atime updates) and the kernel's flag alike */
+		c->noatime = true;
+		return 1;
+	case KEY_ACL:
+		c->noacl = false;
+		return 0;
+	case KEY_NOACL:
+		c->noacl = true;
+		return 0;
+	case KEY_COMMIT:
+		if (!parse_uint(val, &c->commit)) {
+			fprintf(stderr, "arborfs: bad commit=%s: want seconds\n",
+				val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_MAX_INLINE:
+		if (!parse_uint(val, &c->max_inline)) {
+			fprintf(stderr,
+				"arborfs: bad max_inline=%s: want bytes\n",
+				val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_CACHE_SIZE:
+		if (!parse_size(val, &size) || size == 0 || size > SIZE_MAX) {
+			fprintf(stderr,
+				"arborfs: bad cache_size=%s: want bytes with an optional K, M or G suffix\n",
+				val);
+			c->bad = true;
+		} else {
+			c->cache_size = size;
+		}
+		return 0;
+	case KEY_TRACE:
+		if (!*val) {
+			fprintf(stderr, "arborfs: trace= needs a file name\n");
+			c->bad = true;
+		}
+		free(c->trace);
+		c->trace = strdup(val);
+		return 0;
+	case KEY_FSNAME:
+		c->have_fsname = true;
+		return 1;
+	case KEY_SUBTYPE:
+		c->have_subtype = true;
+		return 1;
+	case KEY_ALLOW_OTHER:
+		c->have_allow_other = true;
+		return 1;
+	case KEY_DISCARD:
+		return 0;
+	}
+	return 1;
+}
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] IMAGE MOUNTPOINT\n\n", prog);
+	printf("arborfs options:\n"
+	       "    -o ro                  mount read-only (the image is opened read-only)\n"
+	       "    -o commit=SECONDS      seconds between automatic commits (default 5,\n"
+	       "                           0 = only on sync, fsync and unmount)\n"
+	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
+	       "                           (default 2048)\n"
+	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
+	       "                           (default 64M)\n"
+	       "    -o noatime             never update access times (default relatime)\n"
+	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
+	       "                           refused (default: acl, enforced by the kernel)\n"
+	       "    -o trace=FILE          log every device I/O to FILE\n"
+	       "\n"
+	       "default_permissions is always on: the kernel checks permissions\n"
+	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
+	       "that every user reaches the files their permissions allow.\n\n");
+	printf("FUSE options:\n");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+/* ---- daemonizing ------------------------------------------------------- */
+
+static int status_fd = -1;
+
+/*
+ * Fork; the parent waits until the child reports (one byte: its exit
+ * status) or dies, and exits with that status.  Returns in the child.
+ */
+static int daemon_fork(void)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds)) {
+		perror("arborfs: pipe");
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("arborfs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		unsigned char st = 1;
+
+		close(fds[1]);
+		while (read(fds[0], &st, 1) < 0 && errno == EINTR)
+			;
+		_exit(st);
+	}
+	close(fds[0]);
+	status_fd = fds[1];
+	return 0;
+}
+
+/* In the child, once mounted: detach and let the parent exit 0. */
+static void daemon_detach(void)
+{
+	unsigned char ok = 0;
+	int fd;
+
+	if (status_fd < 0)
+		return;
+	setsid();
+	/* only so that we do not pin a directory; failure is harmless */
+	if (chdir("/")) {
+	}
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	/* if the parent is gone there is nobody to tell */
+	if (write(status_fd, &ok, 1) != 1) {
+	}
+	close(status_fd);
+	status_fd = -1;
+}
+
+/* ---- signals ----------------------------------------------------------- */
+
+struct afs_sigctx {
+	struct fuse_session *se;
+	const char *mountpoint;
+	pthread_t main_thread;
+	sigset_t set;
+	volatile int loop_done;
+};
+
+static void wake_handler(int sig)
+{
+	(void)sig;
+}
+
+static void *signal_thread(void *arg)
+{
+	struct afs_sigctx *sc = arg;
+	int sig, fd;
+
+	if (sigwait(&sc->set, &sig))
+		return NULL;
+	/* the kernel's dirty pages reach us while the loop still serves */
+	fd = open(sc->mountpoint, O_RDONLY | O_DIRECTORY);
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+	/* a clean unmount ends the loop by itself */
+	if (geteuid() == 0 && umount2(sc->mountpoint, UMOUNT_NOFOLLOW) == 0)
+		return NULL;
+	fuse_session_exit(sc->se);
+	/* interrupt the main thread's wait in the loop until it returns */
+	while (!sc->loop_done) {
+		pthread_kill(sc->main_thread, SIGUSR1);
+		usleep(50 * 1000);
+	}
+	return NULL;
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
+{
+	struct arb_fs_opts fo;
+	struct arb_dev *dev, *tdev;
+	const char *why = NULL;
+	FILE *tf;
+	int ret;
+
+	ret = arb_dev_open_file(c->image, c->readonly, 0, &dev);
+	if (ret) {
+		fprintf(stderr, "arborfs: cannot open %s: %s\n", c->image,
+			ret == -EBUSY ? "image in use (mounted elsewhere?)"
+				      : strerror(-ret));
+		return ret;
+	}
+	if (c->trace) {
+		tf = fopen(c->trace, "w");
+		if (!tf) {
+			ret = -errno;
+			fprintf(stderr, "arborfs: cannot open trace file %s: %s\n",
+				c->trace, strerror(-ret));
+			arb_dev_destroy(dev);
+			return ret;
+		}
+		setvbuf(tf, NULL, _IOLBF, 0);
+		ret = arb_dev_trace_wrap(dev, tf, &tdev);
+		if (ret) {
+			fprintf(stderr, "arborfs: cannot trace: %s\n",
+				strerror(-ret));
+			arb_dev_destroy(dev);
+			fclose(tf);
+			return ret;
+		}
+		/* tf stays open until the process ends */
+		dev = tdev;
+	}
+	arb_fs_opts_default(&fo);
+	fo.readonly = c->readonly;
+	fo.noatime = c->noatime;
+	fo.commit_interval = c->commit;
+	fo.max_inline = c->max_inline;
+	fo.cache_bytes = (size_t)c->cache_size;
+	ret = arb_fs_open(dev, &fo, fsp, &why);
+	if (ret) {
+		fprintf(stderr, "arborfs: %s: %s (%s)\n", c->image,
+			why ? why : "cannot open the filesystem",
+			strerror(-ret));
+		/* a failed arb_fs_open() leaves dev with the caller */
+		arb_dev_destroy(dev);
+		return ret;
+	}
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct afs_config conf = {
+		.commit = 5,
+		.max_inline = 2048,
+		.cache_size = 64ULL << 20,
+	};
+	struct fuse_cmdline_opts opts = { 0 };
+	struct afs afs = {
+		.entry_timeout = AFS_TIMEOUT,
+		.attr_timeout = AFS_TIMEOUT,
+	};
+	struct afs_sigctx sc = { 0 };
+	struct fuse_session *se = NULL;
+	struct sigaction sa;
+	pthread_t sigthr;
+	bool sigthr_started = false;
+	char *extra = NULL;
+	char *optstr = NULL;
+	int ret = 1;
+
+	if (fuse_opt_parse(&args, &conf, afs_opt_spec, afs_opt_proc) == -1)
+		goto out_free_args;
+	if (fuse_parse_cmdline(&args, &opts) != 0)
+		goto out_free_args;
+	if (opts.show_help) {
+		usage(argv[0]);
+		ret = 0;
+		goto out_free_opts;
+	}
+	if (opts.show_version) {
+		printf("arborfs version %s\n", ARBORFS_VERSION);
+		printf("FUSE library version %s\n", fuse_pkgversion());
+		fuse_lowlevel_version();
+		ret = 0;
+		goto out_free_opts;
+	}
+	if (conf.bad)
+		goto out_free_opts;
+	if (!conf.image || !opts.mountpoint) {
+		fprintf(stderr, "usage: %s [options] IMAGE MOUNTPOINT\n"
+				"       %s --help for the options\n",
+			argv[0], argv[0]);
+		goto out_free_opts;
+	}
+
+	/* options we add: the kernel checks permissions and ACLs; mtab
+	 * shows IMAGE and type fuse.arborfs */
+	if (fuse_opt_add_opt(&optstr, "default_permissions"))
+		goto out_nomem;
+	if (!conf.have_fsname) {
+		char *real = realpath(conf.image, NULL);
+		size_t n = strlen(real ? real : conf.image) + 8;
+
+		extra = malloc(n);
+		if (!extra) {
+			free(real);
+			goto out_nomem;
+		}
+		snprintf(extra, n, "fsname=%s", real ? real : conf.image);
+		free(real);
+		if (fuse_opt_add_opt_escaped(&optstr, extra))
+			goto out_nomem;
+	}
+	if (!conf.have_subtype && fuse_opt_add_opt(&optstr, "subtype=arborfs"))
+		goto out_nomem;
+	/* permissions are checked by the kernel, so other users may enter;
+	 * others than root would need user_allow_other in /etc/fuse.conf */
+	if (!conf.have_allow_other && geteuid() == 0 &&
+	    fuse_opt_add_opt(&optstr, "allow_other"))
+		goto out_nomem;
+	if (fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, optstr))
+		goto out_nomem;
+
+	if (!opts.foreground && daemon_fork())
+		goto out_free_opts;
+
+	/*
+	 * Signals: see the comment at the top.  Blocked before the library
+	 * starts threads of its own, which inherit the mask: only our
+	 * signal thread may take them.
+	 */
+	sigemptyset(&sc.set);
+	sigaddset(&sc.set, SIGTERM);
+	sigaddset(&sc.set, SIGINT);
+	sigaddset(&sc.set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
+
+	if (open_fs(&conf, &afs.fs))
+		goto out_free_opts;
+	afs.readonly = conf.readonly;
+	afs.debug = opts.debug;
+	afs.posix_acl = !conf.noacl;
+	if (afs_lookup_init(&afs.lookups))
+		goto out_close_fs;
+
+	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
+	if (!se)
+		goto out_destroy_lookups;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = wake_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: the loop's wait must see EINTR */
+	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	if (fuse_session_mount(se, opts.mountpoint) != 0)
+		goto out_destroy_session;
+
+	sc.se = se;
+	sc.mountpoint = opts.mountpoint;
+	sc.main_thread = pthread_self();
+	if (pthread_create(&sigthr, NULL, signal_thread, &sc) == 0)
+		sigthr_started = true;
+
+	daemon_detach();
+
+	if (opts.singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+#if FUSE_USE_VERSION >= 312
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+
+		if (!lc) {
+			ret = -1;
+		} else {
+			fuse_loop_cfg_set_clone_fd(lc, 1);
+			fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
+			if (opts.max_idle_threads != UINT_MAX)
+				fuse_loop_cfg_set_idle_threads(
+					lc, opts.max_idle_threads);
+			ret = fuse_session_loop_mt(se, lc);
+			fuse_loop_cfg_destroy(lc);
+		}
+#else
+		struct fuse_loop_config lc = {
+			.clone_fd = 1,
+			.max_idle_threads = opts.max_idle_threads == UINT_MAX
+						    ? 10 : opts.max_idle_threads,
+		};
+
+		ret = fuse_session_loop_mt(se, &lc);
+#endif
+	}
+	sc.loop_done = 1;
+	if (sigthr_started) {
+		pthread_cancel(sigthr);
+		pthread_join(sigthr, NULL);
+	}
+	/* a signal ends the loop with the signal number: not a failure */
+	ret = ret < 0 ? 1 : 0;
+	fuse_session_unmount(se);
+	/* the kernel forgets nothing at unmount: drop its pins, so that
+	 * unlinked inodes are freed by the final commit */
+	afs_release_all(&afs);
+out_destroy_session:
+	fuse_session_destroy(se);
+out_destroy_lookups:
+	afs_lookup_destroy(&afs.lookups);
+out_close_fs: {
+	int cret = arb_fs_close(afs.fs);
+
+	if (cret) {
+		fprintf(stderr, "arborfs: %s: final commit failed: %s\n",
+			conf.image, strerror(-cret));
+		ret = 1;
+	}
+}
+out_free_opts:
+	free(opts.mountpoint);
+out_free_args:
+	fuse_opt_free_args(&args);
+	free(conf.image);
+	free(conf.trace);
+	free(extra);
+	free(optstr);
+	return ret;
+out_nomem:
+	fprintf(stderr, "arborfs: out of memory\n");
+	goto out_free_opts;
+}

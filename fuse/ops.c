@@ -1,0 +1,869 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ops.c - the low-level FUSE operations of arborfs.
+ *
+ * Each operation decodes its arguments, calls one arb_fs_*() and replies
+ * exactly once; errors go back as fuse_reply_err(req, -ret).  No lock is
+ * held across a reply.
+ *
+ * Node ids: FUSE_ROOT_ID (1) is the library's ARB_ROOT_INO (256); every
+ * other inode number passes through unchanged (the library's numbers are
+ * unique across the mount and never 1).  st_ino keeps the library's number,
+ * so stat(2) of the root shows 256 whatever its node id.
+ *
+ * The kernel is the only client and the daemon the only writer of the
+ * image, so entries, negative entries and attributes are cached for an
+ * hour; every change goes through the kernel, which invalidates what it
+ * changes.  With the writeback cache the kernel owns size and mtime of
+ * open files and sends them back through setattr.
+ *
+ * Lifetime: while the kernel holds a lookup count on an inode, the daemon
+ * holds an open reference in the library (arb_fs_open_inode), as
+ * passthrough_ll holds an fd.  The kernel may flush times or pages of an
+ * inode after its last name is gone (writeback cache), and an unlinked
+ * inode must therefore live until the kernel forgets it, not only until
+ * the last close.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "arborfs_fuse.h"
+
+static inline struct afs *req_afs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline uint64_t to_ino(fuse_ino_t nodeid)
+{
+	return nodeid == FUSE_ROOT_ID ? ARB_ROOT_INO : (uint64_t)nodeid;
+}
+
+static inline fuse_ino_t to_nodeid(uint64_t ino)
+{
+	AFS_ASSERT(ino != FUSE_ROOT_ID);
+	return ino == ARB_ROOT_INO ? FUSE_ROOT_ID : (fuse_ino_t)ino;
+}
+
+static void req_cred(fuse_req_t req, struct arb_cred *cr)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	cr->uid = ctx->uid;
+	cr->gid = ctx->gid;
+}
+
+static void stat_from_arb(struct stat *s, const struct arb_stat *a)
+{
+	memset(s, 0, sizeof(*s));
+	s->st_ino = a->ino;
+	s->st_mode = a->mode;
+	s->st_nlink = a->nlink;
+	s->st_uid = a->uid;
+	s->st_gid = a->gid;
+	s->st_rdev = a->rdev;
+	s->st_size = (off_t)a->size;
+	s->st_blocks = (blkcnt_t)a->blocks;
+	s->st_blksize = a->blksize;
+	s->st_atim = a->atime;
+	s->st_mtim = a->mtime;
+	s->st_ctim = a->ctime;
+}
+
+static void entry_from_arb(struct afs *afs, struct fuse_entry_param *e,
+			   const struct arb_stat *st)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = to_nodeid(st->ino);
+	e->generation = st->generation;
+	stat_from_arb(&e->attr, st);
+	e->attr_timeout = afs->attr_timeout;
+	e->entry_timeout = afs->entry_timeout;
+}
+
+/* The library pin that goes with a first lookup reference. */
+static int pin_inode(struct afs *afs, fuse_ino_t nodeid)
+{
+	return arb_fs_open_inode(afs->fs, to_ino(nodeid));
+}
+
+static void unpin_inode(struct afs *afs, fuse_ino_t nodeid)
+{
+	int ret = arb_fs_release_inode(afs->fs, to_ino(nodeid));
+
+	/* -ENOENT/-EINVAL: the pin failed earlier (inode gone meanwhile) */
+	if (ret && ret != -ENOENT && ret != -EINVAL)
+		fprintf(stderr, "arborfs: releasing inode %llu: %s\n",
+			(unsigned long long)to_ino(nodeid), strerror(-ret));
+}
+
+/* One more kernel reference to nodeid; pins the inode on the first. */
+static int ref_get(struct afs *afs, fuse_ino_t nodeid)
+{
+	int ret = afs_lookup_get(&afs->lookups, nodeid, 1);
+
+	if (ret == 1) {
+		ret = pin_inode(afs, nodeid);
+		if (ret && afs_lookup_put(&afs->lookups, nodeid, 1) == 0)
+			ret = 0; /* someone else got a reference meanwhile */
+	}
+	return ret;
+}
+
+/* n kernel references fewer; unpins the inode after the last. */
+static void ref_put(struct afs *afs, fuse_ino_t nodeid, uint64_t n)
+{
+	if (afs_lookup_put(&afs->lookups, nodeid, n) == 1)
+		unpin_inode(afs, nodeid);
+}
+
+void afs_release_all(struct afs *afs)
+{
+	uint64_t *ids = NULL;
+	size_t n = afs_lookup_drain(&afs->lookups, &ids);
+
+	for (size_t i = 0; ids && i < n; i++)
+		unpin_inode(afs, ids[i]);
+	free(ids);
+}
+
+/*
+ * Reply with a new reference to st's inode: the kernel's lookup count goes
+ * up by one, and back down if the reply could not be delivered (the request
+ * was interrupted), since the kernel then never saw the node id.
+ */
+static void reply_entry(fuse_req_t req, const struct arb_stat *st)
+{
+	struct afs *afs = req_afs(req);
+	struct fuse_entry_param e;
+	int ret;
+
+	entry_from_arb(afs, &e, st);
+	ret = ref_get(afs, e.ino);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (fuse_reply_entry(req, &e))
+		ref_put(afs, e.ino, 1);
+}
+
+static void afs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct afs *afs = userdata;
+	unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS |
+			FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPORT_SUPPORT |
+			FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_CACHE_SYMLINKS;
+
+	/* without it, system.posix_acl_* fail with EOPNOTSUPP in the kernel */
+	if (afs->posix_acl)
+		want |= FUSE_CAP_POSIX_ACL;
+
+	/* a read-only mount has nothing to write back */
+	if (!afs->readonly)
+		want |= FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * Not FUSE_CAP_HANDLE_KILLPRIV_V2 (libfuse >= 3.15): it would spare
+	 * the kernel's getxattr("security.capability") before each write,
+	 * but then every write, truncate and chown would have to clear the
+	 * set-id bits and capabilities here, which arb_fs_write cannot do.
+	 */
+	conn->want |= want & conn->capable;
+	/*
+	 * Locks stay in the kernel: with neither capability and no
+	 * getlk/setlk/flock operation, fcntl and flock locks work as local
+	 * locks of this host, which is all a single-host image needs.
+	 */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	/* the daemon is the only writer: cached pages never go stale */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* libfuse lowers this to what its buffers and the kernel allow */
+	conn->max_write = 1024 * 1024;
+	/* the kernel proposed its own maximum; ask for at least 1 MiB */
+	if (conn->max_readahead < 1024 * 1024 && conn->capable)
+		conn->max_readahead = 1024 * 1024;
+	/* timestamps carry nanoseconds */
+	conn->time_gran = 1;
+}
+
+static void afs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct afs *afs = req_afs(req);
+	struct arb_stat st;
+	int ret;
+
+	/* "." is how the kernel finds an inode from an NFS file handle */
+	if (strcmp(name, ".") == 0)
+		ret = arb_fs_getattr(afs->fs, to_ino(parent), &st);
+	else
+		ret = arb_fs_lookup(afs->fs, to_ino(parent), name, &st);
+	if (ret == -ENOENT) {
+		/* a negative entry, cached as long as a positive one */
+		struct fuse_entry_param e = {
+			.ino = 0,
+			.entry_timeout = afs->entry_timeout,
+		};
+
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	reply_entry(req, &st);
+}
+
+static void afs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	ref_put(req_afs(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void afs_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets)
+{
+	struct afs *afs = req_afs(req);
+
+	for (size_t i = 0; i < count; i++)
+		ref_put(afs, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void reply_attr(fuse_req_t req, const struct arb_stat *st)
+{
+	struct stat s;
+
+	stat_from_arb(&s, st);
+	fuse_reply_attr(req, &s, req_afs(req)->attr_timeout);
+}
+
+static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct arb_stat st;
+	int ret;
+
+	(void)fi;
+	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_attr(req, &st);
+}
+
+static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi)
+{
+	struct arb_setattr sa = { 0 };
+	struct arb_stat st;
+	struct arb_cred cr;
+	unsigned valid = 0;
+	int ret;
+
+	(void)fi;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		valid |= ARB_SET_MODE;
+		sa.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		valid |= ARB_SET_UID;
+		sa.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		valid |= ARB_SET_GID;
+		sa.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		valid |= ARB_SET_SIZE;
+		sa.size = (uint64_t)attr->st_size;
+	}
+	/* the kernel sets ATIME together with ATIME_NOW; NOW wins */
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		valid |= ARB_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		valid |= ARB_SET_ATIME;
+		sa.atime = attr->st_atim;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		valid |= ARB_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		valid |= ARB_SET_MTIME;
+		sa.mtime = attr->st_mtim;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		valid |= ARB_SET_CTIME;
+		sa.ctime = attr->st_ctim;
+	}
+	req_cred(req, &cr);
+	ret = arb_fs_setattr(req_afs(req)->fs, to_ino(ino), &sa, valid, &cr,
+			     &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_attr(req, &st);
+}
+
+static void afs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	int ret;
+
+	ret = arb_fs_readlink(req_afs(req)->fs, to_ino(ino), buf, sizeof(buf));
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_readlink(req, buf);
+}
+
+static void afs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev)
+{
+	struct arb_stat st;
+	struct arb_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = arb_fs_mknod(req_afs(req)->fs, to_ino(parent), name, mode, rdev,
+			   &cr, &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void afs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode)
+{
+	struct arb_stat st;
+	struct arb_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = arb_fs_mkdir(req_afs(req)->fs, to_ino(parent), name, mode, &cr,
+			   &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void afs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -arb_fs_unlink(req_afs(req)->fs, to_ino(parent),
+					   name));
+}
+
+static void afs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -arb_fs_rmdir(req_afs(req)->fs, to_ino(parent),
+					  name));
+}
+
+static void afs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			const char *name)
+{
+	struct arb_stat st;
+	struct arb_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = arb_fs_symlink(req_afs(req)->fs, to_ino(parent), name, link, &cr,
+			     &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void afs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags)
+{
+	fuse_reply_err(req, -arb_fs_rename(req_afs(req)->fs, to_ino(parent),
+					   name, to_ino(newparent), newname,
+					   flags));
+}
+
+static void afs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		     const char *newname)
+{
+	struct arb_stat st;
+	int ret;
+
+	ret = arb_fs_link(req_afs(req)->fs, to_ino(ino), to_ino(newparent),
+			  newname, &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int ret;
+
+	ret = arb_fs_open_inode(req_afs(req)->fs, to_ino(ino));
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/* no one else writes the image: cached pages stay valid */
+	fi->keep_cache = 1;
+	fi->fh = to_ino(ino);
+	if (fuse_reply_open(req, fi))
+		arb_fs_release_inode(req_afs(req)->fs, to_ino(ino));
+}
+
+static void afs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct afs *afs = req_afs(req);
+	struct fuse_entry_param e;
+	struct arb_stat st;
+	struct arb_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = arb_fs_mknod(afs->fs, to_ino(parent), name,
+			   (mode & ~S_IFMT) | S_IFREG, 0, &cr, &st);
+	/*
+	 * The kernel only creates after a negative lookup, so EEXIST means
+	 * another creator won a race; without O_EXCL open its file.
+	 */
+	if (ret == -EEXIST && !(fi->flags & O_EXCL)) {
+		ret = arb_fs_lookup(afs->fs, to_ino(parent), name, &st);
+		if (!ret && S_ISDIR(st.mode))
+			ret = -EISDIR;
+	}
+	if (ret)
+		goto out_err;
+	ret = arb_fs_open_inode(afs->fs, st.ino);
+	if (ret)
+		goto out_err;
+	entry_from_arb(afs, &e, &st);
+	ret = ref_get(afs, e.ino);
+	if (ret) {
+		arb_fs_release_inode(afs->fs, st.ino);
+		goto out_err;
+	}
+	fi->keep_cache = 1;
+	fi->fh = st.ino;
+	if (fuse_reply_create(req, &e, fi)) {
+		arb_fs_release_inode(afs->fs, st.ino);
+		ref_put(afs, e.ino, 1);
+	}
+	return;
+out_err:
+	fuse_reply_err(req, -ret);
+}
+
+static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	ssize_t n;
+	char *buf;
+
+	(void)fi;
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = arb_fs_read(req_afs(req)->fs, to_ino(ino), buf, size,
+			(uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		      size_t size, off_t off, struct fuse_file_info *fi)
+{
+	ssize_t n;
+
+	(void)fi;
+	n = arb_fs_write(req_afs(req)->fs, to_ino(ino), buf, size,
+			 (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void afs_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	/* close(2): the kernel has written back its dirty pages already;
+	 * durability is fsync's business */
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void afs_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -arb_fs_release_inode(req_afs(req)->fs,
+						  to_ino(ino)));
+}
+
+static void afs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -arb_fs_fsync(req_afs(req)->fs, to_ino(ino),
+					  datasync != 0));
+}
+
+static void afs_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct arb_stat st;
+	int ret;
+
+	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (!S_ISDIR(st.mode)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	/* every change of the directory goes through the kernel, which
+	 * drops its cached listing then */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/* One readdir reply being filled. */
+struct afs_dirbuf {
+	fuse_req_t req;
+	struct afs *afs;
+	char *buf;
+	size_t size, used;
+	bool plus;
+	/* node ids whose lookup count the reply raises (readdirplus), and
+	 * whether that count was zero before (to pin once the library's
+	 * readdir, which may hold its lock while calling us, returned) */
+	fuse_ino_t *counted;
+	bool *first;
+	size_t ncounted;
+	int err;
+};
+
+static int afs_filldir(void *ctx, const char *name, const struct arb_stat *st,
+		       uint64_t next_off)
+{
+	struct afs_dirbuf *d = ctx;
+	size_t rem = d->size - d->used;
+	size_t len;
+
+	if (!d->plus) {
+		struct stat s = { 0 };
+
+		if (st) {
+			s.st_ino = st->ino;
+			s.st_mode = st->mode & S_IFMT;
+		}
+		len = fuse_add_direntry(d->req, d->buf + d->used, rem, name,
+					&s, (off_t)next_off);
+		if (len > rem)
+			return 1;
+		d->used += len;
+		return 0;
+	}
+
+	struct fuse_entry_param e;
+
+	if (!st) {
+		d->err = -EIO;
+		return 1;
+	}
+	if (is_dot_or_dotdot(name)) {
+		/* node id 0: the kernel takes no reference for these */
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = st->ino;
+		e.attr.st_mode = st->mode & S_IFMT;
+	} else {
+		entry_from_arb(d->afs, &e, st);
+	}
+	len = fuse_add_direntry_plus(d->req, d->buf + d->used, rem, name, &e,
+				     (off_t)next_off);
+	if (len > rem)
+		return 1;
+	if (e.ino) {
+		int ret = afs_lookup_get(&d->afs->lookups, e.ino, 1);
+
+		if (ret < 0) {
+			/* leave the entry out of this reply */
+			d->err = ret;
+			return 1;
+		}
+		d->first[d->ncounted] = ret == 1;
+		d->counted[d->ncounted++] = e.ino;
+	}
+	d->used += len;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       bool plus)
+{
+	struct afs_dirbuf d = {
+		.req = req,
+		.afs = req_afs(req),
+		.size = size,
+		.plus = plus,
+	};
+	int ret;
+
+	d.buf = malloc(size ? size : 1);
+	/* an entry takes at least 24 bytes (plus: about 150) */
+	if (plus) {
+		d.counted = malloc((size / 24 + 1) * sizeof(*d.counted));
+		d.first = malloc((size / 24 + 1) * sizeof(*d.first));
+	}
+	if (!d.buf || (plus && (!d.counted || !d.first))) {
+		ret = -ENOMEM;
+		goto out_err;
+	}
+	ret = arb_fs_readdir(d.afs->fs, to_ino(ino), (uint64_t)off, plus,
+			     afs_filldir, &d);
+	for (size_t i = 0; i < d.ncounted; i++) {
+		/* a failed pin (inode removed meanwhile) is not fatal: the
+		 * kernel then meets ENOENT, as with any removed inode */
+		if (d.first[i])
+			pin_inode(d.afs, d.counted[i]);
+	}
+	/* entries already packed are delivered; an error after them is
+	 * reported by the next call, which starts after them */
+	if (ret >= 0 && d.err && d.used == 0)
+		ret = d.err;
+	if (ret < 0 && d.used == 0)
+		goto out_err;
+	if (fuse_reply_buf(req, d.buf, d.used)) {
+		for (size_t i = 0; i < d.ncounted; i++)
+			ref_put(d.afs, d.counted[i], 1);
+	}
+	goto out_free;
+out_err:
+	for (size_t i = 0; i < d.ncounted; i++)
+		ref_put(d.afs, d.counted[i], 1);
+	fuse_reply_err(req, -ret);
+out_free:
+	free(d.first);
+	free(d.counted);
+	free(d.buf);
+}
+
+static void afs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, false);
+}
+
+static void afs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			    off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, true);
+}
+
+static void afs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void afs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			 struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* a directory's entries live in shared trees: commit them */
+	fuse_reply_err(req, -arb_fs_sync(req_afs(req)->fs));
+}
+
+static void afs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int ret;
+
+	(void)ino;
+	memset(&sv, 0, sizeof(sv));
+	ret = arb_fs_statfs(req_afs(req)->fs, &sv);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/*
+ * With -o noacl the kernel still passes system.posix_acl_* through as
+ * plain xattrs; refusing them makes tools (cp -a, tar --acls) fall back to
+ * chmod, as on any filesystem without ACLs.
+ */
+static bool acl_refused(struct afs *afs, const char *name)
+{
+	return !afs->posix_acl && strncmp(name, "system.posix_acl_", 17) == 0;
+}
+
+static void afs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	if (acl_refused(req_afs(req), name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	fuse_reply_err(req, -arb_fs_setxattr(req_afs(req)->fs, to_ino(ino),
+					     name, value, size, flags));
+}
+
+static void afs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size)
+{
+	ssize_t n;
+	char *buf = NULL;
+
+	if (acl_refused(req_afs(req), name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	n = arb_fs_getxattr(req_afs(req)->fs, to_ino(ino), name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)n);
+	else
+		fuse_reply_xattr(req, (size_t)n);
+	free(buf);
+}
+
+static void afs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	ssize_t n;
+	char *buf = NULL;
+
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	n = arb_fs_listxattr(req_afs(req)->fs, to_ino(ino), buf, size);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)n);
+	else
+		fuse_reply_xattr(req, (size_t)n);
+	free(buf);
+}
+
+static void afs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (acl_refused(req_afs(req), name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	fuse_reply_err(req, -arb_fs_removexattr(req_afs(req)->fs, to_ino(ino),
+						name));
+}
+
+static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			  off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (offset < 0 || length <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_err(req, -arb_fs_fallocate(req_afs(req)->fs, to_ino(ino),
+					      mode, (uint64_t)offset,
+					      (uint64_t)length));
+}
+
+static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	int64_t ret;
+
+	(void)fi;
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	ret = arb_fs_lseek(req_afs(req)->fs, to_ino(ino), (uint64_t)off,
+			   whence);
+	if (ret < 0)
+		fuse_reply_err(req, (int)-ret);
+	else
+		fuse_reply_lseek(req, (off_t)ret);
+}
+
+const struct fuse_lowlevel_ops afs_ops = {
+	.init = afs_init,
+	.lookup = afs_lookup,
+	.forget = afs_forget,
+	.forget_multi = afs_forget_multi,
+	.getattr = afs_getattr,
+	.setattr = afs_setattr,
+	.readlink = afs_readlink,
+	.mknod = afs_mknod,
+	.mkdir = afs_mkdir,
+	.unlink = afs_unlink,
+	.rmdir = afs_rmdir,
+	.symlink = afs_symlink,
+	.rename = afs_rename,
+	.link = afs_link,
+	.open = afs_open,
+	.read = afs_read,
+	.write = afs_write,
+	.flush = afs_flush,
+	.release = afs_release,
+	.fsync = afs_fsync,
+	.opendir = afs_opendir,
+	.readdir = afs_readdir,
+	.readdirplus = afs_readdirplus,
+	.releasedir = afs_releasedir,
+	.fsyncdir = afs_fsyncdir,
+	.statfs = afs_statfs,
+	.setxattr = afs_setxattr,
+	.getxattr = afs_getxattr,
+	.listxattr = afs_listxattr,
+	.removexattr = afs_removexattr,
+	.create = afs_create,
+	.fallocate = afs_fallocate,
+	.lseek = afs_lseek,
+	/* no getlk/setlk/flock: the kernel keeps locks locally */
+};

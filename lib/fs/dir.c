@@ -1,0 +1,1130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dir.c - directories and names.
+ *
+ * A link "name" of inode C in directory D is three items:
+ *   (D, DIR_ITEM, hash(name))  entry {C, type, name}, shared on collisions
+ *   (D, DIR_INDEX, seq)        entry {C, type, name}, seq from D's i_seq
+ *   (C, INODE_REF, D)          entry {seq, name}, one per name of C in D
+ * A directory's i_size is twice the sum of its entries' name lengths (as
+ * btrfs: each name is stored twice); its nlink is 2 + its subdirectories.
+ * readdir offsets: 0 is ".", 1 is "..", then the next entry's seq + 0, so
+ * an offset stays valid whatever is created or removed meanwhile.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_int.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/* ---- entries ----------------------------------------------------------- */
+
+size_t fs_dent_size(size_t name_len, size_t data_len)
+{
+	return sizeof(struct arb_dir_entry) + name_len + data_len;
+}
+
+void fs_dent_fill(uint8_t *p, uint64_t ino, uint64_t transid, uint8_t type,
+		  const char *name, size_t name_len, const void *data,
+		  size_t data_len)
+{
+	struct arb_dir_entry *e = (struct arb_dir_entry *)p;
+
+	arb_set_dir_entry_d_ino(e, ino);
+	arb_set_dir_entry_d_transid(e, transid);
+	arb_set_dir_entry_d_data_len(e, (uint16_t)data_len);
+	arb_set_dir_entry_d_name_len(e, (uint16_t)name_len);
+	arb_set_dir_entry_d_type(e, type);
+	memcpy(p + sizeof(*e), name, name_len);
+	if (data_len)
+		memcpy(p + sizeof(*e) + name_len, data, data_len);
+}
+
+int fs_dent_find(const uint8_t *buf, size_t size, const char *name,
+		 size_t name_len, size_t *off, size_t *len)
+{
+	size_t pos = 0;
+
+	while (pos < size) {
+		const struct arb_dir_entry *e;
+		size_t nl, dl, el;
+
+		if (size - pos < sizeof(*e))
+			return -EUCLEAN;
+		e = (const struct arb_dir_entry *)(buf + pos);
+		nl = arb_dir_entry_d_name_len(e);
+		dl = arb_dir_entry_d_data_len(e);
+		el = fs_dent_size(nl, dl);
+		if (el > size - pos)
+			return -EUCLEAN;
+		if (nl == name_len &&
+		    memcmp(buf + pos + sizeof(*e), name, nl) == 0) {
+			*off = pos;
+			*len = el;
+			return 0;
+		}
+		pos += el;
+	}
+	return -ENOENT;
+}
+
+int fs_item_append(struct arb_txn *t, struct arb_root *root,
+		   const struct arb_key *key, const void *entry, size_t elen)
+{
+	uint32_t max = arb_max_item_size(t->vol);
+	uint8_t *buf;
+	int ret;
+
+	buf = malloc(max);
+	if (!buf)
+		return -ENOMEM;
+	ret = arb_lookup_item(root, key, buf, max);
+	if (ret == -ENOENT) {
+		ret = arb_insert_item(t, root, key, entry, (uint32_t)elen);
+	} else if (ret >= 0) {
+		size_t old = (size_t)ret;
+		if (old + elen > max) {
+			ret = -EMLINK;
+		} else {
+			memcpy(buf + old, entry, elen);
+			ret = arb_update_item(t, root, key, buf,
+					      (uint32_t)(old + elen));
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+int fs_item_cut(struct arb_txn *t, struct arb_root *root,
+		const struct arb_key *key, size_t off, size_t len)
+{
+	uint32_t max = arb_max_item_size(t->vol);
+	uint8_t *buf;
+	int ret;
+
+	buf = malloc(max);
+	if (!buf)
+		return -ENOMEM;
+	ret = arb_lookup_item(root, key, buf, max);
+	if (ret >= 0) {
+		size_t size = (size_t)ret;
+		if (off + len > size) {
+			ret = -EUCLEAN;
+		} else if (len == size) {
+			ret = arb_del_item(t, root, key);
+		} else {
+			memmove(buf + off, buf + off + len, size - off - len);
+			ret = arb_update_item(t, root, key, buf,
+					      (uint32_t)(size - len));
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+/* ---- INODE_REF entries ------------------------------------------------- */
+
+/* find name in the INODE_REF item buf: 0 (offset, length, index) */
+static int iref_find(const uint8_t *buf, size_t size, const char *name,
+		     size_t name_len, size_t *off, size_t *len, uint64_t *index)
+{
+	size_t pos = 0;
+
+	while (pos < size) {
+		const struct arb_inode_ref *r;
+		size_t nl;
+
+		if (size - pos < sizeof(*r))
+			return -EUCLEAN;
+		r = (const struct arb_inode_ref *)(buf + pos);
+		nl = arb_inode_ref_r_name_len(r);
+		if (nl > size - pos - sizeof(*r))
+			return -EUCLEAN;
+		if (nl == name_len &&
+		    memcmp(buf + pos + sizeof(*r), name, nl) == 0) {
+			*off = pos;
+			*len = sizeof(*r) + nl;
+			if (index)
+				*index = arb_inode_ref_r_index(r);
+			return 0;
+		}
+		pos += sizeof(*r) + nl;
+	}
+	return -ENOENT;
+}
+
+/* would one more entry of name_len fit C's INODE_REF item for parent D? */
+static bool iref_has_room(struct arb_fs *fs, uint64_t ino, uint64_t parent,
+			  size_t name_len)
+{
+	struct arb_key k = { ino, ARB_INODE_REF, parent };
+	uint32_t max = arb_max_item_size(fs->vol);
+	uint8_t *buf = malloc(max);
+	int ret;
+
+	if (!buf)
+		return false;
+	ret = arb_lookup_item(fs->root, &k, buf, max);
+	free(buf);
+	if (ret < 0)
+		return true;
+	/* keep half a leaf for the rest of the leaf's life */
+	return (size_t)ret + sizeof(struct arb_inode_ref) + name_len <= max / 2;
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+int fs_check_name(const char *name, size_t *len)
+{
+	size_t n = strnlen(name, ARB_NAME_MAX + 1);
+
+	if (n == 0)
+		return -ENOENT;
+	if (n > ARB_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', n))
+		return -EINVAL;
+	*len = n;
+	return 0;
+}
+
+static bool is_dot(const char *name, size_t len)
+{
+	return (len == 1 && name[0] == '.') ||
+	       (len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+static uint8_t mode_dt(uint32_t mode)
+{
+	return (uint8_t)((mode & S_IFMT) >> 12);
+}
+
+int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
+		uint64_t *ino, uint64_t *index, uint8_t *type)
+{
+	struct arb_key k = { dir, ARB_DIR_ITEM, arb_name_hash(name, len) };
+	uint32_t max = arb_max_item_size(fs->vol);
+	const struct arb_dir_entry *e;
+	size_t off, elen;
+	uint8_t *buf;
+	int ret;
+
+	buf = malloc(max);
+	if (!buf)
+		return -ENOMEM;
+	ret = arb_lookup_item(fs->root, &k, buf, max);
+	if (ret < 0)
+		goto out;
+	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
+	if (ret)
+		goto out;
+	e = (const struct arb_dir_entry *)(buf + off);
+	*ino = arb_dir_entry_d_ino(e);
+	if (type)
+		*type = arb_dir_entry_d_type(e);
+	if (index) {
+		struct arb_key rk = { *ino, ARB_INODE_REF, dir };
+		ret = arb_lookup_item(fs->root, &rk, buf, max);
+		if (ret < 0) {
+			arb_log(ARB_LOG_ERR,
+				"dir %llu entry '%.*s' -> %llu has no inode ref",
+				(unsigned long long)dir, (int)len, name,
+				(unsigned long long)*ino);
+			ret = ret == -ENOENT ? -EUCLEAN : ret;
+			goto out;
+		}
+		ret = iref_find(buf, (size_t)ret, name, len, &off, &elen,
+				index);
+		if (ret == -ENOENT)
+			ret = -EUCLEAN;
+	}
+out:
+	free(buf);
+	return ret;
+}
+
+int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent)
+{
+	struct arb_iter it;
+	struct arb_key k = { dir, ARB_INODE_REF, 0 };
+	int ret;
+
+	if (dir == ARB_ROOT_INO) {
+		*parent = dir;
+		return 0;
+	}
+	arb_iter_init(&it, fs->root);
+	ret = arb_iter_seek(&it, &k);
+	if (ret == 0)
+		arb_iter_key(&it, &k);
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (ret == 1 || k.objectid != dir || k.type != ARB_INODE_REF)
+		return -ENOENT; /* an unlinked directory */
+	*parent = k.offset;
+	return 0;
+}
+
+/* is anc equal to dir or one of its ancestors? */
+static int dir_is_under(struct arb_fs *fs, uint64_t dir, uint64_t anc,
+			bool *under)
+{
+	unsigned depth = 0;
+	int ret;
+
+	*under = false;
+	for (;;) {
+		uint64_t parent;
+		if (dir == anc) {
+			*under = true;
+			return 0;
+		}
+		if (dir == ARB_ROOT_INO)
+			return 0;
+		ret = fs_dir_parent(fs, dir, &parent);
+		if (ret)
+			return ret == -ENOENT ? 0 : ret;
+		dir = parent;
+		if (++depth > 1000000)
+			return -EUCLEAN;
+	}
+}
+
+static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
+{
+	struct arb_iter it;
+	struct arb_key k = { dir, ARB_DIR_ITEM, 0 };
+	int ret;
+
+	arb_iter_init(&it, fs->root);
+	ret = arb_iter_seek(&it, &k);
+	if (ret == 0)
+		arb_iter_key(&it, &k);
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	*empty = ret == 1 || k.objectid != dir ||
+		 (k.type != ARB_DIR_ITEM && k.type != ARB_DIR_INDEX);
+	return 0;
+}
+
+/* Add the three items of a link; updates din (size, seq, times), which
+ * the caller writes. */
+static int link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		    const char *name, size_t len, uint64_t ino, uint8_t type,
+		    const struct timespec *now)
+{
+	size_t elen = fs_dent_size(len, 0);
+	uint8_t ent[sizeof(struct arb_dir_entry) + ARB_NAME_MAX];
+	uint8_t ref[sizeof(struct arb_inode_ref) + ARB_NAME_MAX];
+	struct arb_key k;
+	uint64_t index = din->seq < 2 ? 2 : din->seq;
+	int ret;
+
+	din->seq = index + 1;
+	fs_dent_fill(ent, ino, t->transid, type, name, len, NULL, 0);
+	k.objectid = din->ino;
+	k.type = ARB_DIR_ITEM;
+	k.offset = arb_name_hash(name, len);
+	ret = fs_item_append(t, fs->root, &k, ent, elen);
+	if (ret)
+		return ret;
+	k.type = ARB_DIR_INDEX;
+	k.offset = index;
+	ret = arb_insert_item(t, fs->root, &k, ent, (uint32_t)elen);
+	if (ret)
+		return ret;
+	arb_set_inode_ref_r_index((struct arb_inode_ref *)ref, index);
+	arb_set_inode_ref_r_name_len((struct arb_inode_ref *)ref,
+				     (uint16_t)len);
+	memcpy(ref + sizeof(struct arb_inode_ref), name, len);
+	k.objectid = ino;
+	k.type = ARB_INODE_REF;
+	k.offset = din->ino;
+	ret = fs_item_append(t, fs->root, &k, ref,
+			     sizeof(struct arb_inode_ref) + len);
+	if (ret)
+		return ret;
+	din->size += 2 * len;
+	din->mtime = din->ctime = *now;
+	return 0;
+}
+
+/* Remove the three items of a link. */
+static int link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		    const char *name, size_t len, uint64_t ino,
+		    const struct timespec *now)
+{
+	uint32_t max = arb_max_item_size(fs->vol);
+	struct arb_key k;
+	size_t off, elen;
+	uint64_t index;
+	uint8_t *buf;
+	int ret;
+
+	buf = malloc(max);
+	if (!buf)
+		return -ENOMEM;
+	/* INODE_REF first: it gives the index */
+	k.objectid = ino;
+	k.type = ARB_INODE_REF;
+	k.offset = din->ino;
+	ret = arb_lookup_item(fs->root, &k, buf, max);
+	if (ret < 0)
+		goto out;
+	ret = iref_find(buf, (size_t)ret, name, len, &off, &elen, &index);
+	if (ret)
+		goto out_corrupt;
+	ret = fs_item_cut(t, fs->root, &k, off, elen);
+	if (ret)
+		goto out;
+
+	k.objectid = din->ino;
+	k.type = ARB_DIR_INDEX;
+	k.offset = index;
+	ret = arb_del_item(t, fs->root, &k);
+	if (ret)
+		goto out;
+
+	k.type = ARB_DIR_ITEM;
+	k.offset = arb_name_hash(name, len);
+	ret = arb_lookup_item(fs->root, &k, buf, max);
+	if (ret < 0)
+		goto out;
+	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
+	if (ret)
+		goto out_corrupt;
+	ret = fs_item_cut(t, fs->root, &k, off, elen);
+	if (ret)
+		goto out;
+	din->size = din->size >= 2 * len ? din->size - 2 * len : 0;
+	din->mtime = din->ctime = *now;
+	goto out;
+out_corrupt:
+	arb_log(ARB_LOG_ERR, "dir %llu: link '%.*s' -> %llu is incomplete",
+		(unsigned long long)din->ino, (int)len, name,
+		(unsigned long long)ino);
+	ret = -EUCLEAN;
+out:
+	free(buf);
+	return ret;
+}
+
+/* ---- lookup, readdir --------------------------------------------------- */
+
+int arb_fs_lookup(struct arb_fs *fs, uint64_t dir, const char *name,
+		  struct arb_stat *st)
+{
+	struct arb_inode din, in;
+	uint64_t ino;
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &din);
+	if (ret)
+		goto out;
+	if (!S_ISDIR(din.mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (len == 1 && name[0] == '.')
+		ino = dir;
+	else if (len == 2 && name[0] == '.' && name[1] == '.')
+		ret = fs_dir_parent(fs, dir, &ino);
+	else
+		ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret)
+		goto out;
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret == -ENOENT) {
+		arb_log(ARB_LOG_ERR, "dir %llu entry '%s' -> missing inode %llu",
+			(unsigned long long)dir, name,
+			(unsigned long long)ino);
+		ret = -EUCLEAN;
+	}
+	if (!ret && st)
+		fs_inode_to_stat(fs, &in, st);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+struct rd_ent {
+	uint64_t ino, next_off;
+	uint8_t type;
+	char name[ARB_NAME_MAX + 1];
+};
+
+#define RD_BATCH 64
+
+int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
+		   arb_filldir_t fill, void *ctx)
+{
+	struct arb_inode din, in;
+	struct arb_stat st;
+	struct rd_ent *ents;
+	struct arb_iter it;
+	int ret, n, i;
+
+	ents = malloc(sizeof(*ents) * RD_BATCH);
+	if (!ents)
+		return -ENOMEM;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &din);
+	if (ret)
+		goto out;
+	if (!S_ISDIR(din.mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	/* "." and ".." */
+	while (off < 2) {
+		uint64_t ino = dir;
+		if (off == 1) {
+			ret = fs_dir_parent(fs, dir, &ino);
+			if (ret == -ENOENT)
+				ino = dir; /* removed directory */
+			else if (ret)
+				goto out;
+		}
+		ret = fs_inode_read(fs, ino, &in);
+		if (ret)
+			goto out;
+		fs_inode_to_stat(fs, &in, &st);
+		if (!plus) {
+			uint32_t mode = st.mode;
+			memset(&st, 0, sizeof(st));
+			st.ino = ino;
+			st.mode = mode & S_IFMT;
+		}
+		if (fill(ctx, off ? ".." : ".", &st, off + 1)) {
+			ret = 0;
+			goto out;
+		}
+		off++;
+	}
+	for (;;) {
+		struct arb_key k = { dir, ARB_DIR_INDEX, off };
+
+		/* collect a batch, then call fill without holding a path */
+		n = 0;
+		arb_iter_init(&it, fs->root);
+		ret = arb_iter_seek(&it, &k);
+		while (ret == 0 && n < RD_BATCH) {
+			const struct arb_dir_entry *e;
+			uint32_t size = arb_iter_size(&it);
+			size_t nl;
+
+			arb_iter_key(&it, &k);
+			if (k.objectid != dir || k.type != ARB_DIR_INDEX) {
+				ret = 1;
+				break;
+			}
+			e = arb_iter_data(&it);
+			if (size < sizeof(*e) ||
+			    (nl = arb_dir_entry_d_name_len(e)) == 0 ||
+			    nl > ARB_NAME_MAX || nl + sizeof(*e) > size) {
+				arb_log(ARB_LOG_ERR,
+					"dir %llu: bad DIR_INDEX %llu",
+					(unsigned long long)dir,
+					(unsigned long long)k.offset);
+				ret = -EUCLEAN;
+				break;
+			}
+			ents[n].ino = arb_dir_entry_d_ino(e);
+			ents[n].type = arb_dir_entry_d_type(e);
+			memcpy(ents[n].name, (const char *)(e + 1), nl);
+			ents[n].name[nl] = 0;
+			ents[n].next_off = k.offset + 1;
+			n++;
+			ret = arb_iter_next(&it);
+		}
+		arb_iter_release(&it);
+		if (ret < 0)
+			goto out;
+		for (i = 0; i < n; i++) {
+			if (plus) {
+				ret = fs_inode_read(fs, ents[i].ino, &in);
+				if (ret)
+					goto out;
+				fs_inode_to_stat(fs, &in, &st);
+			} else {
+				memset(&st, 0, sizeof(st));
+				st.ino = ents[i].ino;
+				st.mode = (uint32_t)ents[i].type << 12;
+			}
+			if (fill(ctx, ents[i].name, &st, ents[i].next_off)) {
+				ret = 0;
+				goto out;
+			}
+			off = ents[i].next_off;
+		}
+		if (n < RD_BATCH) {
+			ret = 0;
+			break;
+		}
+	}
+out:
+	fs_unlock(fs);
+	free(ents);
+	return ret;
+}
+
+/* ---- create ------------------------------------------------------------ */
+
+static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
+			 uint32_t mode, uint64_t rdev, const char *target,
+			 const struct arb_cred *cr, struct arb_stat *st)
+{
+	struct arb_inode din, in;
+	struct arb_txn *t;
+	struct timespec now;
+	size_t len, tlen = 0;
+	uint64_t ino;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	if (is_dot(name, len))
+		return -EEXIST;
+	if (target) {
+		tlen = strlen(target);
+		if (tlen == 0)
+			return -ENOENT;
+		if (tlen > ARB_SYMLINK_MAX)
+			return -ENAMETOOLONG;
+	}
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &din);
+	if (ret)
+		goto out;
+	if (!S_ISDIR(din.mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (din.nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	if (S_ISDIR(mode) && din.nlink >= ARB_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+	if (target && tlen + ARB_FILE_EXTENT_INLINE_HDR >
+			      arb_max_item_size(fs->vol) / 2) {
+		ret = -ENAMETOOLONG;
+		goto out;
+	}
+	ret = fs_op_begin(fs, &t, tlen, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	memset(&in, 0, sizeof(in));
+	in.ino = fs->next_ino++;
+	in.generation = t->transid;
+	in.mode = mode;
+	in.uid = cr ? cr->uid : 0;
+	in.gid = cr ? cr->gid : 0;
+	if (din.mode & S_ISGID) {
+		in.gid = din.gid;
+		if (S_ISDIR(mode))
+			in.mode |= S_ISGID;
+	}
+	in.nlink = S_ISDIR(mode) ? 2 : 1;
+	in.seq = 2;
+	in.rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? rdev : 0;
+	in.atime = in.mtime = in.ctime = in.btime = now;
+	if (target) {
+		in.size = tlen;
+		in.nbytes = tlen;
+	}
+	ret = fs_inode_insert(fs, t, &in);
+	if (ret)
+		goto out_end;
+	if (target) {
+		size_t isz = ARB_FILE_EXTENT_INLINE_HDR + tlen;
+		uint8_t *buf = calloc(1, isz);
+		struct arb_file_extent *fe = (struct arb_file_extent *)buf;
+		struct arb_key k = { in.ino, ARB_EXTENT_DATA, 0 };
+
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out_end;
+		}
+		arb_set_file_extent_f_generation(fe, t->transid);
+		arb_set_file_extent_f_ram_bytes(fe, tlen);
+		arb_set_file_extent_f_type(fe, ARB_FILE_EXTENT_INLINE);
+		memcpy(buf + ARB_FILE_EXTENT_INLINE_HDR, target, tlen);
+		ret = arb_insert_item(t, fs->root, &k, buf, (uint32_t)isz);
+		free(buf);
+		if (ret)
+			goto out_end;
+	}
+	ret = link_add(fs, t, &din, name, len, in.ino, mode_dt(mode), &now);
+	if (ret)
+		goto out_end;
+	if (S_ISDIR(mode))
+		din.nlink++;
+	ret = fs_inode_write(fs, t, &din);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret && st)
+		fs_inode_to_stat(fs, &in, st);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_mknod(struct arb_fs *fs, uint64_t dir, const char *name,
+		 uint32_t mode, uint64_t rdev, const struct arb_cred *cr,
+		 struct arb_stat *st)
+{
+	uint32_t type = mode & S_IFMT;
+
+	if (type == 0)
+		mode |= S_IFREG;
+	else if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK &&
+		 type != S_IFCHR && type != S_IFBLK)
+		return -EINVAL;
+	return create_common(fs, dir, name, mode & (S_IFMT | 07777), rdev,
+			     NULL, cr, st);
+}
+
+int arb_fs_mkdir(struct arb_fs *fs, uint64_t dir, const char *name,
+		 uint32_t mode, const struct arb_cred *cr, struct arb_stat *st)
+{
+	return create_common(fs, dir, name, S_IFDIR | (mode & 07777), 0, NULL,
+			     cr, st);
+}
+
+int arb_fs_symlink(struct arb_fs *fs, uint64_t dir, const char *name,
+		   const char *target, const struct arb_cred *cr,
+		   struct arb_stat *st)
+{
+	return create_common(fs, dir, name, S_IFLNK | 0777, 0, target, cr, st);
+}
+
+int arb_fs_readlink(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct arb_key k = { ino, ARB_EXTENT_DATA, 0 };
+	struct arb_inode in;
+	uint8_t *item;
+	size_t tlen;
+	int ret;
+
+	item = malloc(ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX + 1);
+	if (!item)
+		return -ENOMEM;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	if (!S_ISLNK(in.mode)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = arb_lookup_item(fs->root, &k, item,
+			      ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX + 1);
+	if (ret < 0 || ret <= ARB_FILE_EXTENT_INLINE_HDR ||
+	    ret > ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX ||
+	    arb_file_extent_f_type((struct arb_file_extent *)item) !=
+		    ARB_FILE_EXTENT_INLINE) {
+		arb_log(ARB_LOG_ERR, "symlink %llu: bad target item (%d)",
+			(unsigned long long)ino, ret);
+		ret = ret < 0 && ret != -ENOENT ? ret : -EUCLEAN;
+		goto out;
+	}
+	tlen = (size_t)ret - ARB_FILE_EXTENT_INLINE_HDR;
+	if (size < tlen + 1) {
+		ret = -ERANGE;
+		goto out;
+	}
+	memcpy(buf, item + ARB_FILE_EXTENT_INLINE_HDR, tlen);
+	buf[tlen] = 0;
+	ret = (int)tlen;
+out:
+	fs_unlock(fs);
+	free(item);
+	return ret;
+}
+
+/* ---- link, unlink, rmdir ---------------------------------------------- */
+
+int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
+		const char *newname, struct arb_stat *st)
+{
+	struct arb_inode din, in;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t other;
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(newname, &len);
+	if (ret)
+		return ret;
+	if (is_dot(newname, len))
+		return -EEXIST;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	if (S_ISDIR(in.mode)) {
+		ret = -EPERM;
+		goto out;
+	}
+	if (in.nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (in.nlink >= ARB_LINK_MAX ||
+	    !iref_has_room(fs, ino, newdir, len)) {
+		ret = -EMLINK;
+		goto out;
+	}
+	ret = fs_inode_read(fs, newdir, &din);
+	if (ret)
+		goto out;
+	if (!S_ISDIR(din.mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (din.nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = fs_dir_find(fs, newdir, newname, len, &other, NULL, NULL);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	ret = fs_op_begin(fs, &t, 0, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	ret = link_add(fs, t, &din, newname, len, ino, mode_dt(in.mode), &now);
+	if (ret)
+		goto out_end;
+	in.nlink++;
+	in.ctime = now;
+	ret = fs_inode_write(fs, t, &in);
+	if (!ret)
+		ret = fs_inode_write(fs, t, &din);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret && st)
+		fs_inode_to_stat(fs, &in, st);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
+			 bool rmdir)
+{
+	struct arb_inode din, in;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t ino;
+	size_t len;
+	bool empty;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	if (is_dot(name, len))
+		return rmdir ? (len == 1 ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &din);
+	if (ret)
+		goto out;
+	if (!S_ISDIR(din.mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret)
+		goto out;
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	if (rmdir) {
+		if (!S_ISDIR(in.mode)) {
+			ret = -ENOTDIR;
+			goto out;
+		}
+		ret = dir_is_empty(fs, ino, &empty);
+		if (ret)
+			goto out;
+		if (!empty) {
+			ret = -ENOTEMPTY;
+			goto out;
+		}
+	} else if (S_ISDIR(in.mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	ret = link_del(fs, t, &din, name, len, ino, &now);
+	if (ret)
+		goto out_end;
+	in.ctime = now;
+	if (rmdir) {
+		in.nlink = 0;
+		if (din.nlink > 2)
+			din.nlink--;
+	} else if (in.nlink) {
+		in.nlink--;
+	}
+	if (in.nlink == 0)
+		ret = fs_inode_unlinked(fs, t, &in);
+	else
+		ret = fs_inode_write(fs, t, &in);
+	if (!ret)
+		ret = fs_inode_write(fs, t, &din);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_unlink(struct arb_fs *fs, uint64_t dir, const char *name)
+{
+	return remove_common(fs, dir, name, false);
+}
+
+int arb_fs_rmdir(struct arb_fs *fs, uint64_t dir, const char *name)
+{
+	return remove_common(fs, dir, name, true);
+}
+
+/* ---- rename ------------------------------------------------------------ */
+
+int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
+		  uint64_t newdir, const char *newname, unsigned flags)
+{
+	struct arb_inode odin, ndin, src, dst;
+	struct arb_inode *od = &odin, *nd;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t src_ino, dst_ino = 0;
+	size_t len, nlen;
+	bool have_dst, src_dir, dst_dir = false, under, empty;
+	int ret;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	ret = fs_check_name(newname, &nlen);
+	if (ret)
+		return ret;
+	if (is_dot(name, len) || is_dot(newname, nlen))
+		return -EBUSY;
+
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &odin);
+	if (ret)
+		goto out;
+	if (newdir == dir) {
+		nd = od;
+	} else {
+		nd = &ndin;
+		ret = fs_inode_read(fs, newdir, &ndin);
+		if (ret)
+			goto out;
+	}
+	if (!S_ISDIR(od->mode) || !S_ISDIR(nd->mode)) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (nd->nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = fs_dir_find(fs, dir, name, len, &src_ino, NULL, NULL);
+	if (ret)
+		goto out;
+	ret = fs_inode_read(fs, src_ino, &src);
+	if (ret)
+		goto out;
+	src_dir = S_ISDIR(src.mode);
+	ret = fs_dir_find(fs, newdir, newname, nlen, &dst_ino, NULL, NULL);
+	if (ret && ret != -ENOENT)
+		goto out;
+	have_dst = ret == 0;
+	ret = 0;
+	if (have_dst && (flags & RENAME_NOREPLACE)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (!have_dst && (flags & RENAME_EXCHANGE)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (have_dst && dst_ino == src_ino)
+		goto out; /* two names of one inode: nothing to do */
+	if (have_dst) {
+		ret = fs_inode_read(fs, dst_ino, &dst);
+		if (ret)
+			goto out;
+		dst_dir = S_ISDIR(dst.mode);
+	}
+
+	if (flags & RENAME_EXCHANGE) {
+		if (src_dir && dir != newdir) {
+			ret = dir_is_under(fs, newdir, src_ino, &under);
+			if (!ret && under)
+				ret = -EINVAL;
+			if (ret)
+				goto out;
+		}
+		if (dst_dir && dir != newdir) {
+			ret = dir_is_under(fs, dir, dst_ino, &under);
+			if (!ret && under)
+				ret = -EINVAL;
+			if (ret)
+				goto out;
+		}
+		if (!iref_has_room(fs, src_ino, newdir, nlen) ||
+		    !iref_has_room(fs, dst_ino, dir, len)) {
+			ret = -EMLINK;
+			goto out;
+		}
+	} else {
+		if (have_dst) {
+			if (src_dir && !dst_dir) {
+				ret = -ENOTDIR;
+				goto out;
+			}
+			if (!src_dir && dst_dir) {
+				ret = -EISDIR;
+				goto out;
+			}
+			if (dst_dir) {
+				ret = dir_is_empty(fs, dst_ino, &empty);
+				if (ret)
+					goto out;
+				if (!empty) {
+					ret = -ENOTEMPTY;
+					goto out;
+				}
+			}
+		}
+		if (src_dir && dir != newdir) {
+			ret = dir_is_under(fs, newdir, src_ino, &under);
+			if (!ret && under)
+				ret = -EINVAL;
+			if (ret)
+				goto out;
+			if (!have_dst && nd->nlink >= ARB_LINK_MAX) {
+				ret = -EMLINK;
+				goto out;
+			}
+		}
+		if (dir != newdir && !iref_has_room(fs, src_ino, newdir, nlen)) {
+			ret = -EMLINK;
+			goto out;
+		}
+	}
+
+	ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	if (flags & RENAME_EXCHANGE) {
+		ret = link_del(fs, t, od, name, len, src_ino, &now);
+		if (!ret)
+			ret = link_del(fs, t, nd, newname, nlen, dst_ino, &now);
+		if (!ret)
+			ret = link_add(fs, t, nd, newname, nlen, src_ino,
+				       mode_dt(src.mode), &now);
+		if (!ret)
+			ret = link_add(fs, t, od, name, len, dst_ino,
+				       mode_dt(dst.mode), &now);
+		if (ret)
+			goto out_end;
+		if (dir != newdir && src_dir != dst_dir) {
+			if (src_dir) {
+				od->nlink--;
+				nd->nlink++;
+			} else {
+				nd->nlink--;
+				od->nlink++;
+			}
+		}
+		src.ctime = dst.ctime = now;
+		ret = fs_inode_write(fs, t, &src);
+		if (!ret)
+			ret = fs_inode_write(fs, t, &dst);
+	} else {
+		if (have_dst) {
+			ret = link_del(fs, t, nd, newname, nlen, dst_ino, &now);
+			if (ret)
+				goto out_end;
+			dst.ctime = now;
+			if (dst_dir) {
+				dst.nlink = 0;
+				if (nd->nlink > 2)
+					nd->nlink--;
+			} else if (dst.nlink) {
+				dst.nlink--;
+			}
+			if (dst.nlink == 0)
+				ret = fs_inode_unlinked(fs, t, &dst);
+			else
+				ret = fs_inode_write(fs, t, &dst);
+			if (ret)
+				goto out_end;
+		}
+		ret = link_del(fs, t, od, name, len, src_ino, &now);
+		if (!ret)
+			ret = link_add(fs, t, nd, newname, nlen, src_ino,
+				       mode_dt(src.mode), &now);
+		if (ret)
+			goto out_end;
+		if (src_dir && dir != newdir) {
+			od->nlink--;
+			nd->nlink++;
+		}
+		src.ctime = now;
+		ret = fs_inode_write(fs, t, &src);
+	}
+	if (!ret)
+		ret = fs_inode_write(fs, t, od);
+	if (!ret && nd != od)
+		ret = fs_inode_write(fs, t, nd);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+out:
+	fs_unlock(fs);
+	return ret;
+}

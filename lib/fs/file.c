@@ -1,0 +1,1354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file.c - file data: read, write, truncate, fallocate, lseek, delayed
+ * allocation and data checksums.
+ *
+ * EXTENT_DATA items (format.h) map file ranges; everything not covered is
+ * a hole.  Every REG/PREALLOC item boundary is a multiple of the sector
+ * size (partial sectors are handled by rewriting the whole sector), and an
+ * INLINE item only ever sits at offset 0 of a file of at most max_inline
+ * bytes (it may coexist with later extents only transiently).
+ *
+ * Data checksums: one u32 per sector, the standard crc32c of the sector
+ * (~arb_crc32c(~0u, sector, sectorsize), the same convention as tree node
+ * checksums and btrfs, so a zeroed sector does not checksum to 0), stored little-endian in EXTENT_CSUM items of the checksum tree keyed by
+ * the disk address of their first sector; at most ARB_CSUMS_PER_ITEM per
+ * item, one set of items per written extent.  PREALLOC extents have none.
+ * The core deletes them when the extent's last reference goes.
+ */
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+
+#ifndef SEEK_DATA
+#define SEEK_DATA 3
+#define SEEK_HOLE 4
+#endif
+
+#define FE_SIZE ((uint32_t)sizeof(struct arb_file_extent))
+
+static inline uint32_t data_csum(const void *buf, size_t len)
+{
+	return ~arb_crc32c(~0u, buf, len);
+}
+
+static inline uint64_t round_up_bs(uint64_t v, uint32_t bs)
+{
+	return (v + bs - 1) / bs * bs;
+}
+
+/* ---- the dirty block map ----------------------------------------------- */
+
+/* index of the first block with idx >= idx */
+static size_t dmap_lower(const struct arb_imem *im, uint64_t idx)
+{
+	size_t lo = 0, hi = im->nr;
+
+	/* appends are the common case */
+	if (hi && im->blocks[hi - 1].idx < idx)
+		return hi;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (im->blocks[mid].idx < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static uint8_t *dmap_find(const struct arb_imem *im, uint64_t idx)
+{
+	size_t i;
+
+	if (!im)
+		return NULL;
+	i = dmap_lower(im, idx);
+	return (i < im->nr && im->blocks[i].idx == idx) ? im->blocks[i].buf
+							 : NULL;
+}
+
+static int dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
+		       uint8_t *buf)
+{
+	size_t i = dmap_lower(im, idx);
+
+	if (im->nr == im->cap) {
+		size_t cap = im->cap ? im->cap * 2 : 16;
+		struct arb_dblock *nb = realloc(im->blocks, cap * sizeof(*nb));
+		if (!nb)
+			return -ENOMEM;
+		im->blocks = nb;
+		im->cap = cap;
+	}
+	memmove(&im->blocks[i + 1], &im->blocks[i],
+		(im->nr - i) * sizeof(im->blocks[0]));
+	im->blocks[i].idx = idx;
+	im->blocks[i].buf = buf;
+	im->nr++;
+	fs->dirty_bytes += fs->bs;
+	return 0;
+}
+
+/* drop blocks with from_idx <= idx < to_idx */
+static void dmap_drop_range(struct arb_fs *fs, struct arb_imem *im,
+			    uint64_t from_idx, uint64_t to_idx)
+{
+	size_t a = dmap_lower(im, from_idx), b = dmap_lower(im, to_idx), i;
+
+	if (b <= a)
+		return;
+	for (i = a; i < b; i++)
+		free(im->blocks[i].buf);
+	memmove(&im->blocks[a], &im->blocks[b],
+		(im->nr - b) * sizeof(im->blocks[0]));
+	im->nr -= b - a;
+	fs->dirty_bytes -= (b - a) * (uint64_t)fs->bs;
+}
+
+void fs_imem_drop_blocks(struct arb_fs *fs, struct arb_imem *im,
+			 uint64_t from_idx)
+{
+	dmap_drop_range(fs, im, from_idx, UINT64_MAX);
+}
+
+void fs_imem_drop_all_data(struct arb_fs *fs)
+{
+	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
+		struct arb_imem *im = fs->imem[b], *next;
+		for (; im; im = next) {
+			next = im->hash_next;
+			fs_imem_drop_blocks(fs, im, 0);
+			fs_imem_put_if_idle(fs, im);
+		}
+	}
+}
+
+/* ---- extents ----------------------------------------------------------- */
+
+struct ext {
+	uint64_t start, end; /* file range */
+	uint8_t type;
+	uint64_t disk_bytenr, disk_num_bytes, offset, ram_bytes, gen;
+};
+
+/* parse an EXTENT_DATA item; -EUCLEAN if malformed */
+static int ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
+		     uint32_t size, struct ext *e)
+{
+	const struct arb_file_extent *fe = data;
+
+	if (size < ARB_FILE_EXTENT_INLINE_HDR)
+		goto bad;
+	memset(e, 0, sizeof(*e));
+	e->start = k->offset;
+	e->type = arb_file_extent_f_type(fe);
+	e->gen = arb_file_extent_f_generation(fe);
+	e->ram_bytes = arb_file_extent_f_ram_bytes(fe);
+	if (e->type == ARB_FILE_EXTENT_INLINE) {
+		if (k->offset != 0)
+			goto bad;
+		e->end = size - ARB_FILE_EXTENT_INLINE_HDR;
+		return 0;
+	}
+	if ((e->type != ARB_FILE_EXTENT_REG &&
+	     e->type != ARB_FILE_EXTENT_PREALLOC) ||
+	    size < FE_SIZE)
+		goto bad;
+	e->disk_bytenr = arb_file_extent_f_disk_bytenr(fe);
+	e->disk_num_bytes = arb_file_extent_f_disk_num_bytes(fe);
+	e->offset = arb_file_extent_f_offset(fe);
+	e->end = e->start + arb_file_extent_f_num_bytes(fe);
+	if (e->end <= e->start || e->offset > e->disk_num_bytes ||
+	    e->end - e->start > e->disk_num_bytes - e->offset)
+		goto bad;
+	return 0;
+bad:
+	arb_log(ARB_LOG_ERR, "inode %llu: bad file extent item at %llu",
+		(unsigned long long)ino, (unsigned long long)k->offset);
+	return -EUCLEAN;
+}
+
+/*
+ * The first extent of ino that ends after pos.  0 found, 1 none, <0.
+ * If inl is not NULL and the extent is inline, its bytes are copied there
+ * (up to sectorsize).
+ */
+static int ext_next(struct arb_fs *fs, uint64_t ino, uint64_t pos,
+		    struct ext *e, uint8_t *inl)
+{
+	struct arb_key key = { ino, ARB_EXTENT_DATA, pos }, k;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, fs->root);
+	ret = arb_iter_seek_le(&it, &key);
+	if (ret == 1)
+		ret = arb_iter_seek(&it, &key);
+	while (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid > ino ||
+		    (k.objectid == ino && k.type > ARB_EXTENT_DATA)) {
+			ret = 1;
+			break;
+		}
+		if (k.objectid == ino && k.type == ARB_EXTENT_DATA) {
+			ret = ext_parse(ino, &k, arb_iter_data(&it),
+					arb_iter_size(&it), e);
+			if (ret)
+				break;
+			if (e->end > pos) {
+				if (inl && e->type == ARB_FILE_EXTENT_INLINE) {
+					size_t n = e->end;
+					if (n > fs->bs)
+						n = fs->bs;
+					memcpy(inl,
+					       (uint8_t *)arb_iter_data(&it) +
+						       ARB_FILE_EXTENT_INLINE_HDR,
+					       n);
+				}
+				break;
+			}
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	return ret;
+}
+
+static void ext_to_item(const struct ext *e, struct arb_file_extent *fe)
+{
+	memset(fe, 0, sizeof(*fe));
+	arb_set_file_extent_f_generation(fe, e->gen);
+	arb_set_file_extent_f_ram_bytes(fe, e->ram_bytes);
+	arb_set_file_extent_f_type(fe, e->type);
+	arb_set_file_extent_f_disk_bytenr(fe, e->disk_bytenr);
+	arb_set_file_extent_f_disk_num_bytes(fe, e->disk_num_bytes);
+	arb_set_file_extent_f_offset(fe, e->offset);
+	arb_set_file_extent_f_num_bytes(fe, e->end - e->start);
+}
+
+/* the inline extent's bytes edited: [from, to) zeroed, or cut at from */
+static int inline_edit(struct arb_fs *fs, struct arb_txn *t,
+		       struct arb_inode *in, uint64_t from, uint64_t to,
+		       uint64_t len)
+{
+	struct arb_key k = { in->ino, ARB_EXTENT_DATA, 0 };
+	uint32_t size = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)len;
+	uint8_t *buf = malloc(size);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	ret = arb_lookup_item(fs->root, &k, buf, size);
+	if (ret >= 0 && (uint32_t)ret != size)
+		ret = -EUCLEAN;
+	if (ret >= 0) {
+		if (to >= len) {
+			/* cut the tail */
+			size = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)from;
+			arb_set_file_extent_f_ram_bytes(
+				(struct arb_file_extent *)buf, from);
+			in->nbytes -= len - from;
+		} else {
+			memset(buf + ARB_FILE_EXTENT_INLINE_HDR + from, 0,
+			       to - from);
+		}
+		ret = arb_update_item(t, fs->root, &k, buf, size);
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * Remove the mapping of [start, end) of a file, splitting the extents that
+ * straddle its ends.  Updates in->nbytes (the caller writes the inode).
+ */
+int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		    uint64_t start, uint64_t end)
+{
+	struct arb_file_extent fe;
+	struct arb_key k;
+	struct ext e, ne;
+	uint64_t pos = start;
+	int ret;
+
+	k.objectid = in->ino;
+	k.type = ARB_EXTENT_DATA;
+	while (pos < end) {
+		ret = ext_next(fs, in->ino, pos, &e, NULL);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || e.start >= end)
+			return 0;
+		pos = e.end;
+		k.offset = e.start;
+		if (e.type == ARB_FILE_EXTENT_INLINE) {
+			uint64_t from = start > e.start ? start : e.start;
+			uint64_t to = end < e.end ? end : e.end;
+			if (from == 0 && to >= e.end) {
+				ret = arb_del_item(t, fs->root, &k);
+				in->nbytes -= e.end;
+			} else {
+				ret = inline_edit(fs, t, in, from, to, e.end);
+			}
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (e.start < start) {
+			uint64_t old_end = e.end;
+			/* keep the head [e.start, start) */
+			e.end = start;
+			ext_to_item(&e, &fe);
+			ret = arb_update_item(t, fs->root, &k, &fe, FE_SIZE);
+			if (ret)
+				return ret;
+			if (old_end > end) {
+				/* and a tail [end, old_end) */
+				ne = e;
+				ne.offset += end - e.start;
+				ne.start = end;
+				ne.end = old_end;
+				ext_to_item(&ne, &fe);
+				k.offset = end;
+				ret = arb_insert_item(t, fs->root, &k, &fe,
+						      FE_SIZE);
+				if (!ret)
+					ret = arb_ref_data(
+						t, ne.disk_bytenr,
+						ne.disk_num_bytes, fs->root->id,
+						in->ino, ne.start - ne.offset,
+						1);
+				in->nbytes -= end - start;
+			} else {
+				in->nbytes -= old_end - start;
+			}
+			if (ret)
+				return ret;
+			continue;
+		}
+		ret = arb_del_item(t, fs->root, &k);
+		if (ret)
+			return ret;
+		if (e.end <= end) {
+			ret = arb_ref_data(t, e.disk_bytenr, e.disk_num_bytes,
+					   fs->root->id, in->ino,
+					   e.start - e.offset, -1);
+			in->nbytes -= e.end - e.start;
+		} else {
+			/* keep the tail [end, e.end); same back-reference */
+			ne = e;
+			ne.offset += end - e.start;
+			ne.start = end;
+			ext_to_item(&ne, &fe);
+			k.offset = end;
+			ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+			in->nbytes -= end - e.start;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- checksums --------------------------------------------------------- */
+
+static int csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
+		       uint32_t *sums, uint8_t *have)
+{
+	struct arb_key key = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			       bytenr },
+		       k;
+	uint64_t end = bytenr + nsec * (uint64_t)fs->bs;
+	struct arb_iter it;
+	int ret;
+
+	memset(have, 0, nsec);
+	arb_iter_init(&it, fs->csum);
+	ret = arb_iter_seek_le(&it, &key);
+	if (ret == 1)
+		ret = arb_iter_seek(&it, &key);
+	while (ret == 0) {
+		uint32_t size = arb_iter_size(&it);
+		const uint8_t *d = arb_iter_data(&it);
+		uint64_t iend, s;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
+		    k.type != ARB_EXTENT_CSUM || k.offset >= end)
+			break;
+		iend = k.offset + (size / 4) * (uint64_t)fs->bs;
+		for (s = k.offset > bytenr ? k.offset : bytenr; s < iend && s < end;
+		     s += fs->bs) {
+			uint32_t v;
+			size_t i = (s - bytenr) / fs->bs;
+			memcpy(&v, d + (s - k.offset) / fs->bs * 4, 4);
+			sums[i] = le32toh(v);
+			have[i] = 1;
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+static int csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
+		       const uint32_t *sums, size_t nsec)
+{
+	uint32_t *le = malloc(ARB_CSUMS_PER_ITEM * 4);
+	size_t i, n, j;
+	int ret = 0;
+
+	if (!le)
+		return -ENOMEM;
+	for (i = 0; i < nsec && !ret; i += n) {
+		struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+				     bytenr + i * (uint64_t)fs->bs };
+		n = nsec - i;
+		if (n > ARB_CSUMS_PER_ITEM)
+			n = ARB_CSUMS_PER_ITEM;
+		for (j = 0; j < n; j++)
+			le[j] = htole32(sums[i + j]);
+		/* a stale item of a freed extent would be replaced */
+		if (fs_item_exists(fs->csum, &k))
+			ret = arb_update_item(t, fs->csum, &k, le,
+					      (uint32_t)(n * 4));
+		else
+			ret = arb_insert_item(t, fs->csum, &k, le,
+					      (uint32_t)(n * 4));
+	}
+	free(le);
+	return ret;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+/* Read len bytes of a REG extent at disk address disk (file offset foff)
+ * into dst, verifying the checksums of every sector touched. */
+static int read_disk(struct arb_fs *fs, uint64_t ino, uint64_t foff,
+		     uint64_t disk, size_t len, uint8_t *dst)
+{
+	uint32_t bs = fs->bs;
+	uint64_t a = disk / bs * bs, b = round_up_bs(disk + len, bs);
+	size_t nsec = (b - a) / bs, i;
+	uint8_t *tmp, *have;
+	uint32_t *sums;
+	int ret;
+
+	tmp = malloc(b - a);
+	sums = malloc(nsec * sizeof(*sums));
+	have = malloc(nsec);
+	if (!tmp || !sums || !have) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = arb_dev_read(fs->dev, tmp, b - a, a, ARB_IO_DATA);
+	if (ret) {
+		arb_log(ARB_LOG_ERR,
+			"inode %llu offset %llu: read error %d at disk %llu",
+			(unsigned long long)ino, (unsigned long long)foff, ret,
+			(unsigned long long)a);
+		goto out;
+	}
+	ret = csum_lookup(fs, a, nsec, sums, have);
+	if (ret)
+		goto out;
+	for (i = 0; i < nsec; i++) {
+		uint32_t c = data_csum(tmp + i * bs, bs);
+		if (!have[i] || c != sums[i]) {
+			arb_log(ARB_LOG_ERR,
+				"inode %llu offset %llu: %s at disk %llu",
+				(unsigned long long)ino,
+				(unsigned long long)(foff - (disk - a) + i * bs),
+				have[i] ? "data checksum mismatch"
+					: "data checksum missing",
+				(unsigned long long)(a + i * bs));
+			ret = -EIO;
+			goto out;
+		}
+	}
+	memcpy(dst, tmp + (disk - a), len);
+out:
+	free(tmp);
+	free(sums);
+	free(have);
+	return ret;
+}
+
+/* Read [off, off+len) from the tree only (no delayed data). */
+static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
+		     size_t len, uint8_t *buf)
+{
+	uint64_t end = off + len, pos = off;
+	uint8_t *inl = NULL;
+	struct ext e;
+	int ret = 0;
+
+	memset(buf, 0, len);
+	while (pos < end) {
+		uint64_t a, b;
+
+		if (!inl) {
+			inl = malloc(fs->bs);
+			if (!inl)
+				return -ENOMEM;
+		}
+		ret = ext_next(fs, ino, pos, &e, inl);
+		if (ret < 0)
+			break;
+		if (ret == 1 || e.start >= end) {
+			ret = 0;
+			break;
+		}
+		a = e.start > pos ? e.start : pos;
+		b = e.end < end ? e.end : end;
+		if (e.type == ARB_FILE_EXTENT_INLINE) {
+			uint64_t lim = e.end < fs->bs ? e.end : fs->bs;
+			if (b > lim)
+				b = lim;
+			if (a < b)
+				memcpy(buf + (a - off), inl + a, b - a);
+		} else if (e.type == ARB_FILE_EXTENT_REG) {
+			ret = read_disk(fs, ino, a,
+					e.disk_bytenr + e.offset + (a - e.start),
+					b - a, buf + (a - off));
+			if (ret)
+				break;
+		}
+		pos = e.end;
+	}
+	free(inl);
+	return ret;
+}
+
+/* Read through delayed data: runs of clean blocks come from the tree. */
+static int read_range(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
+		      uint64_t off, size_t len, uint8_t *buf)
+{
+	uint64_t pos = off, end = off + len;
+	uint32_t bs = fs->bs;
+	int ret;
+
+	while (pos < end) {
+		uint64_t idx = pos / bs, next;
+		size_t i = im ? dmap_lower(im, idx) : 0;
+
+		if (im && i < im->nr && im->blocks[i].idx == idx) {
+			next = (idx + 1) * bs;
+			if (next > end)
+				next = end;
+			memcpy(buf + (pos - off),
+			       im->blocks[i].buf + (pos - idx * bs),
+			       next - pos);
+		} else {
+			next = (im && i < im->nr) ? im->blocks[i].idx * bs
+						  : end;
+			if (next > end)
+				next = end;
+			ret = read_tree(fs, ino, pos, next - pos,
+					buf + (pos - off));
+			if (ret)
+				return ret;
+		}
+		pos = next;
+	}
+	return 0;
+}
+
+/* Make block idx dirty, loading its current contents; returns its buffer */
+static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
+		       const struct arb_inode *in, uint64_t idx, bool load,
+		       uint8_t **out)
+{
+	uint8_t *buf = dmap_find(im, idx);
+	int ret;
+
+	if (buf) {
+		*out = buf;
+		return 0;
+	}
+	buf = malloc(fs->bs);
+	if (!buf)
+		return -ENOMEM;
+	if (load && idx * (uint64_t)fs->bs < in->size) {
+		ret = read_tree(fs, in->ino, idx * (uint64_t)fs->bs, fs->bs,
+				buf);
+		if (ret) {
+			free(buf);
+			return ret;
+		}
+	} else {
+		memset(buf, 0, fs->bs);
+	}
+	ret = dmap_insert(fs, im, idx, buf);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	*out = buf;
+	return 0;
+}
+
+static bool has_inline(struct arb_fs *fs, uint64_t ino)
+{
+	struct ext e;
+
+	return ext_next(fs, ino, 0, &e, NULL) == 0 &&
+	       e.type == ARB_FILE_EXTENT_INLINE;
+}
+
+static bool relatime_due(const struct arb_inode *in,
+			 const struct timespec *now)
+{
+	const struct timespec *a = &in->atime;
+
+	if (a->tv_sec < in->mtime.tv_sec ||
+	    (a->tv_sec == in->mtime.tv_sec && a->tv_nsec <= in->mtime.tv_nsec))
+		return true;
+	if (a->tv_sec < in->ctime.tv_sec ||
+	    (a->tv_sec == in->ctime.tv_sec && a->tv_nsec <= in->ctime.tv_nsec))
+		return true;
+	return now->tv_sec - a->tv_sec >= 24 * 3600;
+}
+
+ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
+		    uint64_t off)
+{
+	struct arb_inode in;
+	struct arb_txn *t;
+	struct timespec now;
+	ssize_t ret;
+	int r;
+
+	if (size > SSIZE_MAX)
+		size = SSIZE_MAX;
+	fs_lock(fs);
+	r = fs_inode_read(fs, ino, &in);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	if (S_ISDIR(in.mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(in.mode)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (off >= in.size || size == 0) {
+		ret = 0;
+		goto out;
+	}
+	if (size > in.size - off)
+		size = in.size - off;
+	r = read_range(fs, fs_imem_get(fs, ino, false), ino, off, size, buf);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	ret = (ssize_t)size;
+	fs_now(&now);
+	if (!fs->opts.noatime && !fs->readonly && relatime_due(&in, &now) &&
+	    fs_op_begin(fs, &t, 0, 0) == 0) {
+		in.atime = now;
+		r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
+		if (r)
+			ret = r;
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
+		     size_t size, uint64_t off)
+{
+	const uint8_t *src = buf;
+	struct arb_inode in;
+	struct arb_imem *im;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t first, last, idx, end, pos;
+	uint32_t bs = fs->bs;
+	ssize_t ret;
+	int r;
+
+	if (size == 0)
+		return 0;
+	if (off >= ARB_MAX_FILE_SIZE)
+		return -EFBIG;
+	if (size > ARB_MAX_FILE_SIZE - off)
+		size = ARB_MAX_FILE_SIZE - off;
+	if (size > SSIZE_MAX)
+		size = SSIZE_MAX;
+	end = off + size;
+	fs_lock(fs);
+	r = fs_inode_read(fs, ino, &in);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	if (S_ISDIR(in.mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(in.mode)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	first = off / bs;
+	last = (end - 1) / bs;
+	/* may commit, which frees idle imem entries: look im up after it */
+	r = fs_op_begin(fs, &t, (last - first + 2) * bs, 0);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	im = fs_imem_get(fs, ino, true);
+	if (!im) {
+		ret = -ENOMEM;
+		arb_txn_end(t);
+		goto out;
+	}
+	/* Until the inode item is written nothing in the tree changed, so
+	 * errors here just leave the transaction (memory-only changes are
+	 * whole blocks holding the file's current bytes). */
+	if (end > fs->max_inline && in.size <= fs->max_inline &&
+	    !dmap_find(im, 0) && has_inline(fs, ino)) {
+		uint8_t *b0;
+		r = dirty_block(fs, im, &in, 0, true, &b0);
+		if (r)
+			goto out_cancel;
+	}
+	for (idx = first, pos = off; idx <= last; idx++) {
+		uint64_t bstart = idx * bs, n;
+		bool whole = pos == bstart && end >= bstart + bs;
+		uint8_t *b;
+
+		r = dirty_block(fs, im, &in, idx, !whole, &b);
+		if (r)
+			goto out_cancel;
+		n = bstart + bs - pos;
+		if (n > end - pos)
+			n = end - pos;
+		memcpy(b + (pos - bstart), src + (pos - off), n);
+		pos += n;
+	}
+	fs_now(&now);
+	if (end > in.size)
+		in.size = end;
+	in.mtime = in.ctime = now;
+	fs->user_bytes_written += size;
+	r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
+	ret = r ? r : (ssize_t)size;
+	goto out;
+out_cancel:
+	arb_txn_end(t);
+	ret = r;
+	fs_imem_put_if_idle(fs, im);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+/* ---- delayed allocation ------------------------------------------------ */
+
+#define WRITE_CHUNK_BLOCKS 256
+
+/* Write blocks [first, first+count) (consecutive indexes) as extents. */
+static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		     struct arb_imem *im, size_t first, size_t count)
+{
+	uint32_t bs = fs->bs;
+	uint32_t *sums = NULL;
+	uint8_t *tmp;
+	size_t pos = 0;
+	int ret = 0;
+
+	tmp = malloc((size_t)WRITE_CHUNK_BLOCKS * bs);
+	if (!tmp)
+		return -ENOMEM;
+	while (pos < count) {
+		uint64_t want = (uint64_t)(count - pos) * bs, bytenr, got;
+		uint64_t foff = im->blocks[first + pos].idx * bs;
+		struct arb_file_extent fe;
+		struct arb_key k = { in->ino, ARB_EXTENT_DATA, foff };
+		size_t nsec, i, j;
+
+		if (want > ARB_MAX_EXTENT)
+			want = ARB_MAX_EXTENT;
+		ret = arb_alloc_data(t, want, bs, fs->data_hint, &bytenr, &got);
+		if (ret)
+			break;
+		nsec = got / bs;
+		if (!nsec || nsec > count - pos) {
+			ret = -EUCLEAN;
+			break;
+		}
+		free(sums);
+		sums = malloc(nsec * sizeof(*sums));
+		if (!sums) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (i = 0; i < nsec; i += j) {
+			size_t n = nsec - i;
+			if (n > WRITE_CHUNK_BLOCKS)
+				n = WRITE_CHUNK_BLOCKS;
+			for (j = 0; j < n; j++) {
+				const uint8_t *b = im->blocks[first + pos + i + j].buf;
+				memcpy(tmp + j * bs, b, bs);
+				sums[i + j] = data_csum(b, bs);
+			}
+			ret = arb_dev_write(fs->dev, tmp, n * bs,
+					    bytenr + i * (uint64_t)bs,
+					    ARB_IO_DATA);
+			if (ret)
+				goto out;
+		}
+		ret = csum_insert(fs, t, bytenr, sums, nsec);
+		if (ret)
+			break;
+		ret = fs_drop_extents(fs, t, in, foff, foff + got);
+		if (ret)
+			break;
+		memset(&fe, 0, sizeof(fe));
+		arb_set_file_extent_f_generation(&fe, t->transid);
+		arb_set_file_extent_f_ram_bytes(&fe, got);
+		arb_set_file_extent_f_type(&fe, ARB_FILE_EXTENT_REG);
+		arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
+		arb_set_file_extent_f_disk_num_bytes(&fe, got);
+		arb_set_file_extent_f_offset(&fe, 0);
+		arb_set_file_extent_f_num_bytes(&fe, got);
+		ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+		if (ret)
+			break;
+		ret = arb_ref_data(t, bytenr, got, fs->root->id, in->ino, foff,
+				   1);
+		if (ret)
+			break;
+		in->nbytes += got;
+		fs->data_hint = bytenr + got;
+		pos += nsec;
+	}
+out:
+	free(sums);
+	free(tmp);
+	return ret;
+}
+
+/* does ino have any extent at or after pos */
+static int has_extent_from(struct arb_fs *fs, uint64_t ino, uint64_t pos,
+			   bool *yes)
+{
+	struct ext e;
+	int ret = ext_next(fs, ino, pos, &e, NULL);
+
+	if (ret < 0)
+		return ret;
+	*yes = ret == 0;
+	return 0;
+}
+
+int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
+{
+	struct arb_inode in;
+	uint32_t bs = fs->bs;
+	size_t i, j;
+	bool later;
+	int ret;
+
+	if (!im->nr)
+		return 0;
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret == -ENOENT) {
+		fs_imem_drop_blocks(fs, im, 0);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	/* nothing past the block holding i_size may be dirty */
+	fs_imem_drop_blocks(fs, im, (in.size + bs - 1) / bs);
+	if (!im->nr)
+		return 0;
+
+	ret = has_extent_from(fs, in.ino, bs, &later);
+	if (ret)
+		return ret;
+	if (in.size <= fs->max_inline && im->nr == 1 &&
+	    im->blocks[0].idx == 0 && !later) {
+		struct arb_key k = { in.ino, ARB_EXTENT_DATA, 0 };
+		uint32_t isz = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)in.size;
+		uint8_t *item;
+
+		ret = fs_drop_extents(fs, t, &in, 0, bs);
+		if (ret)
+			return ret;
+		if (in.size) {
+			item = calloc(1, isz);
+			if (!item)
+				return -ENOMEM;
+			arb_set_file_extent_f_generation(
+				(struct arb_file_extent *)item, t->transid);
+			arb_set_file_extent_f_ram_bytes(
+				(struct arb_file_extent *)item, in.size);
+			arb_set_file_extent_f_type(
+				(struct arb_file_extent *)item,
+				ARB_FILE_EXTENT_INLINE);
+			memcpy(item + ARB_FILE_EXTENT_INLINE_HDR,
+			       im->blocks[0].buf, in.size);
+			ret = arb_insert_item(t, fs->root, &k, item, isz);
+			free(item);
+			if (ret)
+				return ret;
+			in.nbytes += in.size;
+		}
+	} else {
+		for (i = 0; i < im->nr; i = j) {
+			for (j = i + 1; j < im->nr &&
+					im->blocks[j].idx == im->blocks[j - 1].idx + 1;
+			     j++)
+				;
+			ret = flush_run(fs, t, &in, im, i, j - i);
+			if (ret)
+				return ret;
+		}
+	}
+	ret = fs_inode_write(fs, t, &in);
+	if (ret)
+		return ret;
+	fs_imem_drop_blocks(fs, im, 0);
+	return 0;
+}
+
+int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)
+{
+	int ret;
+
+	if (!fs->dirty_bytes)
+		return 0;
+	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
+		struct arb_imem *im = fs->imem[b], *next;
+		for (; im; im = next) {
+			next = im->hash_next;
+			ret = fs_flush_inode(fs, t, im);
+			if (ret) {
+				arb_log(ARB_LOG_ERR,
+					"writing delayed data of inode %llu "
+					"failed (%d)",
+					(unsigned long long)im->ino, ret);
+				return ret;
+			}
+			fs_imem_put_if_idle(fs, im);
+		}
+	}
+	return 0;
+}
+
+/* ---- truncate ---------------------------------------------------------- */
+
+int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in, uint64_t size)
+{
+	struct arb_imem *im;
+	uint32_t bs = fs->bs;
+	uint8_t *b;
+	struct ext e;
+	int ret;
+
+	if (size > in->size) {
+		/* growing an inline file past max_inline makes it regular */
+		if (size > fs->max_inline && in->size <= fs->max_inline &&
+		    has_inline(fs, in->ino)) {
+			im = fs_imem_get(fs, in->ino, true);
+			if (!im)
+				return -ENOMEM;
+			return dirty_block(fs, im, in, 0, true, &b);
+		}
+		return 0;
+	}
+	if (size == in->size || size % bs == 0)
+		return 0;
+	/* the block that will hold the new end gets its tail zeroed: load it
+	 * if a regular extent backs it */
+	im = fs_imem_get(fs, in->ino, true);
+	if (!im)
+		return -ENOMEM;
+	if (dmap_find(im, size / bs))
+		return 0;
+	ret = ext_next(fs, in->ino, size, &e, NULL);
+	if (ret < 0)
+		goto out;
+	if (ret == 0 && e.type == ARB_FILE_EXTENT_REG && e.start <= size)
+		ret = dirty_block(fs, im, in, size / bs, true, &b);
+	else
+		ret = 0;
+out:
+	fs_imem_put_if_idle(fs, im);
+	return ret;
+}
+
+int fs_truncate(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		uint64_t size)
+{
+	struct arb_imem *im = fs_imem_get(fs, in->ino, false);
+	uint32_t bs = fs->bs;
+	uint8_t *b;
+	int ret;
+
+	if (size < in->size) {
+		if (im) {
+			fs_imem_drop_blocks(fs, im, (size + bs - 1) / bs);
+			b = dmap_find(im, size / bs);
+			if (b && size % bs)
+				memset(b + size % bs, 0, bs - size % bs);
+		}
+		/* an inline extent is cut at size, other extents at the
+		 * block boundary after it */
+		if (size > 0) {
+			struct ext e;
+			ret = ext_next(fs, in->ino, 0, &e, NULL);
+			if (ret < 0)
+				return ret;
+			if (ret == 0 && e.type == ARB_FILE_EXTENT_INLINE &&
+			    e.end > size) {
+				ret = inline_edit(fs, t, in, size, e.end, e.end);
+				if (ret)
+					return ret;
+			}
+		}
+		ret = fs_drop_extents(fs, t, in, round_up_bs(size, bs),
+				      UINT64_MAX);
+		if (ret)
+			return ret;
+	}
+	in->size = size;
+	if (im)
+		fs_imem_put_if_idle(fs, im);
+	return 0;
+}
+
+/* ---- fallocate --------------------------------------------------------- */
+
+/* zero [a, b) inside one block (a < b, same block) */
+static int zero_partial(struct arb_fs *fs, struct arb_imem *im,
+			struct arb_inode *in, uint64_t a, uint64_t b)
+{
+	uint32_t bs = fs->bs;
+	uint64_t idx = a / bs;
+	uint8_t *buf = dmap_find(im, idx);
+	struct ext e;
+	int ret;
+
+	if (!buf) {
+		if (idx * bs >= in->size)
+			return 0; /* past EOF everything reads as zero */
+		ret = ext_next(fs, in->ino, a, &e, NULL);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || e.start >= b || e.type == ARB_FILE_EXTENT_PREALLOC)
+			return 0;
+		ret = dirty_block(fs, im, in, idx, true, &buf);
+		if (ret)
+			return ret;
+	}
+	memset(buf + (a - idx * bs), 0, b - a);
+	return 0;
+}
+
+/* preallocate the holes of [a, b) (sector aligned) */
+static int prealloc_range(struct arb_fs *fs, struct arb_txn *t,
+			  struct arb_inode *in, struct arb_imem *im, uint64_t a,
+			  uint64_t b)
+{
+	uint32_t bs = fs->bs;
+	uint64_t pos = a;
+	struct ext e;
+	int ret;
+
+	while (pos < b) {
+		uint64_t hole_end = b, bytenr, got;
+		size_t i;
+		struct arb_file_extent fe;
+		struct arb_key k;
+
+		ret = ext_next(fs, in->ino, pos, &e, NULL);
+		if (ret < 0)
+			return ret;
+		if (ret == 0) {
+			if (e.start <= pos) {
+				/* an inline extent ends mid-block */
+				pos = round_up_bs(e.end, bs);
+				continue;
+			}
+			if (e.start < hole_end)
+				hole_end = e.start;
+		}
+		if (im) {
+			i = dmap_lower(im, pos / bs);
+			if (i < im->nr) {
+				if (im->blocks[i].idx == pos / bs) {
+					pos = (pos / bs + 1) * bs;
+					continue;
+				}
+				if (im->blocks[i].idx * bs < hole_end)
+					hole_end = im->blocks[i].idx * bs;
+			}
+		}
+		ret = arb_alloc_data(t, hole_end - pos, bs, fs->data_hint,
+				     &bytenr, &got);
+		if (ret)
+			return ret;
+		memset(&fe, 0, sizeof(fe));
+		arb_set_file_extent_f_generation(&fe, t->transid);
+		arb_set_file_extent_f_ram_bytes(&fe, got);
+		arb_set_file_extent_f_type(&fe, ARB_FILE_EXTENT_PREALLOC);
+		arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
+		arb_set_file_extent_f_disk_num_bytes(&fe, got);
+		arb_set_file_extent_f_num_bytes(&fe, got);
+		k.objectid = in->ino;
+		k.type = ARB_EXTENT_DATA;
+		k.offset = pos;
+		ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+		if (!ret)
+			ret = arb_ref_data(t, bytenr, got, fs->root->id,
+					   in->ino, pos, 1);
+		if (ret)
+			return ret;
+		in->nbytes += got;
+		fs->data_hint = bytenr + got;
+		pos += got;
+	}
+	return 0;
+}
+
+int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
+		     uint64_t len)
+{
+	struct arb_inode in;
+	struct arb_imem *im = NULL;
+	struct arb_txn *t;
+	struct timespec now;
+	uint32_t bs;
+	uint64_t end, a, b;
+	bool punch = false, zero = false, keep;
+	int ret;
+
+	keep = mode & FALLOC_FL_KEEP_SIZE;
+	switch (mode & ~FALLOC_FL_KEEP_SIZE) {
+	case 0:
+		break;
+	case FALLOC_FL_PUNCH_HOLE:
+		if (!keep)
+			return -EOPNOTSUPP;
+		punch = true;
+		break;
+	case FALLOC_FL_ZERO_RANGE:
+		zero = true;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (len == 0)
+		return -EINVAL;
+	if (off >= ARB_MAX_FILE_SIZE || len > ARB_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	end = off + len;
+
+	fs_lock(fs);
+	bs = fs->bs;
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	if (S_ISDIR(in.mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(in.mode)) {
+		ret = -ENODEV;
+		goto out;
+	}
+	if (fs->readonly) {
+		ret = -EROFS;
+		goto out;
+	}
+	ret = fs_op_begin(fs, &t, punch ? 0 : round_up_bs(len, bs) + bs,
+			  punch ? ARB_OP_RESERVE : 0);
+	if (ret)
+		goto out;
+	im = fs_imem_get(fs, ino, true);
+	if (!im) {
+		arb_txn_end(t);
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* memory-only preparation first: inline data becomes block 0, and
+	 * partial blocks at the edges of a punched/zeroed range are zeroed */
+	if (!dmap_find(im, 0) && has_inline(fs, ino)) {
+		uint8_t *b0;
+		ret = dirty_block(fs, im, &in, 0, true, &b0);
+		if (ret)
+			goto out_cancel;
+	}
+	a = round_up_bs(off, bs);
+	b = end / bs * bs;
+	if (punch || zero) {
+		if (off / bs == (end - 1) / bs && (off % bs || end % bs)) {
+			/* inside one block */
+			ret = zero_partial(fs, im, &in, off, end);
+			a = b = 0;
+		} else {
+			if (off % bs)
+				ret = zero_partial(fs, im, &in, off, a);
+			if (!ret && end % bs)
+				ret = zero_partial(fs, im, &in, b, end);
+		}
+		if (ret)
+			goto out_cancel;
+		if (a < b) {
+			dmap_drop_range(fs, im, a / bs, b / bs);
+			ret = fs_drop_extents(fs, t, &in, a, b);
+			if (ret)
+				goto out_end;
+		}
+		if (zero && a < b)
+			ret = prealloc_range(fs, t, &in, im, a, b);
+	} else {
+		ret = prealloc_range(fs, t, &in, im, off / bs * bs,
+				     round_up_bs(end, bs));
+	}
+	if (ret)
+		goto out_end;
+	fs_now(&now);
+	in.ctime = now;
+	if ((punch || zero))
+		in.mtime = now;
+	if (!keep && end > in.size) {
+		in.size = end;
+		in.mtime = now;
+	}
+	ret = fs_inode_write(fs, t, &in);
+out_end:
+	fs_imem_put_if_idle(fs, im);
+	ret = fs_op_end(fs, t, ret); /* may commit and free im */
+	goto out;
+out_cancel:
+	arb_txn_end(t);
+	fs_imem_put_if_idle(fs, im);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+/* ---- lseek ------------------------------------------------------------- */
+
+/* first data byte at or after pos (PREALLOC reads as a hole) */
+static int next_data(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
+		     uint64_t pos, uint64_t *out)
+{
+	uint64_t best = UINT64_MAX, p = pos;
+	struct ext e;
+	int ret;
+
+	for (;;) {
+		ret = ext_next(fs, ino, p, &e, NULL);
+		if (ret < 0)
+			return ret;
+		if (ret == 1)
+			break;
+		if (e.type != ARB_FILE_EXTENT_PREALLOC) {
+			best = e.start > pos ? e.start : pos;
+			break;
+		}
+		p = e.end;
+	}
+	if (im) {
+		size_t i = dmap_lower(im, pos / fs->bs);
+		if (i < im->nr) {
+			uint64_t d = im->blocks[i].idx * fs->bs;
+			if (d < pos)
+				d = pos;
+			if (d < best)
+				best = d;
+		}
+	}
+	*out = best;
+	return 0;
+}
+
+/* end of the data that covers pos, or pos if pos is in a hole */
+static int data_end(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
+		    uint64_t pos, uint64_t *out)
+{
+	struct ext e;
+	int ret;
+
+	for (;;) {
+		bool moved = false;
+
+		ret = ext_next(fs, ino, pos, &e, NULL);
+		if (ret < 0)
+			return ret;
+		if (ret == 0 && e.start <= pos &&
+		    e.type != ARB_FILE_EXTENT_PREALLOC) {
+			pos = e.end;
+			moved = true;
+		}
+		if (dmap_find(im, pos / fs->bs)) {
+			pos = (pos / fs->bs + 1) * fs->bs;
+			moved = true;
+		}
+		if (!moved)
+			break;
+	}
+	*out = pos;
+	return 0;
+}
+
+int64_t arb_fs_lseek(struct arb_fs *fs, uint64_t ino, uint64_t off,
+		     int whence)
+{
+	struct arb_inode in;
+	struct arb_imem *im;
+	uint64_t pos;
+	int64_t ret;
+	int r;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	fs_lock(fs);
+	r = fs_inode_read(fs, ino, &in);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	if (off >= in.size) {
+		ret = -ENXIO;
+		goto out;
+	}
+	im = fs_imem_get(fs, ino, false);
+	if (whence == SEEK_DATA) {
+		r = next_data(fs, im, ino, off, &pos);
+		if (r)
+			ret = r;
+		else
+			ret = pos >= in.size ? -ENXIO : (int64_t)pos;
+	} else {
+		r = data_end(fs, im, ino, off, &pos);
+		if (r)
+			ret = r;
+		else
+			ret = (int64_t)(pos < in.size ? pos : in.size);
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}

@@ -1,0 +1,699 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs.c - a mounted filesystem: open/close, mkfs, the commit thread, the
+ * transaction wrappers every operation uses, statfs/stats, the table of
+ * open inodes and orphan handling.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs_int.h"
+
+void fs_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+void arb_fs_opts_default(struct arb_fs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_inline = 2048;
+	o->commit_interval = 5;
+}
+
+void arb_mkfs_opts_default(struct arb_mkfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->root_mode = 0755;
+}
+
+/* ---- open inode table -------------------------------------------------- */
+
+static unsigned imem_bucket(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9E3779B97F4A7C15ULL) >> 54) %
+	       ARB_IMEM_BUCKETS;
+}
+
+struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create)
+{
+	unsigned b = imem_bucket(ino);
+	struct arb_imem *im;
+
+	for (im = fs->imem[b]; im; im = im->hash_next)
+		if (im->ino == ino)
+			return im;
+	if (!create)
+		return NULL;
+	im = calloc(1, sizeof(*im));
+	if (!im)
+		return NULL;
+	im->ino = ino;
+	im->hash_next = fs->imem[b];
+	fs->imem[b] = im;
+	return im;
+}
+
+/* free the entry when nothing refers to it */
+void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
+{
+	struct arb_imem **pp;
+
+	if (im->open || im->nr)
+		return;
+	for (pp = &fs->imem[imem_bucket(im->ino)]; *pp; pp = &(*pp)->hash_next) {
+		if (*pp == im) {
+			*pp = im->hash_next;
+			free(im->blocks);
+			free(im);
+			return;
+		}
+	}
+}
+
+static void imem_destroy_all(struct arb_fs *fs)
+{
+	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
+		struct arb_imem *im = fs->imem[b], *next;
+		for (; im; im = next) {
+			next = im->hash_next;
+			fs_imem_drop_blocks(fs, im, 0);
+			free(im->blocks);
+			free(im);
+		}
+		fs->imem[b] = NULL;
+	}
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+uint64_t fs_avail_bytes(struct arb_fs *fs)
+{
+	uint64_t free_b = arb_free_bytes(fs->vol);
+	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256;
+
+	return free_b > used ? free_b - used : 0;
+}
+
+static uint64_t op_meta_bytes(struct arb_fs *fs)
+{
+	return (uint64_t)ARB_OP_META_NODES * fs->vol->nodesize;
+}
+
+static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
+{
+	uint64_t free_b = arb_free_bytes(fs->vol);
+	uint64_t want = need + need / 256 + op_meta_bytes(fs) +
+			fs->dirty_bytes + fs->dirty_bytes / 256;
+
+	if (!(flags & ARB_OP_RESERVE))
+		want += fs->reserve;
+	return free_b >= want;
+}
+
+int fs_commit(struct arb_fs *fs)
+{
+	struct arb_txn *t;
+	int ret;
+
+	if (fs->readonly)
+		return fs->failed ? -EIO : 0;
+	ret = arb_txn_begin(fs->vol, &t);
+	if (ret)
+		return ret;
+	ret = arb_txn_commit(t);
+	if (ret) {
+		arb_log(ARB_LOG_ERR,
+			"commit failed (%d): filesystem is now read-only", ret);
+		fs->readonly = true;
+		fs->failed = true;
+		fs_imem_drop_all_data(fs);
+		return ret;
+	}
+	fs->txn_dirty = false;
+	return 0;
+}
+
+int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
+		unsigned flags)
+{
+	int ret;
+
+	if (fs->readonly)
+		return -EROFS;
+	if (!op_has_space(fs, need, flags)) {
+		/* space freed since the last commit is usable only once that
+		 * commit is durable; delayed data may also shrink when it is
+		 * written (rewrites before a commit cost nothing) */
+		ret = fs_commit(fs);
+		if (ret)
+			return ret;
+		if (!op_has_space(fs, need, flags))
+			return -ENOSPC;
+	}
+	ret = arb_txn_begin(fs->vol, t);
+	if (ret)
+		return ret;
+	return 0;
+}
+
+static void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
+{
+	arb_log(ARB_LOG_ERR,
+		"operation failed in the middle of a transaction (%d): "
+		"aborting the transaction, filesystem is now read-only",
+		err);
+	arb_txn_abort(t);
+	fs_imem_drop_all_data(fs);
+	fs->readonly = true;
+	fs->failed = true;
+	fs->txn_dirty = false;
+	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
+		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
+}
+
+int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
+{
+	struct arb_vol *vol = fs->vol;
+	int ret;
+
+	if (err) {
+		fs_abort(fs, t, err);
+		return err;
+	}
+	fs->txn_dirty = true;
+	arb_txn_end(t);
+	if (fs->dirty_bytes > ARB_DIRTY_LIMIT ||
+	    (uint64_t)vol->cache.nr_dirty * vol->nodesize >
+		    vol->cache.max_bytes / 4 ||
+	    arb_free_bytes(vol) < fs->reserve) {
+		ret = fs_commit(fs);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int fs_pre_commit(struct arb_txn *t, void *arg)
+{
+	struct arb_fs *fs = arg;
+
+	return fs_flush_all(fs, t);
+}
+
+/* ---- commit thread ----------------------------------------------------- */
+
+static void *commit_thread(void *arg)
+{
+	struct arb_fs *fs = arg;
+	struct timespec ts;
+
+	fs_lock(fs);
+	while (!fs->stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += fs->opts.commit_interval;
+		pthread_cond_timedwait(&fs->cond, &fs->vol->lock, &ts);
+		if (fs->stop)
+			break;
+		if (fs->txn_dirty || fs->dirty_bytes)
+			(void)fs_commit(fs);
+	}
+	fs_unlock(fs);
+	return NULL;
+}
+
+/* ---- orphans ----------------------------------------------------------- */
+
+/* Free the inodes left by unlinks of open files before a crash. */
+static int fs_free_orphans(struct arb_fs *fs)
+{
+	struct arb_iter it;
+	struct arb_key key, k;
+	struct arb_txn *t;
+	uint64_t n = 0;
+	int ret;
+
+	for (;;) {
+		key.objectid = ARB_ORPHAN_OBJECTID;
+		key.type = ARB_ORPHAN_ITEM;
+		key.offset = 0;
+		arb_iter_init(&it, fs->root);
+		ret = arb_iter_seek(&it, &key);
+		if (ret == 0)
+			arb_iter_key(&it, &k);
+		arb_iter_release(&it);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
+		    k.type != ARB_ORPHAN_ITEM)
+			break;
+		ret = arb_txn_begin(fs->vol, &t);
+		if (ret)
+			return ret;
+		ret = fs_inode_free(fs, t, k.offset);
+		if (!ret && fs_item_exists(fs->root, &k))
+			ret = arb_del_item(t, fs->root, &k);
+		if (ret) {
+			fs_abort(fs, t, ret);
+			return ret;
+		}
+		arb_txn_end(t);
+		n++;
+	}
+	if (n) {
+		arb_log(ARB_LOG_INFO, "freed %llu orphan inode(s)",
+			(unsigned long long)n);
+		return fs_commit(fs);
+	}
+	return 0;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+static const char *open_why(struct arb_dev *dev, int err)
+{
+	static __thread char msg[96];
+	struct arb_super sb;
+
+	if (err == -EBUSY)
+		return "image is in use";
+	if (arb_dev_read(dev, &sb, sizeof(sb), ARB_SUPER_OFFSET0,
+			 ARB_IO_SUPER) == 0) {
+		uint64_t magic = arb_super_s_magic(&sb);
+		if (magic == ARB_MAGIC_TEMPORARY)
+			return "mkfs did not finish";
+		if (magic == ARB_MAGIC &&
+		    arb_super_s_version(&sb) > ARB_FORMAT_VERSION) {
+			snprintf(msg, sizeof(msg),
+				 "format version %u is newer than supported (%u)",
+				 arb_super_s_version(&sb), ARB_FORMAT_VERSION);
+			return msg;
+		}
+		if (magic != ARB_MAGIC && err == -EINVAL)
+			return "not an arborfs image";
+	}
+	switch (err) {
+	case -EINVAL:
+		return "not an arborfs image";
+	case -EUCLEAN:
+		return "bad superblock checksum or corrupt root";
+	case -EPROTONOSUPPORT:
+		return "format version or feature newer than supported";
+	case -EROFS:
+		return "image needs a read-only open";
+	case -ENOMEM:
+		return "out of memory";
+	case -EIO:
+		return "I/O error reading the image";
+	default:
+		return "cannot open the volume";
+	}
+}
+
+/* highest inode number in use (orphans excluded) */
+static int find_max_ino(struct arb_fs *fs, uint64_t *max)
+{
+	struct arb_iter it;
+	struct arb_key key = { ARB_ORPHAN_OBJECTID - 1, 255, UINT64_MAX }, k;
+	int ret;
+
+	arb_iter_init(&it, fs->root);
+	ret = arb_iter_seek_le(&it, &key);
+	if (ret == 0)
+		arb_iter_key(&it, &k);
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	*max = (ret == 0 && k.objectid >= ARB_FIRST_INO) ? k.objectid
+							  : ARB_FIRST_INO;
+	return 0;
+}
+
+int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
+		struct arb_fs **out, const char **why)
+{
+	struct arb_vol_opts vo;
+	struct arb_fs_opts defo;
+	struct arb_fs *fs;
+	struct arb_inode root_in;
+	uint64_t max_ino, cap;
+	int ret;
+
+	if (why)
+		*why = NULL;
+	if (!o) {
+		arb_fs_opts_default(&defo);
+		o = &defo;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->opts = *o;
+	fs->dev = dev;
+	pthread_cond_init(&fs->cond, NULL);
+
+	memset(&vo, 0, sizeof(vo));
+	vo.cache_bytes = o->cache_bytes;
+	vo.readonly = o->readonly;
+	ret = arb_vol_open(dev, &vo, &fs->vol);
+	if (ret) {
+		if (why)
+			*why = open_why(dev, ret);
+		goto out_free;
+	}
+	fs->readonly = fs->vol->readonly || o->readonly;
+	fs->bs = fs->vol->sectorsize;
+	ret = arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root);
+	if (ret) {
+		if (why)
+			*why = ret == -ENOENT ? "image has no filesystem tree"
+					      : "cannot read the filesystem tree";
+		goto out_close;
+	}
+	ret = arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
+	if (ret) {
+		if (why)
+			*why = "cannot read the checksum tree";
+		goto out_close;
+	}
+	ret = fs_inode_read(fs, ARB_ROOT_INO, &root_in);
+	if (ret || !S_ISDIR(root_in.mode)) {
+		if (why)
+			*why = "root directory missing or damaged";
+		ret = ret ? ret : -EUCLEAN;
+		goto out_close;
+	}
+
+	/* inline data lives in one sector and in half a leaf at most */
+	cap = arb_max_item_size(fs->vol) / 2 - ARB_FILE_EXTENT_INLINE_HDR;
+	if (cap > fs->bs)
+		cap = fs->bs;
+	fs->max_inline = o->max_inline < cap ? o->max_inline : (uint32_t)cap;
+
+	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB */
+	fs->reserve = fs->vol->total_bytes / 32;
+	if (fs->reserve < (1ULL << 20) + 32ULL * fs->vol->nodesize)
+		fs->reserve = (1ULL << 20) + 32ULL * fs->vol->nodesize;
+	if (fs->reserve > (256ULL << 20))
+		fs->reserve = 256ULL << 20;
+
+	/* data allocations leave half of it to tree nodes */
+	if (!fs->readonly)
+		arb_set_meta_reserve(fs->vol, fs->reserve / 2);
+
+	ret = find_max_ino(fs, &max_ino);
+	if (ret) {
+		if (why)
+			*why = "cannot read the filesystem tree";
+		goto out_close;
+	}
+	fs->next_ino = max_ino + 1;
+
+	fs->vol->pre_commit = fs_pre_commit;
+	fs->vol->pre_commit_arg = fs;
+
+	if (!fs->readonly) {
+		fs_lock(fs);
+		ret = fs_free_orphans(fs);
+		fs_unlock(fs);
+		if (ret) {
+			if (why)
+				*why = "cannot free orphan inodes";
+			goto out_close;
+		}
+		if (o->commit_interval) {
+			if (pthread_create(&fs->thread, NULL, commit_thread,
+					   fs) == 0)
+				fs->thread_running = true;
+		}
+	}
+	*out = fs;
+	return 0;
+
+out_close:
+	fs->vol->pre_commit = NULL;
+	arb_vol_close(fs->vol);
+out_free:
+	pthread_cond_destroy(&fs->cond);
+	free(fs);
+	return ret;
+}
+
+int arb_fs_close(struct arb_fs *fs)
+{
+	int ret = 0, ret2;
+
+	if (!fs)
+		return 0;
+	if (fs->thread_running) {
+		fs_lock(fs);
+		fs->stop = true;
+		pthread_cond_signal(&fs->cond);
+		fs_unlock(fs);
+		pthread_join(fs->thread, NULL);
+	}
+	fs_lock(fs);
+	if (!fs->readonly) {
+		/* inodes still open and unlinked go now */
+		for (unsigned b = 0; b < ARB_IMEM_BUCKETS && !ret; b++) {
+			struct arb_imem *im, *next;
+			for (im = fs->imem[b]; im; im = next) {
+				struct arb_inode in;
+				struct arb_txn *t;
+
+				next = im->hash_next;
+				if (!im->open ||
+				    fs_inode_read(fs, im->ino, &in) ||
+				    in.nlink)
+					continue;
+				im->open = 0;
+				ret = arb_txn_begin(fs->vol, &t);
+				if (ret)
+					break;
+				ret = fs_inode_free(fs, t, in.ino);
+				if (ret) {
+					fs_abort(fs, t, ret);
+					break;
+				}
+				arb_txn_end(t);
+				fs->txn_dirty = true;
+			}
+		}
+		if (fs->txn_dirty || fs->dirty_bytes) {
+			ret2 = fs_commit(fs);
+			if (!ret)
+				ret = ret2;
+		}
+	}
+	fs->vol->pre_commit = NULL;
+	imem_destroy_all(fs);
+	fs_unlock(fs);
+	ret2 = arb_vol_close(fs->vol);
+	if (!ret && !fs->failed)
+		ret = ret2;
+	if (fs->failed && !ret)
+		ret = -EIO;
+	arb_dev_destroy(fs->dev);
+	pthread_cond_destroy(&fs->cond);
+	free(fs);
+	return ret;
+}
+
+/* ---- mkfs -------------------------------------------------------------- */
+
+static int mkfs_init_fs_tree(struct arb_txn *t, struct arb_root *root,
+			     void *arg)
+{
+	const struct arb_mkfs_opts *o = arg;
+	struct arb_inode in;
+	struct arb_inode_item d;
+	struct arb_key k = { ARB_FIRST_INO, ARB_INODE_ITEM, 0 };
+
+	memset(&in, 0, sizeof(in));
+	in.ino = ARB_FIRST_INO;
+	in.generation = t->transid;
+	in.transid = t->transid;
+	in.seq = 2;
+	in.nlink = 2;
+	in.uid = o->root_uid;
+	in.gid = o->root_gid;
+	in.mode = S_IFDIR | (o->root_mode & 07777);
+	fs_now(&in.atime);
+	in.mtime = in.ctime = in.btime = in.atime;
+	fs_inode_pack(&d, &in);
+	return arb_insert_item(t, root, &k, &d, sizeof(d));
+}
+
+int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o)
+{
+	struct arb_mkfs_opts defo;
+	struct arb_format_opts fo;
+	int ret;
+
+	if (!o) {
+		arb_mkfs_opts_default(&defo);
+		o = &defo;
+	}
+	if (o->size && o->size != dev->size) {
+		if (dev->ops->resize) {
+			ret = dev->ops->resize(dev, o->size);
+			if (ret)
+				return ret;
+			dev->size = o->size;
+		} else if (o->size < dev->size) {
+			dev->size = o->size;
+		} else {
+			return -EINVAL;
+		}
+	}
+	memset(&fo, 0, sizeof(fo));
+	fo.nodesize = o->nodesize;
+	memcpy(fo.uuid, o->uuid, sizeof(fo.uuid));
+	fo.label = o->label;
+	fo.init_fs_tree = mkfs_init_fs_tree;
+	fo.init_arg = (void *)o;
+	return arb_vol_format(dev, &fo);
+}
+
+/* ---- open references, sync -------------------------------------------- */
+
+int arb_fs_open_inode(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_inode in;
+	struct arb_imem *im;
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	im = fs_imem_get(fs, ino, true);
+	if (!im) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	im->open++;
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im;
+	struct arb_inode in;
+	struct arb_txn *t;
+	int ret = 0;
+
+	fs_lock(fs);
+	im = fs_imem_get(fs, ino, false);
+	if (!im || !im->open) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (--im->open)
+		goto out;
+	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
+	    in.nlink == 0) {
+		ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+		if (ret)
+			goto out;
+		ret = fs_op_end(fs, t, fs_inode_free(fs, t, ino));
+		goto out; /* im is gone */
+	}
+	fs_imem_put_if_idle(fs, im);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_sync(struct arb_fs *fs)
+{
+	int ret = 0;
+
+	fs_lock(fs);
+	if (fs->failed)
+		ret = -EIO;
+	else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
+		ret = fs_commit(fs);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
+{
+	(void)ino;
+	(void)datasync;
+	/* a commit is the only durability point; it is cheap when little
+	 * changed (only dirty nodes are written) */
+	return arb_fs_sync(fs);
+}
+
+/* ---- statfs, stats, check --------------------------------------------- */
+
+int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv)
+{
+	uint64_t avail;
+
+	fs_lock(fs);
+	memset(sv, 0, sizeof(*sv));
+	avail = fs_avail_bytes(fs);
+	sv->f_bsize = fs->bs;
+	sv->f_frsize = fs->bs;
+	sv->f_blocks = fs->vol->total_bytes / fs->bs;
+	sv->f_bfree = avail / fs->bs;
+	sv->f_bavail = sv->f_bfree;
+	/* an inode costs about 256 bytes of metadata */
+	sv->f_ffree = fs->readonly ? 0 : avail / 256;
+	sv->f_favail = sv->f_ffree;
+	sv->f_files = sv->f_ffree + (fs->next_ino - ARB_FIRST_INO);
+	sv->f_namemax = ARB_NAME_MAX;
+	sv->f_fsid = 0;
+	memcpy(&sv->f_fsid, fs->vol->uuid,
+	       sizeof(sv->f_fsid) < 8 ? sizeof(sv->f_fsid) : 8);
+	if (fs->readonly)
+		sv->f_flag |= ST_RDONLY;
+	fs_unlock(fs);
+	return 0;
+}
+
+int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
+{
+	fs_lock(fs);
+	memset(s, 0, sizeof(*s));
+	s->generation = fs->vol->generation;
+	s->commits = fs->vol->nr_commits;
+	s->cache_hits = fs->vol->cache.hits;
+	s->cache_misses = fs->vol->cache.misses;
+	s->cache_bytes = fs->vol->cache.nr_nodes * (uint64_t)fs->vol->nodesize;
+	for (int i = 0; i < 4; i++) {
+		s->bytes_written[i] = fs->dev->bytes_written[i];
+		s->bytes_read[i] = fs->dev->bytes_read[i];
+	}
+	s->user_bytes_written = fs->user_bytes_written;
+	s->total_bytes = fs->vol->total_bytes;
+	s->free_bytes = arb_free_bytes(fs->vol);
+	fs_unlock(fs);
+	return 0;
+}
+
+int arb_fs_check(struct arb_fs *fs, FILE *out)
+{
+	struct arb_check_report rep;
+	uint64_t errors = 0;
+	int ret, ret2;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.out = out;
+	fs_lock(fs);
+	ret = arb_check_vol(fs->vol, &rep);
+	ret2 = fs_check_tree(fs, out, &errors);
+	fs_unlock(fs);
+	if (ret && ret != -EUCLEAN)
+		return ret;
+	if (ret2 && ret2 != -EUCLEAN)
+		return ret2;
+	return (ret || ret2 || errors) ? -EUCLEAN : 0;
+}

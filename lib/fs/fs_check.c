@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs_check.c - checks of the fs tree, on top of the core's structural
+ * check (arb_check_vol).  One pass in key order, inode by inode:
+ *
+ *   - every item belongs to an inode that has an INODE_ITEM
+ *   - every INODE_REF entry has its DIR_INDEX (same index, name, inode) and
+ *     a DIR_ITEM entry in the parent; every DIR_INDEX entry has its
+ *     INODE_REF entry; every DIR_ITEM entry's key is the hash of its name
+ *     and the child names the directory back
+ *   - nlink: number of INODE_REF entries (files), 2 + subdirectories and
+ *     exactly one parent (directories, the root has none); nlink 0 only
+ *     with an ORPHAN_ITEM, and every ORPHAN_ITEM names such an inode
+ *   - directory i_size = 2 * sum of name lengths; i_seq above every index
+ *   - EXTENT_DATA items parse, do not overlap, inline only at offset 0;
+ *     i_nbytes = bytes they map
+ * Collected per inode while its items go by; cross references are checked
+ * with lookups.  Delayed data (not yet in the tree) is not seen.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_int.h"
+
+struct chk {
+	struct arb_fs *fs;
+	FILE *out;
+	uint64_t errors;
+	uint8_t *buf; /* max item size */
+	/* the inode being collected */
+	uint64_t ino;
+	bool have_inode;
+	struct arb_inode in;
+	uint64_t refs, parents, subdirs, name_bytes, max_index;
+	uint64_t ext_end, ext_bytes;
+	bool inline_seen;
+};
+
+__attribute__((format(printf, 3, 4))) static void
+problem(struct chk *c, uint64_t ino, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->errors++;
+	if (!c->out)
+		return;
+	fprintf(c->out, "fs tree: inode %llu: ", (unsigned long long)ino);
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->out);
+}
+
+static bool orphan_exists(struct chk *c, uint64_t ino)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, ino };
+	return fs_item_exists(c->fs->root, &k);
+}
+
+static void finish_inode(struct chk *c)
+{
+	struct arb_inode *in = &c->in;
+	uint64_t ino = c->ino;
+
+	if (!c->have_inode)
+		return;
+	c->have_inode = false;
+	if (in->nlink == 0) {
+		if (!orphan_exists(c, ino))
+			problem(c, ino, "nlink 0 without an orphan item");
+		return;
+	}
+	if (S_ISDIR(in->mode)) {
+		if (in->nlink != 2 + c->subdirs)
+			problem(c, ino, "directory nlink %u, expected %llu",
+				in->nlink, (unsigned long long)(2 + c->subdirs));
+		if (ino == ARB_ROOT_INO ? c->refs != 0 : c->refs != 1)
+			problem(c, ino, "directory has %llu names",
+				(unsigned long long)c->refs);
+		if (in->size != 2 * c->name_bytes)
+			problem(c, ino, "directory size %llu, expected %llu",
+				(unsigned long long)in->size,
+				(unsigned long long)(2 * c->name_bytes));
+		if (c->max_index && in->seq <= c->max_index)
+			problem(c, ino, "next index %llu <= used index %llu",
+				(unsigned long long)in->seq,
+				(unsigned long long)c->max_index);
+	} else if (in->nlink != c->refs) {
+		problem(c, ino, "nlink %u, but %llu names", in->nlink,
+			(unsigned long long)c->refs);
+	}
+	if (c->ext_bytes != in->nbytes)
+		problem(c, ino, "nbytes %llu, extents map %llu",
+			(unsigned long long)in->nbytes,
+			(unsigned long long)c->ext_bytes);
+}
+
+/* does the DIR_INDEX (dir, index) hold {ino, name}? */
+static bool dir_index_matches(struct chk *c, uint64_t dir, uint64_t index,
+			      uint64_t ino, const char *name, size_t nl)
+{
+	struct arb_key k = { dir, ARB_DIR_INDEX, index };
+	uint32_t max = arb_max_item_size(c->fs->vol);
+	const struct arb_dir_entry *e = (const struct arb_dir_entry *)c->buf;
+	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+
+	return ret >= (int)sizeof(*e) && arb_dir_entry_d_ino(e) == ino &&
+	       arb_dir_entry_d_name_len(e) == nl &&
+	       (size_t)ret >= sizeof(*e) + nl &&
+	       memcmp(c->buf + sizeof(*e), name, nl) == 0;
+}
+
+static bool dir_item_has(struct chk *c, uint64_t dir, uint64_t ino,
+			 const char *name, size_t nl)
+{
+	struct arb_key k = { dir, ARB_DIR_ITEM, arb_name_hash(name, nl) };
+	uint32_t max = arb_max_item_size(c->fs->vol);
+	size_t off, elen;
+	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+
+	if (ret < 0 || fs_dent_find(c->buf, (size_t)ret, name, nl, &off,
+				    &elen))
+		return false;
+	return arb_dir_entry_d_ino((struct arb_dir_entry *)(c->buf + off)) ==
+	       ino;
+}
+
+/* does ino's INODE_REF for dir name it (with index, unless index is 0)? */
+static bool iref_has(struct chk *c, uint64_t ino, uint64_t dir,
+		     uint64_t index, const char *name, size_t nl)
+{
+	struct arb_key k = { ino, ARB_INODE_REF, dir };
+	uint32_t max = arb_max_item_size(c->fs->vol);
+	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+	size_t pos = 0, size;
+
+	if (ret < 0)
+		return false;
+	size = (size_t)ret;
+	while (pos + sizeof(struct arb_inode_ref) <= size) {
+		const struct arb_inode_ref *r =
+			(const struct arb_inode_ref *)(c->buf + pos);
+		size_t l = arb_inode_ref_r_name_len(r);
+		if (pos + sizeof(*r) + l > size)
+			return false;
+		if (l == nl && memcmp(c->buf + pos + sizeof(*r), name, nl) == 0)
+			return !index || arb_inode_ref_r_index(r) == index;
+		pos += sizeof(*r) + l;
+	}
+	return false;
+}
+
+static void check_inode_ref(struct chk *c, const struct arb_key *k,
+			    const uint8_t *d, uint32_t size)
+{
+	char name[ARB_NAME_MAX + 1];
+	size_t pos = 0;
+
+	c->parents++;
+	while (pos < size) {
+		const struct arb_inode_ref *r;
+		size_t nl;
+		uint64_t index;
+
+		if (size - pos < sizeof(*r)) {
+			problem(c, k->objectid, "truncated inode ref");
+			return;
+		}
+		r = (const struct arb_inode_ref *)(d + pos);
+		nl = arb_inode_ref_r_name_len(r);
+		index = arb_inode_ref_r_index(r);
+		if (nl == 0 || nl > ARB_NAME_MAX || pos + sizeof(*r) + nl > size) {
+			problem(c, k->objectid, "bad inode ref name length");
+			return;
+		}
+		memcpy(name, d + pos + sizeof(*r), nl);
+		name[nl] = 0;
+		c->refs++;
+		if (!dir_index_matches(c, k->offset, index, k->objectid, name,
+				       nl))
+			problem(c, k->objectid,
+				"name '%s' in dir %llu: no matching dir index %llu",
+				name, (unsigned long long)k->offset,
+				(unsigned long long)index);
+		if (!dir_item_has(c, k->offset, k->objectid, name, nl))
+			problem(c, k->objectid,
+				"name '%s' in dir %llu: no dir item", name,
+				(unsigned long long)k->offset);
+		pos += sizeof(*r) + nl;
+	}
+}
+
+static void check_dir_entries(struct chk *c, const struct arb_key *k,
+			      const uint8_t *d, uint32_t size)
+{
+	char name[ARB_NAME_MAX + 1];
+	size_t pos = 0;
+	unsigned n = 0;
+
+	while (pos < size) {
+		const struct arb_dir_entry *e;
+		size_t nl, el;
+		uint64_t child;
+
+		if (size - pos < sizeof(*e)) {
+			problem(c, k->objectid, "truncated entry");
+			return;
+		}
+		e = (const struct arb_dir_entry *)(d + pos);
+		nl = arb_dir_entry_d_name_len(e);
+		el = fs_dent_size(nl, arb_dir_entry_d_data_len(e));
+		if (nl == 0 || nl > ARB_NAME_MAX || el > size - pos) {
+			problem(c, k->objectid, "bad entry length");
+			return;
+		}
+		memcpy(name, d + pos + sizeof(*e), nl);
+		name[nl] = 0;
+		child = arb_dir_entry_d_ino(e);
+		n++;
+		if (k->type != ARB_DIR_INDEX &&
+		    arb_name_hash(name, nl) != k->offset)
+			problem(c, k->objectid, "entry '%s' under wrong hash",
+				name);
+		if (k->type == ARB_DIR_INDEX) {
+			c->name_bytes += nl;
+			if (k->offset > c->max_index)
+				c->max_index = k->offset;
+			if (arb_dir_entry_d_type(e) == (S_IFDIR >> 12))
+				c->subdirs++;
+			if (!iref_has(c, child, k->objectid, k->offset, name,
+				      nl))
+				problem(c, k->objectid,
+					"dir index %llu '%s' -> %llu: child "
+					"does not name it",
+					(unsigned long long)k->offset, name,
+					(unsigned long long)child);
+		} else if (k->type == ARB_DIR_ITEM) {
+			if (!iref_has(c, child, k->objectid, 0, name, nl))
+				problem(c, k->objectid,
+					"dir item '%s' -> %llu: child does not "
+					"name it",
+					name, (unsigned long long)child);
+		}
+		pos += el;
+	}
+	if (k->type == ARB_DIR_INDEX && n != 1)
+		problem(c, k->objectid, "dir index %llu holds %u entries",
+			(unsigned long long)k->offset, n);
+	if (k->type != ARB_XATTR_ITEM && !S_ISDIR(c->in.mode))
+		problem(c, k->objectid, "directory entries in a non-directory");
+}
+
+static void check_extent(struct chk *c, const struct arb_key *k,
+			 const uint8_t *d, uint32_t size)
+{
+	const struct arb_file_extent *fe = (const struct arb_file_extent *)d;
+	uint64_t len;
+	uint8_t type;
+
+	if (size < ARB_FILE_EXTENT_INLINE_HDR) {
+		problem(c, k->objectid, "short extent item at %llu",
+			(unsigned long long)k->offset);
+		return;
+	}
+	type = arb_file_extent_f_type(fe);
+	if (k->offset < c->ext_end)
+		problem(c, k->objectid, "extent at %llu overlaps the previous",
+			(unsigned long long)k->offset);
+	if (type == ARB_FILE_EXTENT_INLINE) {
+		len = size - ARB_FILE_EXTENT_INLINE_HDR;
+		if (k->offset != 0)
+			problem(c, k->objectid, "inline extent at %llu",
+				(unsigned long long)k->offset);
+		if (arb_file_extent_f_ram_bytes(fe) != len)
+			problem(c, k->objectid, "inline extent length mismatch");
+		c->inline_seen = true;
+	} else if (type == ARB_FILE_EXTENT_REG ||
+		   type == ARB_FILE_EXTENT_PREALLOC) {
+		if (size < sizeof(*fe)) {
+			problem(c, k->objectid, "short extent item at %llu",
+				(unsigned long long)k->offset);
+			return;
+		}
+		len = arb_file_extent_f_num_bytes(fe);
+		if (!len || !arb_file_extent_f_disk_bytenr(fe) ||
+		    arb_file_extent_f_offset(fe) + len >
+			    arb_file_extent_f_disk_num_bytes(fe))
+			problem(c, k->objectid, "bad extent at %llu",
+				(unsigned long long)k->offset);
+		if (k->offset % c->fs->bs || len % c->fs->bs)
+			problem(c, k->objectid, "unaligned extent at %llu",
+				(unsigned long long)k->offset);
+	} else {
+		problem(c, k->objectid, "unknown extent type %u at %llu", type,
+			(unsigned long long)k->offset);
+		return;
+	}
+	if (S_ISLNK(c->in.mode) && type != ARB_FILE_EXTENT_INLINE)
+		problem(c, k->objectid, "symlink with a regular extent");
+	else if (!S_ISREG(c->in.mode) && !S_ISLNK(c->in.mode))
+		problem(c, k->objectid, "file extent in a non-file");
+	c->ext_end = k->offset + len;
+	c->ext_bytes += len;
+}
+
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
+{
+	struct arb_key key = { 0, 0, 0 }, k;
+	struct chk c;
+	struct arb_iter it;
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	c.fs = fs;
+	c.out = out;
+	c.buf = malloc(arb_max_item_size(fs->vol));
+	if (!c.buf)
+		return -ENOMEM;
+	arb_iter_init(&it, fs->root);
+	ret = arb_iter_seek(&it, &key);
+	while (ret == 0) {
+		const uint8_t *d = arb_iter_data(&it);
+		uint32_t size = arb_iter_size(&it);
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != c.ino) {
+			finish_inode(&c);
+			c.ino = k.objectid;
+			c.refs = c.parents = c.subdirs = c.name_bytes = 0;
+			c.max_index = c.ext_end = c.ext_bytes = 0;
+			c.inline_seen = false;
+		}
+		if (k.objectid == ARB_ORPHAN_OBJECTID) {
+			struct arb_inode oin;
+			if (k.type != ARB_ORPHAN_ITEM)
+				problem(&c, k.objectid, "unknown item type %u",
+					k.type);
+			else if (fs_inode_read(fs, k.offset, &oin) == 0 &&
+				 oin.nlink != 0)
+				problem(&c, k.offset,
+					"orphan item for a linked inode");
+		} else if (k.type == ARB_INODE_ITEM) {
+			if (size < sizeof(struct arb_inode_item)) {
+				problem(&c, k.objectid, "short inode item");
+			} else {
+				fs_inode_unpack(&c.in, k.objectid,
+						(const struct arb_inode_item *)d);
+				c.have_inode = true;
+			}
+		} else if (!c.have_inode) {
+			problem(&c, k.objectid, "%s item without an inode",
+				arb_item_type_name(k.type));
+		} else {
+			switch (k.type) {
+			case ARB_INODE_REF:
+				check_inode_ref(&c, &k, d, size);
+				break;
+			case ARB_DIR_ITEM:
+			case ARB_DIR_INDEX:
+			case ARB_XATTR_ITEM:
+				check_dir_entries(&c, &k, d, size);
+				break;
+			case ARB_EXTENT_DATA:
+				check_extent(&c, &k, d, size);
+				break;
+			default:
+				problem(&c, k.objectid, "unexpected item type %u",
+					k.type);
+			}
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	if (ret >= 0) {
+		finish_inode(&c);
+		ret = 0;
+	}
+	free(c.buf);
+	*errors += c.errors;
+	return ret < 0 ? ret : (c.errors ? -EUCLEAN : 0);
+}

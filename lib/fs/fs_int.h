@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs_int.h - private header of the POSIX layer (lib/fs/): struct arb_fs and
+ * the helpers its files share.
+ *
+ * Files:
+ *   fs.c       open/close, commit thread, statfs, stats, mkfs, orphans,
+ *              open-inode table, the op_begin/op_end transaction wrappers
+ *   inode.c    INODE_ITEM pack/unpack, getattr/setattr, freeing an inode
+ *   dir.c      DIR_ITEM/DIR_INDEX/INODE_REF, lookup, readdir, create,
+ *              link/unlink/rmdir/rename, symlink
+ *   file.c     read/write/truncate/fallocate/lseek/fsync, delayed
+ *              allocation, data checksums
+ *   xattr.c    extended attributes
+ *   fs_check.c checks of the fs tree (links, nlink, sizes, extents)
+ *
+ * Locking: every public entry point takes vol->lock for its whole duration;
+ * everything below (struct arb_fs fields included) is protected by it.
+ *
+ * Transactions: an operation validates everything (existence, names, space)
+ * before its first tree modification, then joins the running transaction.
+ * A failure after that point is fatal for the transaction: it is aborted
+ * (every operation since the last commit is lost, as after a crash), the
+ * delayed data is dropped and the filesystem turns read-only (btrfs does
+ * the same on a transaction abort).
+ *
+ * Delayed allocation: writes land in per-inode maps of dirty sector-sized
+ * blocks (struct arb_imem).  The pre-commit hook (and fsync, and the dirty
+ * limit) turns each run of consecutive dirty blocks into as few contiguous
+ * extents as the allocator gives.  The INODE_ITEM (size, times) is updated
+ * at write time; only the EXTENT_DATA items wait.  Invariant: bytes past
+ * i_size in the block that holds i_size are zero, on disk and in memory.
+ */
+#ifndef ARB_FS_INT_H
+#define ARB_FS_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "arbor/arbor.h"
+#include "core.h"
+
+/* key objectid of ORPHAN_ITEMs (offset = the orphan inode) in an fs tree */
+#define ARB_ORPHAN_OBJECTID ((uint64_t)-5)
+/* largest nlink we allow (EMLINK past it) */
+#define ARB_LINK_MAX 65000
+/* largest symlink target */
+#define ARB_SYMLINK_MAX 4095
+/* dirty data of all inodes together past which it is written out */
+#define ARB_DIRTY_LIMIT (64ULL << 20)
+/* largest extent delayed allocation asks for */
+#define ARB_MAX_EXTENT (128ULL << 20)
+/* metadata bytes an ordinary operation must find free (in nodes) */
+#define ARB_OP_META_NODES 16
+
+/* In-memory twin of struct arb_inode_item (format.h). */
+struct arb_inode {
+	uint64_t ino;
+	uint64_t generation, transid;
+	uint64_t size, nbytes, seq, rdev, flags;
+	uint32_t nlink, uid, gid, mode;
+	struct timespec atime, mtime, ctime, btime;
+};
+
+/* one dirty block of delayed data: the whole sector as it should be */
+struct arb_dblock {
+	uint64_t idx; /* file offset / sectorsize */
+	uint8_t *buf; /* sectorsize bytes */
+};
+
+/* Per-inode in-memory state: open count and delayed data. */
+struct arb_imem {
+	uint64_t ino;
+	/* arb_fs_open_inode references */
+	unsigned open;
+	/* dirty blocks sorted by idx */
+	struct arb_dblock *blocks;
+	size_t nr, cap;
+	struct arb_imem *hash_next;
+};
+
+#define ARB_IMEM_BUCKETS 1024
+
+struct arb_fs {
+	struct arb_vol *vol;
+	struct arb_dev *dev;
+	/* the fs tree and the checksum tree (reloaded after an abort) */
+	struct arb_root *root, *csum;
+	struct arb_fs_opts opts;
+	uint32_t max_inline; /* effective, capped to a sector */
+	uint32_t bs;         /* sector size */
+	bool readonly;       /* opened read-only or forced after an abort */
+	bool failed;         /* forced read-only after a transaction abort */
+
+	/* next inode number to hand out (never reused within a mount) */
+	uint64_t next_ino;
+	/* bytes only unlink/rmdir/truncate/rename may use */
+	uint64_t reserve;
+	/* something changed since the last commit */
+	bool txn_dirty;
+
+	struct arb_imem *imem[ARB_IMEM_BUCKETS];
+	uint64_t dirty_bytes; /* sum of dirty blocks * bs */
+	uint64_t data_hint;   /* allocation hint: end of the last extent */
+
+	uint64_t user_bytes_written;
+
+	/* commit thread */
+	pthread_t thread;
+	bool thread_running;
+	bool stop;
+	pthread_cond_t cond;
+};
+
+static inline void fs_lock(struct arb_fs *fs)
+{
+	pthread_mutex_lock(&fs->vol->lock);
+}
+static inline void fs_unlock(struct arb_fs *fs)
+{
+	pthread_mutex_unlock(&fs->vol->lock);
+}
+
+/* ---- fs.c ---- */
+enum arb_op_flags {
+	/* the operation frees space: it may dip into the reserve */
+	ARB_OP_RESERVE = 1 << 0,
+};
+/* Check space (need data bytes + metadata) and join the transaction. */
+int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
+		unsigned flags);
+/* Leave the transaction; err != 0 aborts it (see the header comment).
+ * Returns err. */
+int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err);
+/* Commit everything (lock held). */
+int fs_commit(struct arb_fs *fs);
+/* space left for ordinary operations (free - reserve - dirty) */
+uint64_t fs_avail_bytes(struct arb_fs *fs);
+struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);
+void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im);
+void fs_now(struct timespec *ts);
+
+/* ---- inode.c ---- */
+void fs_inode_unpack(struct arb_inode *in, uint64_t ino,
+		     const struct arb_inode_item *d);
+void fs_inode_pack(struct arb_inode_item *d, const struct arb_inode *in);
+/* 0, -ENOENT, -EUCLEAN, <0 */
+int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in);
+/* write back (transid = t's) */
+int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
+int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
+void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
+		      struct arb_stat *st);
+/* Delete every item of an inode (nlink 0) and its orphan item if any. */
+int fs_inode_free(struct arb_fs *fs, struct arb_txn *t, uint64_t ino);
+/* nlink reached 0: free now or leave as an orphan while open */
+int fs_inode_unlinked(struct arb_fs *fs, struct arb_txn *t,
+		      struct arb_inode *in);
+bool fs_item_exists(struct arb_root *root, const struct arb_key *key);
+
+/* ---- dir.c ---- */
+/* Entries of DIR_ITEM / XATTR_ITEM items (struct arb_dir_entry + name +
+ * data).  dent_find: 0 and the entry's offset/length in buf, -ENOENT, or
+ * -EUCLEAN for a malformed item. */
+size_t fs_dent_size(size_t name_len, size_t data_len);
+void fs_dent_fill(uint8_t *p, uint64_t ino, uint64_t transid, uint8_t type,
+		  const char *name, size_t name_len, const void *data,
+		  size_t data_len);
+int fs_dent_find(const uint8_t *buf, size_t size, const char *name,
+		 size_t name_len, size_t *off, size_t *len);
+/* append an entry to a multi-entry item (inserting it if absent) */
+int fs_item_append(struct arb_txn *t, struct arb_root *root,
+		   const struct arb_key *key, const void *entry, size_t elen);
+/* cut [off, off+len) out of a multi-entry item (deleting it if empty) */
+int fs_item_cut(struct arb_txn *t, struct arb_root *root,
+		const struct arb_key *key, size_t off, size_t len);
+int fs_check_name(const char *name, size_t *len);
+/* find name in dir: 0 (with ino, index, type), or -ENOENT */
+int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
+		uint64_t *ino, uint64_t *index, uint8_t *type);
+/* parent of a directory (itself for the root) */
+int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
+
+/* ---- file.c ---- */
+int fs_flush_all(struct arb_fs *fs, struct arb_txn *t);
+int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
+void fs_imem_drop_blocks(struct arb_fs *fs, struct arb_imem *im,
+			 uint64_t from_idx);
+void fs_imem_drop_all_data(struct arb_fs *fs);
+/* truncate to size (lock held, inside t); in is updated, not written */
+int fs_truncate(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		uint64_t size);
+/* reads that a truncate to size needs done before the transaction */
+int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in,
+			uint64_t size);
+/* Remove every EXTENT_DATA of ino (for freeing an inode). */
+int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		    uint64_t start, uint64_t end);
+int fs_pre_commit(struct arb_txn *t, void *arg);
+
+/* ---- fs_check.c ---- */
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors);
+
+#endif

@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * inode.c - INODE_ITEM (format.h) packed <-> struct arb_inode, getattr,
+ * setattr and freeing an inode with everything it owns.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_int.h"
+
+void fs_inode_unpack(struct arb_inode *in, uint64_t ino,
+		     const struct arb_inode_item *d)
+{
+	memset(in, 0, sizeof(*in));
+	in->ino = ino;
+	in->generation = arb_inode_item_i_generation(d);
+	in->transid = arb_inode_item_i_transid(d);
+	in->size = arb_inode_item_i_size(d);
+	in->nbytes = arb_inode_item_i_nbytes(d);
+	in->seq = arb_inode_item_i_seq(d);
+	in->rdev = arb_inode_item_i_rdev(d);
+	in->flags = arb_inode_item_i_flags(d);
+	in->nlink = arb_inode_item_i_nlink(d);
+	in->uid = arb_inode_item_i_uid(d);
+	in->gid = arb_inode_item_i_gid(d);
+	in->mode = arb_inode_item_i_mode(d);
+	in->atime.tv_sec = (int64_t)arb_inode_item_i_atime(d);
+	in->atime.tv_nsec = arb_inode_item_i_atime_ns(d);
+	in->mtime.tv_sec = (int64_t)arb_inode_item_i_mtime(d);
+	in->mtime.tv_nsec = arb_inode_item_i_mtime_ns(d);
+	in->ctime.tv_sec = (int64_t)arb_inode_item_i_ctime(d);
+	in->ctime.tv_nsec = arb_inode_item_i_ctime_ns(d);
+	in->btime.tv_sec = (int64_t)arb_inode_item_i_btime(d);
+	in->btime.tv_nsec = arb_inode_item_i_btime_ns(d);
+}
+
+void fs_inode_pack(struct arb_inode_item *d, const struct arb_inode *in)
+{
+	memset(d, 0, sizeof(*d));
+	arb_set_inode_item_i_generation(d, in->generation);
+	arb_set_inode_item_i_transid(d, in->transid);
+	arb_set_inode_item_i_size(d, in->size);
+	arb_set_inode_item_i_nbytes(d, in->nbytes);
+	arb_set_inode_item_i_seq(d, in->seq);
+	arb_set_inode_item_i_rdev(d, in->rdev);
+	arb_set_inode_item_i_flags(d, in->flags);
+	arb_set_inode_item_i_nlink(d, in->nlink);
+	arb_set_inode_item_i_uid(d, in->uid);
+	arb_set_inode_item_i_gid(d, in->gid);
+	arb_set_inode_item_i_mode(d, in->mode);
+	arb_set_inode_item_i_atime(d, (uint64_t)in->atime.tv_sec);
+	arb_set_inode_item_i_atime_ns(d, (uint32_t)in->atime.tv_nsec);
+	arb_set_inode_item_i_mtime(d, (uint64_t)in->mtime.tv_sec);
+	arb_set_inode_item_i_mtime_ns(d, (uint32_t)in->mtime.tv_nsec);
+	arb_set_inode_item_i_ctime(d, (uint64_t)in->ctime.tv_sec);
+	arb_set_inode_item_i_ctime_ns(d, (uint32_t)in->ctime.tv_nsec);
+	arb_set_inode_item_i_btime(d, (uint64_t)in->btime.tv_sec);
+	arb_set_inode_item_i_btime_ns(d, (uint32_t)in->btime.tv_nsec);
+}
+
+static void inode_key(struct arb_key *k, uint64_t ino)
+{
+	k->objectid = ino;
+	k->type = ARB_INODE_ITEM;
+	k->offset = 0;
+}
+
+int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
+{
+	struct arb_inode_item d;
+	struct arb_key k;
+	int ret;
+
+	if (ino < ARB_FIRST_INO || ino >= ARB_ORPHAN_OBJECTID)
+		return -ENOENT;
+	inode_key(&k, ino);
+	ret = arb_lookup_item(fs->root, &k, &d, sizeof(d));
+	if (ret < 0)
+		return ret;
+	if ((size_t)ret < sizeof(d)) {
+		arb_log(ARB_LOG_ERR, "inode %llu: inode item of %d bytes",
+			(unsigned long long)ino, ret);
+		return -EUCLEAN;
+	}
+	fs_inode_unpack(in, ino, &d);
+	return 0;
+}
+
+int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
+{
+	struct arb_inode_item d;
+	struct arb_key k;
+
+	in->transid = t->transid;
+	fs_inode_pack(&d, in);
+	inode_key(&k, in->ino);
+	return arb_update_item(t, fs->root, &k, &d, sizeof(d));
+}
+
+int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
+{
+	struct arb_inode_item d;
+	struct arb_key k;
+
+	in->transid = t->transid;
+	fs_inode_pack(&d, in);
+	inode_key(&k, in->ino);
+	return arb_insert_item(t, fs->root, &k, &d, sizeof(d));
+}
+
+bool fs_item_exists(struct arb_root *root, const struct arb_key *key)
+{
+	uint8_t dummy;
+	return arb_lookup_item(root, key, &dummy, 0) >= 0;
+}
+
+static uint64_t imem_dirty_bytes(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im = fs_imem_get(fs, ino, false);
+	return im ? im->nr * (uint64_t)fs->bs : 0;
+}
+
+void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
+		      struct arb_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->ino = in->ino;
+	st->generation = in->generation;
+	st->mode = in->mode;
+	st->nlink = in->nlink;
+	st->uid = in->uid;
+	st->gid = in->gid;
+	st->rdev = in->rdev;
+	st->size = in->size;
+	/* delayed blocks count as allocated (an overestimate for overwrites
+	 * until they are written) */
+	st->blocks = (in->nbytes + imem_dirty_bytes(fs, in->ino) + 511) / 512;
+	st->blksize = fs->bs;
+	st->atime = in->atime;
+	st->mtime = in->mtime;
+	st->ctime = in->ctime;
+	st->btime = in->btime;
+}
+
+int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st)
+{
+	struct arb_inode in;
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (!ret)
+		fs_inode_to_stat(fs, &in, st);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
+		   unsigned valid, const struct arb_cred *cr,
+		   struct arb_stat *st)
+{
+	struct arb_inode in;
+	struct arb_txn *t;
+	struct timespec now;
+	bool shrink = false;
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out_unlock;
+	if (valid & ARB_SET_SIZE) {
+		if (S_ISDIR(in.mode)) {
+			ret = -EISDIR;
+			goto out_unlock;
+		}
+		if (!S_ISREG(in.mode)) {
+			ret = -EINVAL;
+			goto out_unlock;
+		}
+		if (sa->size > ARB_MAX_FILE_SIZE) {
+			ret = -EFBIG;
+			goto out_unlock;
+		}
+		shrink = sa->size < in.size;
+	}
+	if (fs->readonly) {
+		ret = -EROFS;
+		goto out_unlock;
+	}
+	ret = fs_op_begin(fs, &t, 0, shrink ? ARB_OP_RESERVE : 0);
+	if (ret)
+		goto out_unlock;
+	if (valid & ARB_SET_SIZE) {
+		/* memory only (delayed blocks): a failure leaves the tree
+		 * untouched, so the transaction is just left */
+		ret = fs_truncate_prepare(fs, &in, sa->size);
+		if (ret) {
+			arb_txn_end(t);
+			goto out_unlock;
+		}
+	}
+	fs_now(&now);
+	if (valid & ARB_SET_SIZE) {
+		ret = fs_truncate(fs, t, &in, sa->size);
+		if (ret)
+			goto out_end;
+		in.mtime = now;
+	}
+	if (valid & ARB_SET_MODE)
+		in.mode = (in.mode & S_IFMT) | (sa->mode & 07777);
+	if (valid & (ARB_SET_UID | ARB_SET_GID)) {
+		bool changes = ((valid & ARB_SET_UID) && sa->uid != in.uid) ||
+			       ((valid & ARB_SET_GID) && sa->gid != in.gid);
+		if (valid & ARB_SET_UID)
+			in.uid = sa->uid;
+		if (valid & ARB_SET_GID)
+			in.gid = sa->gid;
+		/* as the kernel does: a chown of a non-directory by an
+		 * unprivileged caller drops setuid, and setgid if group
+		 * execute is set (otherwise it marks mandatory locking) */
+		if (changes && !S_ISDIR(in.mode) && cr && cr->uid != 0 &&
+		    !(valid & ARB_SET_MODE)) {
+			in.mode &= ~(uint32_t)S_ISUID;
+			if (in.mode & S_IXGRP)
+				in.mode &= ~(uint32_t)S_ISGID;
+		}
+	}
+	if (valid & ARB_SET_ATIME_NOW)
+		in.atime = now;
+	else if (valid & ARB_SET_ATIME)
+		in.atime = sa->atime;
+	if (valid & ARB_SET_MTIME_NOW)
+		in.mtime = now;
+	else if (valid & ARB_SET_MTIME)
+		in.mtime = sa->mtime;
+	if (valid & ARB_SET_CTIME)
+		in.ctime = sa->ctime;
+	else
+		in.ctime = now;
+	ret = fs_inode_write(fs, t, &in);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret && st)
+		fs_inode_to_stat(fs, &in, st);
+out_unlock:
+	fs_unlock(fs);
+	return ret;
+}
+
+/*
+ * Delete every item of ino, leaf by leaf: find the first remaining item
+ * with a read-only iterator, then delete the run of ino's items in that
+ * leaf through a cow path.  Data extents lose their reference.
+ */
+static int inode_delete_items(struct arb_fs *fs, struct arb_txn *t,
+			      uint64_t ino)
+{
+	struct arb_key key, k;
+	struct arb_iter it;
+	struct arb_path path;
+	int ret, slot, nr, n;
+	struct arb_node *leaf;
+
+	for (;;) {
+		key.objectid = ino;
+		key.type = 0;
+		key.offset = 0;
+		arb_iter_init(&it, fs->root);
+		ret = arb_iter_seek(&it, &key);
+		if (ret == 0)
+			arb_iter_key(&it, &k);
+		arb_iter_release(&it);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || k.objectid != ino)
+			return 0;
+
+		arb_path_init(&path);
+		ret = arb_search_slot(t, fs->root, &k, &path, -1, 1);
+		if (ret) {
+			arb_path_release(fs->vol, &path);
+			return ret < 0 ? ret : -EUCLEAN;
+		}
+		leaf = path.nodes[0];
+		slot = path.slots[0];
+		n = (int)arb_nritems(leaf);
+		for (nr = 0; slot + nr < n; nr++) {
+			struct arb_key ik;
+			arb_node_key(leaf, slot + nr, &ik);
+			if (ik.objectid != ino)
+				break;
+			if (ik.type == ARB_EXTENT_DATA &&
+			    arb_item_size(leaf, slot + nr) >=
+				    sizeof(struct arb_file_extent)) {
+				const struct arb_file_extent *fe =
+					arb_item_ptr(leaf, slot + nr);
+				uint8_t type = arb_file_extent_f_type(fe);
+				if (type == ARB_FILE_EXTENT_REG ||
+				    type == ARB_FILE_EXTENT_PREALLOC) {
+					ret = arb_ref_data(
+						t, arb_file_extent_f_disk_bytenr(fe),
+						arb_file_extent_f_disk_num_bytes(fe),
+						fs->root->id, ino,
+						ik.offset -
+							arb_file_extent_f_offset(fe),
+						-1);
+					if (ret) {
+						arb_path_release(fs->vol, &path);
+						return ret;
+					}
+				}
+			}
+		}
+		ret = arb_del_items(t, fs->root, &path, slot, nr);
+		arb_path_release(fs->vol, &path);
+		if (ret)
+			return ret;
+	}
+}
+
+int fs_inode_free(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
+{
+	struct arb_imem *im;
+	struct arb_key k;
+	int ret;
+
+	im = fs_imem_get(fs, ino, false);
+	if (im) {
+		fs_imem_drop_blocks(fs, im, 0);
+		fs_imem_put_if_idle(fs, im);
+	}
+	ret = inode_delete_items(fs, t, ino);
+	if (ret)
+		return ret;
+	k.objectid = ARB_ORPHAN_OBJECTID;
+	k.type = ARB_ORPHAN_ITEM;
+	k.offset = ino;
+	if (fs_item_exists(fs->root, &k))
+		ret = arb_del_item(t, fs->root, &k);
+	return ret;
+}
+
+int fs_inode_unlinked(struct arb_fs *fs, struct arb_txn *t,
+		      struct arb_inode *in)
+{
+	struct arb_imem *im = fs_imem_get(fs, in->ino, false);
+	struct arb_key k;
+
+	if (im && im->open) {
+		/* keep it until the last release; the orphan item makes the
+		 * next mount free it after a crash */
+		k.objectid = ARB_ORPHAN_OBJECTID;
+		k.type = ARB_ORPHAN_ITEM;
+		k.offset = in->ino;
+		if (fs_item_exists(fs->root, &k))
+			return fs_inode_write(fs, t, in);
+		uint8_t dummy = 0;
+		int ret = arb_insert_item(t, fs->root, &k, &dummy, 0);
+		if (ret)
+			return ret;
+		return fs_inode_write(fs, t, in);
+	}
+	return fs_inode_free(fs, t, in->ino);
+}

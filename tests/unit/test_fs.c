@@ -1,0 +1,1446 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fs.c - the POSIX layer (lib/fs/) through its public API.
+ *
+ * Every test formats an in-memory image, works on it, closes and reopens
+ * it (the memory device is borrowed through a thin wrapper so that closing
+ * the filesystem keeps the bytes), checks that everything is still there,
+ * and ends with a clean arb_fs_check.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "arbor/arbor.h"
+#include "core.h"
+#include "fs/fs_int.h"
+#include "testutil.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define ROOT ARB_ROOT_INO
+#define MiB (1024ULL * 1024)
+
+/* ---- a borrowed memory device ------------------------------------------ */
+
+static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
+		   enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pread(l, buf, len, off, kind);
+}
+static int b_pwrite(struct arb_dev *d, const void *buf, size_t len,
+		    uint64_t off, enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pwrite(l, buf, len, off, kind);
+}
+static int b_flush(struct arb_dev *d)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->flush(l);
+}
+static void b_destroy(struct arb_dev *d)
+{
+	free(d);
+}
+static const struct arb_dev_ops borrow_ops = {
+	.pread = b_pread,
+	.pwrite = b_pwrite,
+	.flush = b_flush,
+	.destroy = b_destroy,
+};
+
+static struct arb_dev *borrow(struct arb_dev *mem)
+{
+	struct arb_dev *d = calloc(1, sizeof(*d));
+	ck_assert_ptr_nonnull(d);
+	d->ops = &borrow_ops;
+	d->size = mem->size;
+	d->priv = mem;
+	return d;
+}
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static struct arb_dev *mem;
+static struct arb_fs *fs;
+static struct arb_fs_opts fopts;
+static const struct arb_cred cred = { 1000, 1000 };
+
+static void fs_open_now(void)
+{
+	const char *why = NULL;
+	int ret = arb_fs_open(borrow(mem), &fopts, &fs, &why);
+	ck_assert_msg(ret == 0, "open: %d %s", ret, why ? why : "");
+}
+
+static void setup_size(uint64_t size, uint32_t nodesize)
+{
+	struct arb_mkfs_opts mo;
+	struct arb_dev *d;
+
+	arb_log_level = ARB_LOG_WARN;
+	ck_assert_int_eq(arb_dev_open_mem(size, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	mo.nodesize = nodesize;
+	d = borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	arb_fs_opts_default(&fopts);
+	fopts.commit_interval = 0;
+	fs_open_now();
+}
+
+static void setup(void)
+{
+	setup_size(256 * MiB, 0);
+}
+
+static void check_clean(void)
+{
+	int ret = arb_fs_check(fs, stderr);
+	ck_assert_msg(ret == 0, "arb_fs_check: %d", ret);
+}
+
+static void teardown(void)
+{
+	if (fs) {
+		check_clean();
+		ck_assert_int_eq(arb_fs_close(fs), 0);
+		fs = NULL;
+	}
+	arb_dev_destroy(mem);
+	mem = NULL;
+}
+
+static void reopen(void)
+{
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	check_clean();
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t mkfile(uint64_t dir, const char *name)
+{
+	struct arb_stat st;
+	int ret = arb_fs_mknod(fs, dir, name, S_IFREG | 0644, 0, &cred, &st);
+	ck_assert_msg(ret == 0, "mknod %s: %d", name, ret);
+	return st.ino;
+}
+
+static uint64_t mkdir_(uint64_t dir, const char *name)
+{
+	struct arb_stat st;
+	int ret = arb_fs_mkdir(fs, dir, name, 0755, &cred, &st);
+	ck_assert_msg(ret == 0, "mkdir %s: %d", name, ret);
+	return st.ino;
+}
+
+static uint64_t lookup(uint64_t dir, const char *name)
+{
+	struct arb_stat st;
+	int ret = arb_fs_lookup(fs, dir, name, &st);
+	if (ret == -ENOENT)
+		return 0;
+	ck_assert_msg(ret == 0, "lookup %s: %d", name, ret);
+	return st.ino;
+}
+
+static struct arb_stat getattr(uint64_t ino)
+{
+	struct arb_stat st;
+	ck_assert_int_eq(arb_fs_getattr(fs, ino, &st), 0);
+	return st;
+}
+
+static void pattern(uint8_t *buf, size_t len, uint64_t off, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i++) {
+		uint64_t x = (off + i) / 8 * 0x9E3779B97F4A7C15ULL + seed;
+		buf[i] = (uint8_t)(x >> ((off + i) % 8 * 8));
+	}
+}
+
+static void write_all(uint64_t ino, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = arb_fs_write(fs, ino, buf, len, off);
+	ck_assert_msg(n == (ssize_t)len, "write %zu at %llu: %zd", len,
+		      (unsigned long long)off, n);
+}
+
+static void write_pattern(uint64_t ino, uint64_t off, size_t len, uint32_t seed)
+{
+	uint8_t *b = malloc(len);
+	pattern(b, len, off, seed);
+	write_all(ino, b, len, off);
+	free(b);
+}
+
+static void expect_pattern(uint64_t ino, uint64_t off, size_t len,
+			   uint32_t seed)
+{
+	uint8_t *b = malloc(len), *e = malloc(len);
+	ssize_t n = arb_fs_read(fs, ino, b, len, off);
+	ck_assert_msg(n == (ssize_t)len, "read %zu at %llu: %zd", len,
+		      (unsigned long long)off, n);
+	pattern(e, len, off, seed);
+	if (memcmp(b, e, len)) {
+		size_t i = 0;
+		while (b[i] == e[i])
+			i++;
+		ck_abort_msg("byte %llu: %u != %u",
+			     (unsigned long long)(off + i), b[i], e[i]);
+	}
+	free(b);
+	free(e);
+}
+
+static void expect_zero(uint64_t ino, uint64_t off, size_t len)
+{
+	uint8_t *b = malloc(len);
+	ssize_t n = arb_fs_read(fs, ino, b, len, off);
+	ck_assert_int_eq(n, (ssize_t)len);
+	for (size_t i = 0; i < len; i++)
+		if (b[i])
+			ck_abort_msg("byte %llu not zero",
+				     (unsigned long long)(off + i));
+	free(b);
+}
+
+struct names {
+	char **v;
+	uint64_t *off;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, const char *name, const struct arb_stat *st,
+		   uint64_t next_off)
+{
+	struct names *ns = ctx;
+	(void)st;
+	if (ns->n == ns->cap) {
+		ns->cap = ns->cap ? ns->cap * 2 : 64;
+		ns->v = realloc(ns->v, ns->cap * sizeof(char *));
+		ns->off = realloc(ns->off, ns->cap * sizeof(uint64_t));
+	}
+	ns->off[ns->n] = next_off;
+	ns->v[ns->n++] = strdup(name);
+	return 0;
+}
+
+static void names_free(struct names *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		free(ns->v[i]);
+	free(ns->v);
+	free(ns->off);
+	memset(ns, 0, sizeof(*ns));
+}
+
+static size_t count_entries(uint64_t dir)
+{
+	struct names ns = { 0 };
+	size_t n;
+	ck_assert_int_eq(arb_fs_readdir(fs, dir, 0, false, collect, &ns), 0);
+	n = ns.n;
+	names_free(&ns);
+	return n;
+}
+
+/* number of EXTENT_DATA items of ino (internal look) */
+static int count_extents(uint64_t ino)
+{
+	struct arb_iter it;
+	struct arb_key k = { ino, ARB_EXTENT_DATA, 0 };
+	int n = 0, ret;
+
+	arb_iter_init(&it, fs->root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != ino || k.type != ARB_EXTENT_DATA)
+			break;
+		n++;
+	}
+	arb_iter_release(&it);
+	return n;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+START_TEST(test_root_and_create)
+{
+	struct arb_stat st = getattr(ROOT);
+	uint64_t f;
+
+	ck_assert(S_ISDIR(st.mode));
+	ck_assert_uint_eq(st.nlink, 2);
+	ck_assert_int_eq(arb_fs_lookup(fs, ROOT, "nope", &st), -ENOENT);
+	f = mkfile(ROOT, "a");
+	ck_assert_uint_eq(lookup(ROOT, "a"), f);
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "a", S_IFREG | 0644, 0, &cred,
+				      &st),
+			 -EEXIST);
+	st = getattr(f);
+	ck_assert(S_ISREG(st.mode));
+	ck_assert_uint_eq(st.uid, 1000);
+	ck_assert_uint_eq(st.nlink, 1);
+	ck_assert_uint_eq(st.size, 0);
+	/* names */
+	char longname[300];
+	memset(longname, 'x', 256);
+	longname[256] = 0;
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, longname, S_IFREG | 0644, 0,
+				      &cred, &st),
+			 -ENAMETOOLONG);
+	longname[255] = 0;
+	mkfile(ROOT, longname);
+	ck_assert_int_eq(arb_fs_mknod(fs, f, "x", S_IFREG, 0, &cred, &st),
+			 -ENOTDIR);
+	ck_assert_int_eq(arb_fs_getattr(fs, 99999, &st), -ENOENT);
+	reopen();
+	ck_assert_uint_eq(lookup(ROOT, "a"), f);
+	ck_assert_uint_ne(lookup(ROOT, longname), 0);
+	st = getattr(ROOT);
+	ck_assert_uint_eq(st.size, 2 * (1 + 255));
+	/* new inode numbers are not reused after reopen */
+	ck_assert_uint_gt(mkfile(ROOT, "b"), f);
+}
+END_TEST
+
+START_TEST(test_mkdir_rmdir_unlink)
+{
+	struct arb_stat st;
+	uint64_t d, e, f;
+
+	d = mkdir_(ROOT, "d");
+	ck_assert_uint_eq(getattr(ROOT).nlink, 3);
+	e = mkdir_(d, "e");
+	f = mkfile(e, "f");
+	ck_assert_uint_eq(getattr(d).nlink, 3);
+	ck_assert_uint_eq(lookup(e, ".."), d);
+	ck_assert_uint_eq(lookup(e, "."), e);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "d"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, e, "f"), -ENOTDIR);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "e"), -EISDIR);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "zz"), -ENOENT);
+	reopen();
+	ck_assert_int_eq(arb_fs_unlink(fs, e, "f"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+	ck_assert_int_eq(arb_fs_rmdir(fs, d, "e"), 0);
+	ck_assert_uint_eq(getattr(d).nlink, 2);
+	ck_assert_uint_eq(getattr(d).size, 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "d"), 0);
+	ck_assert_uint_eq(getattr(ROOT).nlink, 2);
+	ck_assert_uint_eq(count_entries(ROOT), 2);
+	/* creating in a removed directory */
+	d = mkdir_(ROOT, "d2");
+	ck_assert_int_eq(arb_fs_open_inode(fs, d), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "d2"), 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, d, "x", S_IFREG, 0, &cred, &st),
+			 -ENOENT);
+	ck_assert_int_eq(arb_fs_release_inode(fs, d), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, d, &st), -ENOENT);
+	reopen();
+	ck_assert_uint_eq(count_entries(ROOT), 2);
+}
+END_TEST
+
+START_TEST(test_hardlinks)
+{
+	struct arb_stat st;
+	uint64_t d, f;
+
+	d = mkdir_(ROOT, "d");
+	f = mkfile(ROOT, "f");
+	write_pattern(f, 0, 10000, 1);
+	ck_assert_int_eq(arb_fs_link(fs, f, d, "g", &st), 0);
+	ck_assert_uint_eq(st.nlink, 2);
+	ck_assert_int_eq(arb_fs_link(fs, f, ROOT, "f2", &st), 0);
+	ck_assert_int_eq(arb_fs_link(fs, f, ROOT, "f2", &st), -EEXIST);
+	ck_assert_int_eq(arb_fs_link(fs, d, ROOT, "dl", &st), -EPERM);
+	ck_assert_uint_eq(getattr(f).nlink, 3);
+	reopen();
+	ck_assert_uint_eq(getattr(f).nlink, 3);
+	ck_assert_uint_eq(lookup(d, "g"), f);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "f"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "g"), 0);
+	ck_assert_uint_eq(getattr(f).nlink, 1);
+	expect_pattern(f, 0, 10000, 1);
+	reopen();
+	expect_pattern(f, 0, 10000, 1);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "f2"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_rename)
+{
+	uint64_t a, b, d1, d2, sub, f, g, h;
+	struct arb_stat st;
+
+	d1 = mkdir_(ROOT, "d1");
+	d2 = mkdir_(ROOT, "d2");
+	f = mkfile(d1, "f");
+	g = mkfile(d2, "g");
+	write_pattern(g, 0, 5000, 7);
+	/* simple, same dir */
+	ck_assert_int_eq(arb_fs_rename(fs, d1, "f", d1, "f1", 0), 0);
+	ck_assert_uint_eq(lookup(d1, "f1"), f);
+	ck_assert_uint_eq(lookup(d1, "f"), 0);
+	ck_assert_int_eq(arb_fs_rename(fs, d1, "nope", d1, "x", 0), -ENOENT);
+	/* across dirs */
+	ck_assert_int_eq(arb_fs_rename(fs, d1, "f1", d2, "f", 0), 0);
+	ck_assert_uint_eq(lookup(d2, "f"), f);
+	/* file over file frees the target */
+	ck_assert_int_eq(arb_fs_rename(fs, d2, "f", d2, "g", 0), 0);
+	ck_assert_uint_eq(lookup(d2, "g"), f);
+	ck_assert_int_eq(arb_fs_getattr(fs, g, &st), -ENOENT);
+	ck_assert_uint_eq(count_entries(d2), 3);
+	/* directories */
+	sub = mkdir_(d1, "sub");
+	ck_assert_uint_eq(getattr(d1).nlink, 3);
+	ck_assert_int_eq(arb_fs_rename(fs, d1, "sub", d2, "sub", 0), 0);
+	ck_assert_uint_eq(getattr(d1).nlink, 2);
+	ck_assert_uint_eq(getattr(d2).nlink, 3);
+	ck_assert_uint_eq(lookup(sub, ".."), d2);
+	/* into its own subtree */
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "d2", sub, "x", 0), -EINVAL);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "d2", d2, "x", 0), -EINVAL);
+	/* dir over file / file over dir */
+	h = mkfile(ROOT, "h");
+	ck_assert_int_eq(arb_fs_rename(fs, d2, "sub", ROOT, "h", 0), -ENOTDIR);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "h", d2, "sub", 0), -EISDIR);
+	/* dir over non-empty dir, then over empty dir */
+	a = mkdir_(ROOT, "a");
+	b = mkdir_(ROOT, "b");
+	mkfile(b, "inside");
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", ROOT, "b", 0), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "b", d2, "sub", 0), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, sub, &st), -ENOENT);
+	ck_assert_uint_eq(lookup(d2, "sub"), b);
+	ck_assert_uint_eq(getattr(d2).nlink, 3);
+	ck_assert_uint_eq(getattr(ROOT).nlink, 2 + 3); /* d1 d2 a */
+	/* NOREPLACE */
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "h", ROOT, "a",
+				       RENAME_NOREPLACE),
+			 -EEXIST);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "h", ROOT, "h2",
+				       RENAME_NOREPLACE),
+			 0);
+	/* EXCHANGE file <-> dir across parents */
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "h2", d2, "sub",
+				       RENAME_EXCHANGE),
+			 0);
+	ck_assert_uint_eq(lookup(ROOT, "h2"), b);
+	ck_assert_uint_eq(lookup(d2, "sub"), h);
+	ck_assert_uint_eq(lookup(b, ".."), ROOT);
+	ck_assert_uint_eq(getattr(d2).nlink, 2);
+	ck_assert_uint_eq(getattr(ROOT).nlink, 2 + 4);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "h2", d2, "nope",
+				       RENAME_EXCHANGE),
+			 -ENOENT);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", ROOT, "b",
+				       RENAME_EXCHANGE | RENAME_NOREPLACE),
+			 -EINVAL);
+	/* exchanging a dir with something inside it */
+	mkdir_(a, "in");
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", a, "in", RENAME_EXCHANGE),
+			 -EINVAL);
+	/* same inode: no-op */
+	ck_assert_int_eq(arb_fs_link(fs, h, d2, "hl", &st), 0);
+	ck_assert_int_eq(arb_fs_rename(fs, d2, "sub", d2, "hl", 0), 0);
+	ck_assert_uint_eq(lookup(d2, "sub"), h);
+	ck_assert_uint_eq(lookup(d2, "hl"), h);
+	reopen();
+	ck_assert_uint_eq(lookup(d2, "g"), f);
+	expect_zero(f, 0, 0);
+	ck_assert_uint_eq(lookup(ROOT, "h2"), b);
+	ck_assert_uint_eq(lookup(b, "inside") != 0, 1);
+	ck_assert_uint_eq(getattr(h).nlink, 2);
+}
+END_TEST
+
+START_TEST(test_readdir_offsets)
+{
+	struct names ns = { 0 }, rest = { 0 };
+	char name[32];
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "n%03d", i);
+		mkfile(ROOT, name);
+	}
+	ck_assert_int_eq(arb_fs_readdir(fs, ROOT, 0, false, collect, &ns), 0);
+	ck_assert_uint_eq(ns.n, 102);
+	ck_assert_str_eq(ns.v[0], ".");
+	ck_assert_str_eq(ns.v[1], "..");
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "n%03d", i);
+		ck_assert_str_eq(ns.v[i + 2], name); /* creation order */
+	}
+	/* continue from the offset after n049 while n050..n059 and n020 go */
+	uint64_t off = ns.off[2 + 49];
+	for (i = 50; i < 60; i++) {
+		snprintf(name, sizeof(name), "n%03d", i);
+		ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+	}
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "n020"), 0);
+	mkfile(ROOT, "late");
+	reopen();
+	ck_assert_int_eq(arb_fs_readdir(fs, ROOT, off, true, collect, &rest), 0);
+	ck_assert_uint_eq(rest.n, 40 + 1);
+	ck_assert_str_eq(rest.v[0], "n060");
+	ck_assert_str_eq(rest.v[40], "late");
+	names_free(&ns);
+	names_free(&rest);
+	/* offsets past the end */
+	ck_assert_int_eq(arb_fs_readdir(fs, ROOT, 1ULL << 40, false, collect,
+					&rest),
+			 0);
+	ck_assert_uint_eq(rest.n, 0);
+}
+END_TEST
+
+START_TEST(test_large_dir)
+{
+	int n = TU_SCALE(20000, 100000), i;
+	char name[64];
+	uint64_t d = mkdir_(ROOT, "big");
+	uint64_t *inos = malloc(sizeof(uint64_t) * n);
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-with-a-longer-name-%07d", i);
+		inos[i] = mkfile(d, name);
+	}
+	ck_assert_uint_eq(count_entries(d), (size_t)n + 2);
+	reopen();
+	for (i = 0; i < n; i += 7) {
+		snprintf(name, sizeof(name), "file-with-a-longer-name-%07d", i);
+		ck_assert_uint_eq(lookup(d, name), inos[i]);
+	}
+	for (i = 0; i < n; i += 2) {
+		snprintf(name, sizeof(name), "file-with-a-longer-name-%07d", i);
+		ck_assert_int_eq(arb_fs_unlink(fs, d, name), 0);
+	}
+	ck_assert_uint_eq(count_entries(d), (size_t)(n / 2) + 2);
+	reopen();
+	ck_assert_uint_eq(count_entries(d), (size_t)(n / 2) + 2);
+	for (i = 1; i < n; i += 2) {
+		snprintf(name, sizeof(name), "file-with-a-longer-name-%07d", i);
+		ck_assert_int_eq(arb_fs_unlink(fs, d, name), 0);
+	}
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "big"), 0);
+	free(inos);
+}
+END_TEST
+
+START_TEST(test_inline_to_extent)
+{
+	uint64_t f = mkfile(ROOT, "f");
+	struct arb_stat st;
+
+	write_pattern(f, 0, 100, 3);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(count_extents(f), 1);
+	expect_pattern(f, 0, 100, 3);
+	write_pattern(f, 100, 1900, 3);
+	reopen();
+	expect_pattern(f, 0, 2000, 3);
+	st = getattr(f);
+	ck_assert_uint_eq(st.size, 2000);
+	/* grow past max_inline: becomes a regular extent */
+	write_pattern(f, 2000, 8000, 3);
+	expect_pattern(f, 0, 10000, 3);
+	reopen();
+	expect_pattern(f, 0, 10000, 3);
+	ck_assert_int_eq(count_extents(f), 1);
+	/* a sparse write far from an inline file */
+	uint64_t g = mkfile(ROOT, "g");
+	write_pattern(g, 0, 50, 4);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	write_pattern(g, 1 * MiB, 10, 4);
+	reopen();
+	expect_pattern(g, 0, 50, 4);
+	expect_zero(g, 50, 1 * MiB - 50);
+	expect_pattern(g, 1 * MiB, 10, 4);
+	ck_assert_uint_eq(getattr(g).size, 1 * MiB + 10);
+	/* truncate an inline file up past max_inline, then down */
+	uint64_t h = mkfile(ROOT, "h");
+	write_pattern(h, 0, 300, 5);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	struct arb_setattr sa = { .size = 5000 };
+	ck_assert_int_eq(arb_fs_setattr(fs, h, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	reopen();
+	expect_pattern(h, 0, 300, 5);
+	expect_zero(h, 300, 4700);
+	sa.size = 100;
+	ck_assert_int_eq(arb_fs_setattr(fs, h, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	reopen();
+	expect_pattern(h, 0, 100, 5);
+	ck_assert_uint_eq(getattr(h).size, 100);
+	/* symlinks */
+	ck_assert_int_eq(arb_fs_symlink(fs, ROOT, "ln", "some/where/else",
+					&cred, &st),
+			 0);
+	char buf[64];
+	ck_assert_int_eq(arb_fs_readlink(fs, st.ino, buf, sizeof(buf)), 15);
+	ck_assert_str_eq(buf, "some/where/else");
+	ck_assert_int_eq(arb_fs_readlink(fs, st.ino, buf, 10), -ERANGE);
+	ck_assert_int_eq(arb_fs_readlink(fs, f, buf, sizeof(buf)), -EINVAL);
+	ck_assert(S_ISLNK(getattr(st.ino).mode));
+	ck_assert_uint_eq(getattr(st.ino).size, 15);
+}
+END_TEST
+
+START_TEST(test_big_sequential)
+{
+	/* 128 KiB writes as the kernel's writeback cache sends them end up
+	 * as a few large extents */
+	uint64_t f = mkfile(ROOT, "big");
+	size_t chunk = 128 * 1024, total = 24 * MiB;
+
+	for (size_t off = 0; off < total; off += chunk)
+		write_pattern(f, off, chunk, 9);
+	expect_pattern(f, 0, 3 * MiB, 9);
+	ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	ck_assert_int_le(count_extents(f), 4);
+	expect_pattern(f, 5 * MiB, 2 * MiB, 9);
+	/* rewrite a middle part: splits the extent, old blocks freed */
+	write_pattern(f, 1 * MiB + 4096, 8192, 10);
+	reopen();
+	expect_pattern(f, 0, 1 * MiB + 4096, 9);
+	expect_pattern(f, 1 * MiB + 4096, 8192, 10);
+	expect_pattern(f, 1 * MiB + 12288, 1 * MiB, 9);
+	ck_assert_uint_eq(getattr(f).blocks, total / 512);
+	/* unaligned small writes */
+	write_pattern(f, 12345, 777, 11);
+	expect_pattern(f, 12345, 777, 11);
+	reopen();
+	expect_pattern(f, 12345, 777, 11);
+	expect_pattern(f, 12345 + 777, 1000, 9);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "big"), 0);
+}
+END_TEST
+
+START_TEST(test_sparse_seek)
+{
+	uint64_t f = mkfile(ROOT, "s");
+	struct arb_stat st;
+
+	write_pattern(f, 1 * MiB, 8192, 1);
+	write_pattern(f, 3 * MiB, 100, 1);
+	/* before and after writing out the delayed data */
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 0, SEEK_DATA), 1 * MiB);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 0, SEEK_HOLE), 0);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 1 * MiB + 10, SEEK_HOLE),
+				 1 * MiB + 8192);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 1 * MiB + 8192, SEEK_DATA),
+				 3 * MiB);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 3 * MiB, SEEK_HOLE),
+				 3 * MiB + 100);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 3 * MiB + 100, SEEK_DATA),
+				 -ENXIO);
+		ck_assert_int_eq(arb_fs_lseek(fs, f, 3 * MiB + 99, SEEK_DATA),
+				 3 * MiB + 99);
+		expect_zero(f, 0, 1 * MiB);
+		expect_pattern(f, 1 * MiB, 8192, 1);
+		expect_zero(f, 1 * MiB + 8192, 2 * MiB - 8192);
+		reopen();
+	}
+	st = getattr(f);
+	ck_assert_uint_eq(st.size, 3 * MiB + 100);
+	ck_assert_uint_eq(st.blocks, (8192 + 4096) / 512);
+	/* read past EOF */
+	uint8_t b[16];
+	ck_assert_int_eq(arb_fs_read(fs, f, b, 16, 3 * MiB + 100), 0);
+	ck_assert_int_eq(arb_fs_read(fs, f, b, 16, 3 * MiB + 90), 10);
+	/* EFBIG */
+	ck_assert_int_eq(arb_fs_write(fs, f, b, 1, ARB_MAX_FILE_SIZE), -EFBIG);
+	struct arb_setattr sa = { .size = ARB_MAX_FILE_SIZE + 1 };
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 -EFBIG);
+}
+END_TEST
+
+START_TEST(test_truncate)
+{
+	uint64_t f = mkfile(ROOT, "t");
+	struct arb_setattr sa;
+	struct arb_stat st;
+
+	write_pattern(f, 0, 100000, 2);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.size = 50000; /* not block aligned */
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	ck_assert_uint_eq(st.size, 50000);
+	sa.size = 200000;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	expect_pattern(f, 0, 50000, 2);
+	expect_zero(f, 50000, 150000);
+	reopen();
+	expect_pattern(f, 0, 50000, 2);
+	expect_zero(f, 50000, 150000);
+	ck_assert_uint_eq(getattr(f).blocks, 53248 / 512);
+	/* truncate of delayed data */
+	write_pattern(f, 0, 30000, 4);
+	sa.size = 10000;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	sa.size = 40000;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	expect_pattern(f, 0, 10000, 4);
+	expect_zero(f, 10000, 30000);
+	reopen();
+	expect_pattern(f, 0, 10000, 4);
+	expect_zero(f, 10000, 30000);
+	sa.size = 0;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE, &cred, &st),
+			 0);
+	ck_assert_int_eq(count_extents(f), 0);
+	ck_assert_uint_eq(getattr(f).blocks, 0);
+	/* directories cannot be truncated */
+	ck_assert_int_eq(arb_fs_setattr(fs, ROOT, &sa, ARB_SET_SIZE, &cred, &st),
+			 -EISDIR);
+}
+END_TEST
+
+START_TEST(test_fallocate)
+{
+	uint64_t f = mkfile(ROOT, "fa");
+	struct arb_stat st;
+
+	/* mode 0 grows the file; preallocated space reads as zeros */
+	ck_assert_int_eq(arb_fs_fallocate(fs, f, 0, 0, 1 * MiB), 0);
+	st = getattr(f);
+	ck_assert_uint_eq(st.size, 1 * MiB);
+	ck_assert_uint_eq(st.blocks, 1 * MiB / 512);
+	expect_zero(f, 0, 1 * MiB);
+	ck_assert_int_eq(arb_fs_lseek(fs, f, 0, SEEK_DATA), -ENXIO);
+	/* write into it */
+	write_pattern(f, 4096, 8192, 5);
+	reopen();
+	expect_zero(f, 0, 4096);
+	expect_pattern(f, 4096, 8192, 5);
+	expect_zero(f, 12288, 1 * MiB - 12288);
+	/* KEEP_SIZE past EOF */
+	ck_assert_int_eq(arb_fs_fallocate(fs, f, FALLOC_FL_KEEP_SIZE, 1 * MiB,
+					  1 * MiB),
+			 0);
+	ck_assert_uint_eq(getattr(f).size, 1 * MiB);
+	/* punch: partial blocks zeroed, whole blocks freed */
+	write_pattern(f, 0, 1 * MiB, 6);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_fallocate(fs, f,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  1000, 100000),
+			 0);
+	expect_pattern(f, 0, 1000, 6);
+	expect_zero(f, 1000, 100000);
+	expect_pattern(f, 101000, 1 * MiB - 101000, 6);
+	ck_assert_int_eq(arb_fs_lseek(fs, f, 1000, SEEK_HOLE), 4096);
+	ck_assert_int_eq(arb_fs_lseek(fs, f, 4096, SEEK_DATA), 98304);
+	reopen();
+	expect_pattern(f, 0, 1000, 6);
+	expect_zero(f, 1000, 100000);
+	expect_pattern(f, 101000, 1 * MiB - 101000, 6);
+	/* punch inside one block */
+	ck_assert_int_eq(arb_fs_fallocate(fs, f,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  200000, 10),
+			 0);
+	expect_pattern(f, 199990, 10, 6);
+	expect_zero(f, 200000, 10);
+	expect_pattern(f, 200010, 10, 6);
+	/* zero range, growing */
+	ck_assert_int_eq(arb_fs_fallocate(fs, f, FALLOC_FL_ZERO_RANGE,
+					  1 * MiB - 5000, 20000),
+			 0);
+	ck_assert_uint_eq(getattr(f).size, 1 * MiB + 15000);
+	expect_pattern(f, 1 * MiB - 6000, 1000, 6);
+	expect_zero(f, 1 * MiB - 5000, 20000);
+	reopen();
+	expect_pattern(f, 1 * MiB - 6000, 1000, 6);
+	expect_zero(f, 1 * MiB - 5000, 20000);
+	/* unsupported modes */
+	ck_assert_int_eq(arb_fs_fallocate(fs, f, FALLOC_FL_PUNCH_HOLE, 0, 10),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_fallocate(fs, f, FALLOC_FL_COLLAPSE_RANGE, 0,
+					  4096),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_fallocate(fs, ROOT, 0, 0, 10), -EISDIR);
+	/* inline file */
+	uint64_t g = mkfile(ROOT, "small");
+	write_pattern(g, 0, 500, 8);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_fallocate(fs, g,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  100, 50),
+			 0);
+	reopen();
+	expect_pattern(g, 0, 100, 8);
+	expect_zero(g, 100, 50);
+	expect_pattern(g, 150, 350, 8);
+}
+END_TEST
+
+START_TEST(test_xattr)
+{
+	uint64_t f = mkfile(ROOT, "x");
+	char buf[256], list[256];
+	uint8_t *big;
+
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.a", "1234", 4, 0), 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.b", "", 0, 0), 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "security.selinux", "ctx", 3,
+					 0),
+			 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access",
+					 "acl", 3, 0),
+			 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "bogus.a", "1", 1, 0),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.a", "1", 1, XATTR_CREATE),
+			 -EEXIST);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.c", "1", 1,
+					 XATTR_REPLACE),
+			 -ENODATA);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.a", NULL, 0), 4);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.a", buf, 2), -ERANGE);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.a", buf, sizeof(buf)), 4);
+	ck_assert(memcmp(buf, "1234", 4) == 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.none", buf, sizeof(buf)),
+			 -ENODATA);
+	ssize_t n = arb_fs_listxattr(fs, f, NULL, 0);
+	ck_assert_int_eq(n, 7 + 7 + 17 + 24);
+	ck_assert_int_eq(arb_fs_listxattr(fs, f, list, 5), -ERANGE);
+	ck_assert_int_eq(arb_fs_listxattr(fs, f, list, sizeof(list)), n);
+	reopen();
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.a", "xy", 2,
+					 XATTR_REPLACE),
+			 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.a", buf, sizeof(buf)), 2);
+	ck_assert(memcmp(buf, "xy", 2) == 0);
+	ck_assert_int_eq(arb_fs_removexattr(fs, f, "user.b"), 0);
+	ck_assert_int_eq(arb_fs_removexattr(fs, f, "user.b"), -ENODATA);
+	ck_assert_int_eq(arb_fs_listxattr(fs, f, NULL, 0), n - 7);
+	/* big values */
+	big = malloc(ARB_XATTR_SIZE_MAX + 1);
+	memset(big, 'v', ARB_XATTR_SIZE_MAX + 1);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.big", big,
+					 ARB_XATTR_SIZE_MAX + 1, 0),
+			 -E2BIG);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.big", big, 8000, 0), 0);
+	reopen();
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.big", NULL, 0), 8000);
+	ck_assert_int_eq(arb_fs_getxattr(fs, ROOT, "user.big", NULL, 0),
+			 -ENODATA);
+	free(big);
+	/* xattrs go with the inode */
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "x"), 0);
+}
+END_TEST
+
+START_TEST(test_setattr)
+{
+	uint64_t f = mkfile(ROOT, "f");
+	struct arb_setattr sa;
+	struct arb_stat st, st0 = getattr(f);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.mode = 06755;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 06755);
+	/* chown by a non-root caller drops setuid/setgid */
+	sa.uid = 1000;
+	sa.gid = 2000;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_GID, &cred, &st), 0);
+	ck_assert_uint_eq(st.gid, 2000);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0755);
+	sa.atime.tv_sec = 1000;
+	sa.atime.tv_nsec = 5;
+	sa.mtime.tv_sec = 2000;
+	sa.mtime.tv_nsec = 7;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_ATIME | ARB_SET_MTIME,
+					&cred, &st),
+			 0);
+	ck_assert_int_eq(st.atime.tv_sec, 1000);
+	ck_assert_int_eq(st.mtime.tv_nsec, 7);
+	ck_assert(st.ctime.tv_sec >= st0.ctime.tv_sec);
+	reopen();
+	st = getattr(f);
+	ck_assert_int_eq(st.atime.tv_sec, 1000);
+	ck_assert_int_eq(st.atime.tv_nsec, 5);
+	ck_assert_int_eq(st.mtime.tv_sec, 2000);
+	ck_assert_uint_eq(st.gid, 2000);
+	/* relatime: a read updates an atime older than mtime */
+	write_pattern(f, 0, 10, 1);
+	uint8_t b[10];
+	ck_assert_int_eq(arb_fs_read(fs, f, b, 10, 0), 10);
+	st = getattr(f);
+	ck_assert(st.atime.tv_sec >= st.mtime.tv_sec);
+	/* setgid directories */
+	sa.mode = 02775;
+	ck_assert_int_eq(arb_fs_setattr(fs, ROOT, &sa, ARB_SET_MODE | ARB_SET_GID,
+					&cred, &st),
+			 0);
+	uint64_t d = mkdir_(ROOT, "sg");
+	st = getattr(d);
+	ck_assert_uint_eq(st.gid, 2000);
+	ck_assert(st.mode & S_ISGID);
+	/* device nodes, fifos */
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "chr", S_IFCHR | 0600, 0x0103,
+				      &cred, &st),
+			 0);
+	ck_assert_uint_eq(st.rdev, 0x0103);
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "fifo", S_IFIFO | 0600, 0, &cred,
+				      &st),
+			 0);
+	reopen();
+	ck_assert_uint_eq(getattr(lookup(ROOT, "chr")).rdev, 0x0103);
+	ck_assert(S_ISFIFO(getattr(lookup(ROOT, "fifo")).mode));
+}
+END_TEST
+
+/* copy of the image as a crash right now would leave it (last commit) */
+static struct arb_dev *crash_copy(void)
+{
+	struct arb_dev *c;
+	ck_assert_int_eq(arb_dev_open_mem(mem->size, &c), 0);
+	memcpy(arb_dev_mem_data(c), arb_dev_mem_data(mem), mem->size);
+	return c;
+}
+
+START_TEST(test_orphans)
+{
+	uint64_t f = mkfile(ROOT, "o"), g;
+	struct arb_stat st;
+
+	write_pattern(f, 0, 1 * MiB, 3);
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "o"), 0);
+	/* still readable and writable through the open reference */
+	expect_pattern(f, 0, 1 * MiB, 3);
+	write_pattern(f, 1 * MiB, 4096, 3);
+	st = getattr(f);
+	ck_assert_uint_eq(st.nlink, 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+	/* a crash now leaves an orphan that the next open frees */
+	struct arb_dev *c = crash_copy(), *savemem = mem;
+	struct arb_fs *savefs = fs;
+	mem = c;
+	fs_open_now();
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	arb_dev_destroy(c);
+	mem = savemem;
+	fs = savefs;
+	/* release frees it */
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+	/* close with an open unlinked inode frees it too */
+	g = mkfile(ROOT, "p");
+	ck_assert_int_eq(arb_fs_open_inode(fs, g), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "p"), 0);
+	reopen();
+	ck_assert_int_eq(arb_fs_getattr(fs, g, &st), -ENOENT);
+	/* rename over an open file */
+	f = mkfile(ROOT, "a");
+	g = mkfile(ROOT, "b");
+	write_pattern(g, 0, 5000, 1);
+	ck_assert_int_eq(arb_fs_open_inode(fs, g), 0);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", ROOT, "b", 0), 0);
+	expect_pattern(g, 0, 5000, 1);
+	ck_assert_int_eq(arb_fs_release_inode(fs, g), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, g, &st), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_enospc)
+{
+	/* small image: fill it, get ENOSPC, delete, and write again */
+	uint64_t f, g;
+	size_t chunk = 256 * 1024, written = 0;
+	ssize_t n;
+	uint8_t *buf = malloc(chunk);
+	struct arb_stat st;
+	struct statvfs sv;
+
+	teardown();
+	setup_size(32 * MiB, 0);
+	ck_assert_int_eq(arb_fs_statfs(fs, &sv), 0);
+	ck_assert_uint_eq(sv.f_bsize, 4096);
+	ck_assert_uint_eq(sv.f_blocks, 32 * MiB / 4096);
+	ck_assert_uint_eq(sv.f_namemax, 255);
+	ck_assert_uint_gt(sv.f_bavail, 0);
+	f = mkfile(ROOT, "fill");
+	pattern(buf, chunk, 0, 1);
+	for (;;) {
+		n = arb_fs_write(fs, f, buf, chunk, written);
+		if (n < 0)
+			break;
+		ck_assert_int_eq(n, (ssize_t)chunk);
+		written += chunk;
+		ck_assert_uint_lt(written, 32 * MiB);
+	}
+	ck_assert_int_eq(n, -ENOSPC);
+	ck_assert_uint_gt(written, 16 * MiB);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_statfs(fs, &sv), 0);
+	ck_assert_uint_lt(sv.f_bavail, 1 * MiB / 4096);
+	/* small creates fail cleanly too, or succeed: never corrupt */
+	n = arb_fs_mknod(fs, ROOT, "x", S_IFREG | 0644, 0, &cred, &st);
+	ck_assert(n == 0 || n == -ENOSPC);
+	check_clean();
+	reopen();
+	expect_pattern(f, 0, chunk, 1);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "fill"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	g = mkfile(ROOT, "again");
+	for (size_t off = 0; off < written / 2; off += chunk)
+		write_all(g, buf, chunk, off);
+	reopen();
+	expect_pattern(g, 0, chunk, 1);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_csum_error)
+{
+	uint64_t f = mkfile(ROOT, "c");
+	struct arb_key k = { f, ARB_EXTENT_DATA, 0 };
+	struct arb_file_extent fe;
+	uint8_t b[100];
+
+	write_pattern(f, 0, 64 * 1024, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_lookup_item(fs->root, &k, &fe, sizeof(fe)),
+			 (int)sizeof(fe));
+	uint64_t disk = arb_file_extent_f_disk_bytenr(&fe);
+	reopen(); /* drop cached state */
+	arb_dev_mem_data(mem)[disk + 5 * 4096 + 17] ^= 0x40;
+	ck_assert_int_eq(arb_fs_read(fs, f, b, 100, 4096), 100);
+	ck_assert_int_eq(arb_fs_read(fs, f, b, 100, 5 * 4096), -EIO);
+	/* rewriting the block heals the file */
+	write_pattern(f, 5 * 4096, 4096, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	expect_pattern(f, 0, 64 * 1024, 1);
+}
+END_TEST
+
+START_TEST(test_enospc_meta)
+{
+	/* metadata only: create files with xattrs until ENOSPC, then remove
+	 * them all; the filesystem must stay writable and clean */
+	char name[64], val[2000];
+	struct arb_stat st;
+	int n = 0, ret;
+
+	teardown();
+	setup_size(8 * MiB, 4096);
+	memset(val, 'v', sizeof(val));
+	for (;;) {
+		snprintf(name, sizeof(name), "some-file-name-%06d", n);
+		ret = arb_fs_mknod(fs, ROOT, name, S_IFREG | 0644, 0, &cred,
+				   &st);
+		if (ret == 0)
+			ret = arb_fs_setxattr(fs, st.ino, "user.v", val,
+					      sizeof(val), 0);
+		if (ret)
+			break;
+		n++;
+		ck_assert_int_lt(n, 100000);
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_int_gt(n, 100);
+	check_clean();
+	reopen();
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "some-file-name-%06d", i);
+		ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+	}
+	/* an inode may exist without its xattr: remove that one too */
+	snprintf(name, sizeof(name), "some-file-name-%06d", n);
+	ret = arb_fs_unlink(fs, ROOT, name);
+	ck_assert(ret == 0 || ret == -ENOENT);
+	ck_assert_uint_eq(count_entries(ROOT), 2);
+	reopen();
+	mkfile(ROOT, "after");
+}
+END_TEST
+
+START_TEST(test_space_reuse)
+{
+	/* data space freed by deletes is reused: checksums of the old
+	 * extents must be gone (large extents have checksum items in several
+	 * leaves) */
+	uint64_t f;
+	char name[16];
+
+	teardown();
+	setup_size(48 * MiB, 0);
+	for (int round = 0; round < 6; round++) {
+		snprintf(name, sizeof(name), "r%d", round);
+		f = mkfile(ROOT, name);
+		for (size_t off = 0; off < 12 * MiB; off += 128 * 1024)
+			write_pattern(f, off, 128 * 1024, 100 + round);
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		/* a second, small file in between shifts the next extents */
+		uint64_t g = mkfile(ROOT, "small");
+		write_pattern(g, 0, 4096 * (round + 1), 1);
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		reopen();
+		expect_pattern(f, 0, 12 * MiB, 100 + round);
+		ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+		ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "small"), 0);
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_open_errors)
+{
+	struct arb_dev *d;
+	struct arb_fs *x;
+	const char *why = NULL;
+
+	ck_assert_int_eq(arb_dev_open_mem(8 * MiB, &d), 0);
+	ck_assert_int_ne(arb_fs_open(d, NULL, &x, &why), 0);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_str_eq(why, "not an arborfs image");
+	arb_dev_destroy(d);
+	/* an image whose mkfs never finished */
+	ck_assert_int_eq(arb_dev_open_mem(8 * MiB, &d), 0);
+	ck_assert_int_eq(arb_mkfs(d, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		struct arb_super *sb = (struct arb_super *)(arb_dev_mem_data(d) +
+			(i ? ARB_SUPER_OFFSET1 : ARB_SUPER_OFFSET0));
+		arb_set_super_s_magic(sb, ARB_MAGIC_TEMPORARY);
+	}
+	why = NULL;
+	ck_assert_int_eq(arb_fs_open(d, NULL, &x, &why), -EINVAL);
+	ck_assert_str_eq(why, "mkfs did not finish");
+	arb_dev_destroy(d);
+	/* read-only open */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fopts.readonly = true;
+	fs_open_now();
+	struct arb_stat st;
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "x", S_IFREG, 0, &cred, &st),
+			 -EROFS);
+	ck_assert_int_eq(arb_fs_getattr(fs, ROOT, &st), 0);
+	struct arb_fs_stats s;
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	ck_assert_uint_eq(s.total_bytes, 256 * MiB);
+}
+END_TEST
+
+START_TEST(test_commit_thread)
+{
+	struct arb_fs_stats s0, s1;
+	uint64_t f;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fopts.commit_interval = 1;
+	fs_open_now();
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
+	f = mkfile(ROOT, "t");
+	write_pattern(f, 0, 100000, 1);
+	for (int i = 0; i < 40; i++) {
+		usleep(100 * 1000);
+		ck_assert_int_eq(arb_fs_get_stats(fs, &s1), 0);
+		if (s1.generation > s0.generation)
+			break;
+	}
+	ck_assert_uint_gt(s1.generation, s0.generation);
+	ck_assert_uint_eq(s1.user_bytes_written, 100000);
+	ck_assert_uint_gt(s1.bytes_written[ARB_IO_DATA], 0);
+	/* what the thread committed is what a crash would leave */
+	struct arb_dev *c;
+	ck_assert_int_eq(arb_dev_open_mem(mem->size, &c), 0);
+	fs_lock(fs); /* not in the middle of a commit */
+	memcpy(arb_dev_mem_data(c), arb_dev_mem_data(mem), mem->size);
+	fs_unlock(fs);
+	struct arb_fs *save = fs, *x;
+	const char *why;
+	ck_assert_int_eq(arb_fs_open(c, NULL, &x, &why), 0);
+	fs = x;
+	expect_pattern(f, 0, 100000, 1);
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(x), 0);
+	fs = save;
+}
+END_TEST
+
+/*
+ * Crash consistency through the fs layer: record every write and flush of
+ * a workload with syncs, rebuild the image as a crash at each point could
+ * leave it (dropped, reordered and torn unflushed writes), and require a
+ * clean image holding exactly the state of one sync point, not older than
+ * the last sync that returned before the crash point.
+ */
+#define CRASH_SYNCS 8
+START_TEST(test_crash_points)
+{
+	struct arb_dev *base, *log, *img;
+	size_t flushes[4096], nf, sync_at[CRASH_SYNCS + 1];
+	uint64_t f;
+	char name[16];
+	uint64_t seed = tu_seed("fs crash");
+
+	teardown();
+	ck_assert_int_eq(arb_dev_open_mem(32 * MiB, &base), 0);
+	{
+		struct arb_dev *d = borrow(base);
+		ck_assert_int_eq(arb_mkfs(d, NULL), 0);
+		arb_dev_destroy(d);
+	}
+	ck_assert_int_eq(arb_dev_log_wrap(base, &log), 0);
+	mem = log;
+	fs_open_now();
+	f = mkfile(ROOT, "f");
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	sync_at[0] = arb_dev_log_len(log);
+	for (int k = 1; k <= CRASH_SYNCS; k++) {
+		/* version k: rewrite part of f, grow it, one more file */
+		write_pattern(f, 0, 40000 + 30000 * k, 1000 + k);
+		snprintf(name, sizeof(name), "g%d", k);
+		mkfile(ROOT, name);
+		if (k % 3 == 0) {
+			snprintf(name, sizeof(name), "g%d", k - 1);
+			ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+		}
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		sync_at[k] = arb_dev_log_len(log);
+	}
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+
+	nf = arb_dev_log_flushes(log, flushes, 4096);
+	ck_assert_uint_gt(nf, CRASH_SYNCS);
+	for (size_t i = 0; i <= nf; i++) {
+		size_t n = i < nf ? flushes[i] : arb_dev_log_len(log);
+		for (int mode = 0; mode < 3; mode++) {
+			int done = 0, k;
+			struct arb_stat st;
+
+			ck_assert_int_eq(arb_dev_log_replay(log, n, mode,
+							    seed + i * 3 + mode,
+							    &img),
+					 0);
+			mem = img;
+			fs_open_now();
+			check_clean();
+			for (k = 0; k <= CRASH_SYNCS; k++)
+				if (sync_at[k] <= n)
+					done = k;
+			if (!lookup(ROOT, "f")) {
+				/* before the first sync returned */
+				ck_assert_uint_gt(sync_at[0], n);
+				ck_assert_uint_eq(count_entries(ROOT), 2);
+				goto next;
+			}
+			/* which version is it */
+			st = getattr(f);
+			k = st.size ? (int)((st.size - 40000) / 30000) : 0;
+			ck_assert_int_ge(k, done);
+			ck_assert_int_le(k, done + 1);
+			if (k)
+				expect_pattern(f, 0, st.size, 1000 + k);
+			for (int j = 1; j <= CRASH_SYNCS; j++) {
+				bool want = j <= k && !(j + 1 <= k && (j + 1) % 3 == 0);
+				snprintf(name, sizeof(name), "g%d", j);
+				ck_assert_msg((lookup(ROOT, name) != 0) == want,
+					      "crash at %zu: %s %s", n, name,
+					      want ? "missing" : "present");
+			}
+next:
+			ck_assert_int_eq(arb_fs_close(fs), 0);
+			fs = NULL;
+			arb_dev_destroy(img);
+		}
+	}
+	mem = log; /* teardown destroys it (and base with it) */
+}
+END_TEST
+
+/* threads working in parallel (the FUSE daemon is multi-threaded) */
+struct worker {
+	int id;
+	uint64_t dir;
+	int errors;
+};
+
+static void *worker_fn(void *arg)
+{
+	struct worker *w = arg;
+	char name[32];
+	uint8_t buf[20000], back[20000];
+	struct arb_stat st;
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "w%d-%d", w->id, i % 17);
+		if (arb_fs_mknod(fs, w->dir, name, S_IFREG | 0644, 0, &cred,
+				 &st) &&
+		    arb_fs_lookup(fs, w->dir, name, &st)) {
+			w->errors++;
+			continue;
+		}
+		memset(buf, w->id * 31 + i, sizeof(buf));
+		if (arb_fs_write(fs, st.ino, buf, sizeof(buf), 0) !=
+			    (ssize_t)sizeof(buf) ||
+		    arb_fs_read(fs, st.ino, back, sizeof(back), 0) !=
+			    (ssize_t)sizeof(back) ||
+		    memcmp(buf, back, sizeof(buf)))
+			w->errors++;
+		if (i % 5 == 0 && arb_fs_unlink(fs, w->dir, name))
+			w->errors++;
+		if (i % 50 == 0 && arb_fs_fsync(fs, st.ino, false))
+			w->errors++;
+		if (i % 7 == 0) {
+			char other[32];
+			snprintf(other, sizeof(other), "r%d", w->id);
+			arb_fs_rename(fs, w->dir, name, ROOT, other, 0);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	pthread_t th[4];
+	struct worker w[4];
+	char name[16];
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fopts.commit_interval = 1;
+	fs_open_now();
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		w[i].id = i;
+		w[i].dir = mkdir_(ROOT, name);
+		w[i].errors = 0;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_fn, &w[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].errors, 0);
+	}
+	reopen();
+}
+END_TEST
+
+/* a write error during a commit: the filesystem turns read-only and the
+ * image keeps the previous commit */
+START_TEST(test_io_error)
+{
+	struct arb_dev *fault;
+	const char *why;
+	struct arb_stat st;
+	uint64_t f;
+	int ret;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_int_eq(arb_dev_fault_wrap(borrow(mem), &fault), 0);
+	ck_assert_int_eq(arb_fs_open(fault, &fopts, &fs, &why), 0);
+	f = mkfile(ROOT, "kept");
+	write_pattern(f, 0, 50000, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	write_pattern(f, 0, 50000, 2);
+	mkfile(ROOT, "lost");
+	arb_dev_fault_arm(fault, ARB_FAULT_WRITE, 1, -EIO, true);
+	ret = arb_fs_sync(fs);
+	ck_assert_int_ne(ret, 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "x", S_IFREG, 0, &cred, &st),
+			 -EROFS);
+	ck_assert_int_ne(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	expect_pattern(f, 0, 50000, 1);
+	ck_assert_uint_eq(lookup(ROOT, "lost"), 0);
+}
+END_TEST
+
+Suite *fs_suite(void)
+{
+	Suite *s = suite_create("fs");
+	TCase *tc;
+
+	tc = tcase_create("names");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_root_and_create);
+	tcase_add_test(tc, test_mkdir_rmdir_unlink);
+	tcase_add_test(tc, test_hardlinks);
+	tcase_add_test(tc, test_rename);
+	tcase_add_test(tc, test_readdir_offsets);
+	tcase_add_test(tc, test_large_dir);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("data");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_inline_to_extent);
+	tcase_add_test(tc, test_big_sequential);
+	tcase_add_test(tc, test_sparse_seek);
+	tcase_add_test(tc, test_truncate);
+	tcase_add_test(tc, test_fallocate);
+	tcase_add_test(tc, test_csum_error);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("attrs");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_xattr);
+	tcase_add_test(tc, test_setattr);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("lifecycle");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_orphans);
+	tcase_add_test(tc, test_enospc);
+	tcase_add_test(tc, test_space_reuse);
+	tcase_add_test(tc, test_enospc_meta);
+	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_commit_thread);
+	tcase_add_test(tc, test_crash_points);
+	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_io_error);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(fs_suite());
+}
