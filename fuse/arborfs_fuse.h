@@ -78,6 +78,9 @@ struct afs {
 	bool debug;
 	/* ask the kernel to enforce POSIX ACLs (FUSE_CAP_POSIX_ACL) */
 	bool posix_acl;
+	/* the kernel granted the writeback cache (set in init); the library
+	 * was opened with write_keeps_times when the mount is writable */
+	bool writeback;
 };
 
 /* The operation table (ops.c). */

@@ -424,6 +424,9 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	arb_fs_opts_default(&fo);
 	fo.readonly = c->readonly;
 	fo.noatime = c->noatime;
+	/* a writable mount asks for the writeback cache (ops.c, afs_init),
+	 * in which the kernel owns mtime/ctime of written files */
+	fo.write_keeps_times = !c->readonly;
 	fo.commit_interval = c->commit;
 	fo.max_inline = c->max_inline;
 	fo.cache_bytes = (size_t)c->cache_size;

@@ -58,6 +58,25 @@ static void req_cred(fuse_req_t req, struct arb_cred *cr)
 	cr->gid = ctx->gid;
 }
 
+/*
+ * The mode of a new inode in parent: with POSIX ACLs the kernel leaves the
+ * umask to us (FUSE_CAP_DONT_MASK), to be applied only when the parent has
+ * no default ACL (which then masks the mode, in the library).  The kernel
+ * holds the parent's lock across a create and across a change of its ACL,
+ * so the answer holds until the library creates.  Without ACLs the kernel
+ * masked the mode already and masking it again changes nothing.
+ */
+static mode_t create_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
+{
+	struct afs *afs = req_afs(req);
+
+	if (afs->posix_acl &&
+	    arb_fs_getxattr(afs->fs, to_ino(parent), "system.posix_acl_default",
+			    NULL, 0) > 0)
+		return mode;
+	return mode & ~(fuse_req_ctx(req)->umask & 0777);
+}
+
 static void stat_from_arb(struct stat *s, const struct arb_stat *a)
 {
 	memset(s, 0, sizeof(*s));
@@ -160,9 +179,14 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPORT_SUPPORT |
 			FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_CACHE_SYMLINKS;
 
-	/* without it, system.posix_acl_* fail with EOPNOTSUPP in the kernel */
+	/*
+	 * Without it, system.posix_acl_* fail with EOPNOTSUPP in the kernel.
+	 * With it, the umask is ours to apply (only where no default ACL
+	 * applies, see create_mode): DONT_MASK keeps the kernel from masking
+	 * the mode of a new inode before the default ACL is seen.
+	 */
 	if (afs->posix_acl)
-		want |= FUSE_CAP_POSIX_ACL;
+		want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 
 	/* a read-only mount has nothing to write back */
 	if (!afs->readonly)
@@ -174,6 +198,9 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	 * set-id bits and capabilities here, which arb_fs_write cannot do.
 	 */
 	conn->want |= want & conn->capable;
+	/* the library keeps the times on write (write_keeps_times) when the
+	 * writeback cache was asked for; without it, afs_write sets them */
+	afs->writeback = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	/*
 	 * Locks stay in the kernel: with neither capability and no
 	 * getlk/setlk/flock operation, fcntl and flock locks work as local
@@ -329,8 +356,8 @@ static void afs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int ret;
 
 	req_cred(req, &cr);
-	ret = arb_fs_mknod(req_afs(req)->fs, to_ino(parent), name, mode, rdev,
-			   &cr, &st);
+	ret = arb_fs_mknod(req_afs(req)->fs, to_ino(parent), name,
+			   create_mode(req, parent, mode), rdev, &cr, &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -345,8 +372,8 @@ static void afs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int ret;
 
 	req_cred(req, &cr);
-	ret = arb_fs_mkdir(req_afs(req)->fs, to_ino(parent), name, mode, &cr,
-			   &st);
+	ret = arb_fs_mkdir(req_afs(req)->fs, to_ino(parent), name,
+			   create_mode(req, parent, mode), &cr, &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -431,7 +458,8 @@ static void afs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	req_cred(req, &cr);
 	ret = arb_fs_mknod(afs->fs, to_ino(parent), name,
-			   (mode & ~S_IFMT) | S_IFREG, 0, &cr, &st);
+			   (create_mode(req, parent, mode) & ~S_IFMT) | S_IFREG,
+			   0, &cr, &st);
 	/*
 	 * The kernel only creates after a negative lookup, so EEXIST means
 	 * another creator won a race; without O_EXCL open its file.
@@ -487,11 +515,23 @@ static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
+	struct afs *afs = req_afs(req);
 	ssize_t n;
 
 	(void)fi;
-	n = arb_fs_write(req_afs(req)->fs, to_ino(ino), buf, size,
-			 (uint64_t)off);
+	n = arb_fs_write(afs->fs, to_ino(ino), buf, size, (uint64_t)off);
+	/*
+	 * The library was opened with write_keeps_times for the writeback
+	 * cache, in which the kernel sends mtime/ctime with setattr.  If the
+	 * kernel refused the cache, a write sets them to now, here.
+	 */
+	if (n > 0 && !afs->writeback && !afs->readonly) {
+		struct arb_setattr sa = { 0 };
+		int ret = arb_fs_setattr(afs->fs, to_ino(ino), &sa,
+					 ARB_SET_MTIME_NOW, NULL, NULL);
+		if (ret)
+			n = ret;
+	}
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -729,15 +769,74 @@ static bool acl_refused(struct afs *afs, const char *name)
 	return !afs->posix_acl && strncmp(name, "system.posix_acl_", 17) == 0;
 }
 
+/* Is the caller in group gid (primary or supplementary)? */
+static bool req_in_group(fuse_req_t req, uint32_t gid)
+{
+	gid_t groups[64];
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, 64, groups);
+	if (n > 64) {
+		gid_t *big = malloc((size_t)n * sizeof(*big));
+		bool in = false;
+		int m;
+
+		if (!big)
+			return false;
+		m = fuse_req_getgroups(req, n, big);
+		for (int i = 0; i < m && i < n; i++)
+			in = in || big[i] == gid;
+		free(big);
+		return in;
+	}
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * After an access ACL was set: clear setgid when the caller is neither in
+ * the file's group nor privileged, as the kernel's posix_acl_update_mode()
+ * does (the library has no credentials on setxattr).  "Privileged" is
+ * approximated by uid 0 (CAP_FSETID cannot be seen from here).  Not
+ * atomic with the setxattr; a failure is only logged.
+ */
+static void acl_kill_sgid(fuse_req_t req, uint64_t ino)
+{
+	struct afs *afs = req_afs(req);
+	struct arb_setattr sa = { 0 };
+	struct arb_stat st;
+	struct arb_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	if (cr.uid == 0 || arb_fs_getattr(afs->fs, ino, &st) ||
+	    !(st.mode & S_ISGID) || req_in_group(req, st.gid))
+		return;
+	sa.mode = st.mode & ~(uint32_t)S_ISGID & 07777;
+	ret = arb_fs_setattr(afs->fs, ino, &sa, ARB_SET_MODE, &cr, NULL);
+	if (ret)
+		fprintf(stderr, "arborfs: clearing setgid of inode %llu: %s\n",
+			(unsigned long long)ino, strerror(-ret));
+}
+
 static void afs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 const char *value, size_t size, int flags)
 {
+	int ret;
+
 	if (acl_refused(req_afs(req), name)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	fuse_reply_err(req, -arb_fs_setxattr(req_afs(req)->fs, to_ino(ino),
-					     name, value, size, flags));
+	ret = arb_fs_setxattr(req_afs(req)->fs, to_ino(ino), name, value, size,
+			      flags);
+	if (!ret && strcmp(name, "system.posix_acl_access") == 0)
+		acl_kill_sgid(req, to_ino(ino));
+	fuse_reply_err(req, -ret);
 }
 
 static void afs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,

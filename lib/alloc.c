@@ -557,30 +557,25 @@ static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 static int drop_csums(struct arb_txn *t, uint64_t bytenr, uint64_t len)
 {
 	struct arb_root *csum;
-	struct arb_path p;
-	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, bytenr },
-		       f;
+	struct arb_iter it;
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, bytenr };
 	int ret;
 
 	if (arb_root_get(t->vol, ARB_CSUM_TREE_ID, &csum))
 		return 0; /* no checksum tree (core unit tests) */
 	for (;;) {
-		arb_path_init(&p);
-		ret = arb_search_slot(t, csum, &k, &p, -1, 1);
-		if (ret < 0)
-			return ret;
-		if ((uint32_t)p.slots[0] >= arb_nritems(p.nodes[0])) {
-			/* the next item may start the next leaf */
-			arb_path_release(t->vol, &p);
+		/* the first item at or after bytenr, wherever the leaf ends */
+		arb_iter_init(&it, csum);
+		ret = arb_iter_seek(&it, &k);
+		if (ret == 0)
+			arb_iter_key(&it, &k);
+		arb_iter_release(&it);
+		if (ret)
+			return ret < 0 ? ret : 0;
+		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
+		    k.type != ARB_EXTENT_CSUM || k.offset >= bytenr + len)
 			return 0;
-		}
-		arb_node_key(p.nodes[0], p.slots[0], &f);
-		if (f.objectid != k.objectid || f.type != k.type ||
-		    f.offset >= bytenr + len) {
-			arb_path_release(t->vol, &p);
-			return 0;
-		}
-		ret = arb_del_items(t, csum, &p, p.slots[0], 1);
+		ret = arb_del_item(t, csum, &k);
 		if (ret)
 			return ret;
 	}

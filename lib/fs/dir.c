@@ -593,6 +593,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	struct arb_inode din, in;
 	struct arb_txn *t;
 	struct timespec now;
+	struct fs_acl_new acl = { 0 };
 	size_t len, tlen = 0;
 	uint64_t ino;
 	int ret;
@@ -635,7 +636,11 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		ret = -ENAMETOOLONG;
 		goto out;
 	}
-	ret = fs_op_begin(fs, &t, tlen, 0);
+	/* the parent's default ACL */
+	ret = fs_acl_inherit_prepare(fs, &din, &mode, &acl);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, tlen + acl.acc_size + acl.def_size, 0);
 	if (ret)
 		goto out;
 	fs_now(&now);
@@ -659,6 +664,9 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		in.nbytes = tlen;
 	}
 	ret = fs_inode_insert(fs, t, &in);
+	if (ret)
+		goto out_end;
+	ret = fs_acl_inherit_apply(fs, t, in.ino, &acl);
 	if (ret)
 		goto out_end;
 	if (target) {
@@ -692,6 +700,7 @@ out_end:
 		fs_inode_to_stat(fs, &in, st);
 out:
 	fs_unlock(fs);
+	fs_acl_new_free(&acl);
 	return ret;
 }
 

@@ -743,10 +743,14 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		memcpy(b + (pos - bstart), src + (pos - off), n);
 		pos += n;
 	}
-	fs_now(&now);
 	if (end > in.size)
 		in.size = end;
-	in.mtime = in.ctime = now;
+	/* with write_keeps_times the caller (the kernel's writeback cache)
+	 * sends the times through setattr, possibly before this write */
+	if (!fs->opts.write_keeps_times) {
+		fs_now(&now);
+		in.mtime = in.ctime = now;
+	}
 	fs->user_bytes_written += size;
 	r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
 	ret = r ? r : (ssize_t)size;

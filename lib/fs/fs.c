@@ -92,7 +92,8 @@ static void imem_destroy_all(struct arb_fs *fs)
 uint64_t fs_avail_bytes(struct arb_fs *fs)
 {
 	uint64_t free_b = arb_free_bytes(fs->vol);
-	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256;
+	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256 +
+			fs->txn_meta;
 
 	return free_b > used ? free_b - used : 0;
 }
@@ -105,7 +106,7 @@ static uint64_t op_meta_bytes(struct arb_fs *fs)
 static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
 {
 	uint64_t free_b = arb_free_bytes(fs->vol);
-	uint64_t want = need + need / 256 + op_meta_bytes(fs) +
+	uint64_t want = need + need / 256 + op_meta_bytes(fs) + fs->txn_meta +
 			fs->dirty_bytes + fs->dirty_bytes / 256;
 
 	if (!(flags & ARB_OP_RESERVE))
@@ -133,6 +134,8 @@ int fs_commit(struct arb_fs *fs)
 		return ret;
 	}
 	fs->txn_dirty = false;
+	fs->txn_meta = 0;
+	fs->commit_seq++;
 	return 0;
 }
 
@@ -156,6 +159,7 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 	ret = arb_txn_begin(fs->vol, t);
 	if (ret)
 		return ret;
+	fs->txn_meta += op_meta_bytes(fs);
 	return 0;
 }
 
@@ -272,33 +276,25 @@ static int fs_free_orphans(struct arb_fs *fs)
 
 /* ---- open / close ------------------------------------------------------ */
 
+/*
+ * Why arb_vol_open failed: the superblock reader's own reason when the
+ * superblocks are the problem, else a message for the error code.
+ */
 static const char *open_why(struct arb_dev *dev, int err)
 {
-	static __thread char msg[96];
 	struct arb_super sb;
+	const char *why = NULL;
+	int slot;
 
 	if (err == -EBUSY)
 		return "image is in use";
-	if (arb_dev_read(dev, &sb, sizeof(sb), ARB_SUPER_OFFSET0,
-			 ARB_IO_SUPER) == 0) {
-		uint64_t magic = arb_super_s_magic(&sb);
-		if (magic == ARB_MAGIC_TEMPORARY)
-			return "mkfs did not finish";
-		if (magic == ARB_MAGIC &&
-		    arb_super_s_version(&sb) > ARB_FORMAT_VERSION) {
-			snprintf(msg, sizeof(msg),
-				 "format version %u is newer than supported (%u)",
-				 arb_super_s_version(&sb), ARB_FORMAT_VERSION);
-			return msg;
-		}
-		if (magic != ARB_MAGIC && err == -EINVAL)
-			return "not an arborfs image";
-	}
+	if (arb_read_super(dev, &sb, &slot, &why) != 0 && why)
+		return why;
 	switch (err) {
 	case -EINVAL:
 		return "not an arborfs image";
 	case -EUCLEAN:
-		return "bad superblock checksum or corrupt root";
+		return "corrupt tree root or free space";
 	case -EPROTONOSUPPORT:
 		return "format version or feature newer than supported";
 	case -EROFS:

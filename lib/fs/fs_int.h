@@ -12,6 +12,7 @@
  *   file.c     read/write/truncate/fallocate/lseek/fsync, delayed
  *              allocation, data checksums
  *   xattr.c    extended attributes
+ *   acl.c      POSIX ACLs: parsing, mode <-> ACL consistency, inheritance
  *   fs_check.c checks of the fs tree (links, nlink, sizes, extents)
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
@@ -62,6 +63,16 @@ struct arb_inode {
 	uint64_t size, nbytes, seq, rdev, flags;
 	uint32_t nlink, uid, gid, mode;
 	struct timespec atime, mtime, ctime, btime;
+	/*
+	 * Set by fs_inode_read: nbytes as read and the commit count then.  A
+	 * commit can run between reading an inode and writing it back (an
+	 * operation short of space commits in fs_op_begin), and the commit's
+	 * delayed-allocation flush changes nbytes on disk; fs_inode_write then
+	 * applies this copy's change of nbytes to the value on disk instead
+	 * of overwriting it.
+	 */
+	bool nbytes_merge;
+	uint64_t nbytes_read, read_seq;
 };
 
 /* one dirty block of delayed data: the whole sector as it should be */
@@ -100,6 +111,13 @@ struct arb_fs {
 	uint64_t reserve;
 	/* something changed since the last commit */
 	bool txn_dirty;
+	/* successful commits since open (see struct arb_inode) */
+	uint64_t commit_seq;
+	/* metadata bytes the operations of the running transaction may
+	 * still need (ARB_OP_META_NODES each): a commit must find them,
+	 * since copy-on-write of a tree node keeps the old one until the
+	 * commit is durable.  Reset by every commit. */
+	uint64_t txn_meta;
 
 	struct arb_imem *imem[ARB_IMEM_BUCKETS];
 	uint64_t dirty_bytes; /* sum of dirty blocks * bs */
@@ -199,6 +217,94 @@ int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in,
 int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		    uint64_t start, uint64_t end);
 int fs_pre_commit(struct arb_txn *t, void *arg);
+
+/* ---- xattr.c ---- */
+/*
+ * One attribute's place: the XATTR_ITEM its name hashes to, loaded (lock
+ * held) so that a change can be checked before the transaction and made
+ * inside it.
+ */
+struct fs_xslot {
+	struct arb_key k;
+	const char *name;
+	size_t len;
+	uint8_t *buf;  /* the item (max bytes) */
+	uint32_t max;
+	size_t isize;  /* bytes of the item in buf */
+	size_t off, elen; /* the entry, when exists */
+	bool item;     /* the item exists */
+	bool exists;   /* the entry exists */
+};
+int fs_xslot_load(struct arb_fs *fs, uint64_t ino, const char *name,
+		  size_t len, struct fs_xslot *s);
+/* 0 if a value of size bytes fits the item, -ENOSPC if not */
+int fs_xslot_fits(const struct fs_xslot *s, size_t size);
+/* set the value (value NULL: remove the entry, absent is fine) */
+int fs_xslot_store(struct arb_fs *fs, struct arb_txn *t, struct fs_xslot *s,
+		   const void *value, size_t size);
+void fs_xslot_release(struct fs_xslot *s);
+/* value of name (malloc'd) or -ENODATA */
+int fs_xattr_get(struct arb_fs *fs, uint64_t ino, const char *name,
+		 void **value, size_t *size);
+/* load + store inside t (the caller made sure it fits) */
+int fs_xattr_put(struct arb_fs *fs, struct arb_txn *t, uint64_t ino,
+		 const char *name, const void *value, size_t size);
+
+/* ---- acl.c ---- */
+#define FS_ACL_ACCESS "system.posix_acl_access"
+#define FS_ACL_DEFAULT "system.posix_acl_default"
+enum { FS_ACL_TYPE_ACCESS = 1, FS_ACL_TYPE_DEFAULT = 2 };
+enum {
+	FS_ACL_USER_OBJ = 0x01,
+	FS_ACL_USER = 0x02,
+	FS_ACL_GROUP_OBJ = 0x04,
+	FS_ACL_GROUP = 0x08,
+	FS_ACL_MASK = 0x10,
+	FS_ACL_OTHER = 0x20,
+};
+struct fs_acl_entry {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+struct fs_acl {
+	size_t count;
+	struct fs_acl_entry e[];
+};
+/* FS_ACL_TYPE_* of an xattr name, 0 for other names */
+int fs_acl_type(const char *name);
+/* Parse and validate (posix_acl_valid) an ACL xattr: 0 with *out malloc'd,
+ * or NULL for an empty ACL (header only); -EINVAL if malformed. */
+int fs_acl_from_xattr(const void *value, size_t size, struct fs_acl **out);
+size_t fs_acl_xattr_size(const struct fs_acl *acl);
+void fs_acl_to_xattr(const struct fs_acl *acl, void *buf);
+/* posix_acl_equiv_mode: sets *mode's permission bits from acl (group from
+ * the mask if any); 0 if acl says no more than them, 1 if it does */
+int fs_acl_equiv_mode(const struct fs_acl *acl, uint32_t *mode);
+/* posix_acl_chmod: USER_OBJ, MASK (or GROUP_OBJ), OTHER from mode */
+void fs_acl_chmod(struct fs_acl *acl, uint32_t mode);
+/* posix_acl_create_masq: mask acl and *mode by each other; 0 if the
+ * result is equivalent to the mode, 1 if not */
+int fs_acl_create_masq(struct fs_acl *acl, uint32_t *mode);
+/* setxattr of an ACL name (takes the lock) */
+int fs_acl_setxattr(struct arb_fs *fs, uint64_t ino, int type,
+		    const void *value, size_t size);
+/* chmod of in to mode: the new access ACL value (malloc'd) to store, or
+ * NULL when in has none (lock held, before the transaction) */
+int fs_acl_chmod_prepare(struct arb_fs *fs, const struct arb_inode *in,
+			 uint32_t mode, void **val, size_t *size);
+/* ACLs of a new inode, from its parent's default ACL */
+struct fs_acl_new {
+	void *acc, *def; /* values to store, NULL for none */
+	size_t acc_size, def_size;
+};
+/* posix_acl_create: (lock held, before the transaction) *mode (type and
+ * permission bits) is masked by the parent's default ACL if it has one
+ * (the umask is the caller's business); out gets the ACLs to store */
+int fs_acl_inherit_prepare(struct arb_fs *fs, const struct arb_inode *dir,
+			   uint32_t *mode, struct fs_acl_new *out);
+int fs_acl_inherit_apply(struct arb_fs *fs, struct arb_txn *t, uint64_t ino,
+			 const struct fs_acl_new *n);
+void fs_acl_new_free(struct fs_acl_new *n);
 
 /* ---- fs_check.c ---- */
 int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors);

@@ -84,6 +84,9 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 		return -EUCLEAN;
 	}
 	fs_inode_unpack(in, ino, &d);
+	in->nbytes_merge = true;
+	in->nbytes_read = in->nbytes;
+	in->read_seq = fs->commit_seq;
 	return 0;
 }
 
@@ -91,11 +94,27 @@ int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 {
 	struct arb_inode_item d;
 	struct arb_key k;
+	int ret;
 
+	inode_key(&k, in->ino);
+	if (in->nbytes_merge && in->read_seq != fs->commit_seq) {
+		/* a commit ran since this copy was read: keep its nbytes */
+		ret = arb_lookup_item(fs->root, &k, &d, sizeof(d));
+		if (ret < 0)
+			return ret;
+		if ((size_t)ret < sizeof(d))
+			return -EUCLEAN;
+		in->nbytes = arb_inode_item_i_nbytes(&d) +
+			     (in->nbytes - in->nbytes_read);
+	}
 	in->transid = t->transid;
 	fs_inode_pack(&d, in);
-	inode_key(&k, in->ino);
-	return arb_update_item(t, fs->root, &k, &d, sizeof(d));
+	ret = arb_update_item(t, fs->root, &k, &d, sizeof(d));
+	if (!ret) {
+		in->nbytes_read = in->nbytes;
+		in->read_seq = fs->commit_seq;
+	}
+	return ret;
 }
 
 int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
@@ -164,6 +183,8 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 	struct arb_txn *t;
 	struct timespec now;
 	bool shrink = false;
+	void *acl = NULL;
+	size_t acl_size = 0;
 	int ret;
 
 	fs_lock(fs);
@@ -189,7 +210,18 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 		ret = -EROFS;
 		goto out_unlock;
 	}
-	ret = fs_op_begin(fs, &t, 0, shrink ? ARB_OP_RESERVE : 0);
+	/* chmod rewrites the access ACL (same size: it fits where it is) */
+	if (valid & ARB_SET_MODE) {
+		ret = fs_acl_chmod_prepare(fs, &in, sa->mode, &acl, &acl_size);
+		if (ret)
+			goto out_unlock;
+	}
+	/* only growing a file takes space for good: chmod, chown, times and
+	 * shrinking may use the reserve, so they work on a full filesystem */
+	ret = fs_op_begin(fs, &t, 0,
+			  (valid & ARB_SET_SIZE) && !shrink && sa->size != in.size
+				  ? 0
+				  : ARB_OP_RESERVE);
 	if (ret)
 		goto out_unlock;
 	if (valid & ARB_SET_SIZE) {
@@ -208,8 +240,15 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 			goto out_end;
 		in.mtime = now;
 	}
-	if (valid & ARB_SET_MODE)
+	if (valid & ARB_SET_MODE) {
 		in.mode = (in.mode & S_IFMT) | (sa->mode & 07777);
+		if (acl) {
+			ret = fs_xattr_put(fs, t, ino, FS_ACL_ACCESS, acl,
+					   acl_size);
+			if (ret)
+				goto out_end;
+		}
+	}
 	if (valid & (ARB_SET_UID | ARB_SET_GID)) {
 		bool changes = ((valid & ARB_SET_UID) && sa->uid != in.uid) ||
 			       ((valid & ARB_SET_GID) && sa->gid != in.gid);
@@ -246,6 +285,7 @@ out_end:
 		fs_inode_to_stat(fs, &in, st);
 out_unlock:
 	fs_unlock(fs);
+	free(acl);
 	return ret;
 }
 

@@ -71,7 +71,7 @@ static void workload(struct run *r, uint64_t *rng, uint64_t nops,
 	struct arb_vol *vol;
 	struct arb_txn *t;
 	struct arb_format_opts fo = { 0 };
-	struct tmodel m[NTREES];
+	struct tmodel m[NTREES] = { 0 };
 	bool exists[NTREES] = { false };
 	struct tm_opts o = { 120, 12 };
 	size_t start;

@@ -169,6 +169,89 @@ static struct arb_stat getattr(uint64_t ino)
 	return st;
 }
 
+/*
+ * ACL xattr value from a short text form: comma-separated "u::rwx",
+ * "u:ID:rwx", "g::rwx", "g:ID:rwx", "m::rwx", "o::rwx".  Returns its size.
+ */
+static size_t acl_build(uint8_t *buf, const char *text)
+{
+	size_t n = 4;
+	const char *p = text;
+
+	buf[0] = 2;
+	buf[1] = buf[2] = buf[3] = 0;
+	while (*p) {
+		char kind = *p;
+		uint32_t id = 0xffffffffu;
+		uint16_t tag = 0, perm = 0;
+		char *q;
+
+		ck_assert(p[1] == ':');
+		p += 2;
+		if (*p != ':') {
+			id = (uint32_t)strtoul(p, &q, 10);
+			p = q;
+		}
+		ck_assert(*p == ':');
+		p++;
+		switch (kind) {
+		case 'u': tag = id == 0xffffffffu ? 0x01 : 0x02; break;
+		case 'g': tag = id == 0xffffffffu ? 0x04 : 0x08; break;
+		case 'm': tag = 0x10; break;
+		case 'o': tag = 0x20; break;
+		default: ck_abort_msg("acl_build: %s", text);
+		}
+		for (int i = 0; i < 3; i++, p++)
+			if (*p != '-')
+				perm |= (uint16_t)(4 >> i);
+		if (*p == ',')
+			p++;
+		buf[n] = (uint8_t)tag;
+		buf[n + 1] = (uint8_t)(tag >> 8);
+		buf[n + 2] = (uint8_t)perm;
+		buf[n + 3] = 0;
+		for (int i = 0; i < 4; i++)
+			buf[n + 4 + i] = (uint8_t)(id >> (8 * i));
+		n += 8;
+	}
+	return n;
+}
+
+/* the stored ACL as text (acl_build's form, ids of *_OBJ left out), or ""
+ * when none is stored */
+static void acl_text(uint64_t ino, const char *name, char *out, size_t size)
+{
+	uint8_t v[512];
+	ssize_t n = arb_fs_getxattr(fs, ino, name, v, sizeof(v));
+	size_t o = 0;
+
+	out[0] = 0;
+	if (n == -ENODATA)
+		return;
+	ck_assert_int_ge(n, 4);
+	ck_assert_int_eq((n - 4) % 8, 0);
+	for (ssize_t i = 4; i < n; i += 8) {
+		uint16_t tag = (uint16_t)(v[i] | (v[i + 1] << 8));
+		uint16_t perm = (uint16_t)(v[i + 2] | (v[i + 3] << 8));
+		uint32_t id = (uint32_t)v[i + 4] | ((uint32_t)v[i + 5] << 8) |
+			      ((uint32_t)v[i + 6] << 16) |
+			      ((uint32_t)v[i + 7] << 24);
+		char ids[16] = "";
+		const char *k = tag == 0x01 || tag == 0x02 ? "u"
+				: tag == 0x04 || tag == 0x08 ? "g"
+				: tag == 0x10		      ? "m"
+							      : "o";
+		if (tag == 0x02 || tag == 0x08)
+			snprintf(ids, sizeof(ids), "%u", id);
+		o += (size_t)snprintf(out + o, size - o, "%s%s:%s:%c%c%c",
+				      o ? "," : "", k, ids,
+				      perm & 4 ? 'r' : '-',
+				      perm & 2 ? 'w' : '-',
+				      perm & 1 ? 'x' : '-');
+		ck_assert_uint_lt(o, size);
+	}
+}
+
 static void pattern(uint8_t *buf, size_t len, uint64_t off, uint32_t seed)
 {
 	for (size_t i = 0; i < len; i++) {
@@ -822,7 +905,16 @@ START_TEST(test_xattr)
 			 0);
 	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access",
 					 "acl", 3, 0),
-			 0);
+			 -EINVAL);
+	{
+		/* a non-minimal one is stored */
+		uint8_t v[4 + 5 * 8];
+		size_t vn = acl_build(v, "u::rw-,u:42:r--,g::r--,m::r--,o::---");
+		ck_assert_int_eq(arb_fs_setxattr(fs, f,
+						 "system.posix_acl_access", v,
+						 vn, 0),
+				 0);
+	}
 	ck_assert_int_eq(arb_fs_setxattr(fs, f, "bogus.a", "1", 1, 0),
 			 -EOPNOTSUPP);
 	ck_assert_int_eq(arb_fs_setxattr(fs, f, "user.a", "1", 1, XATTR_CREATE),
@@ -925,6 +1017,306 @@ START_TEST(test_setattr)
 	reopen();
 	ck_assert_uint_eq(getattr(lookup(ROOT, "chr")).rdev, 0x0103);
 	ck_assert(S_ISFIFO(getattr(lookup(ROOT, "fifo")).mode));
+}
+END_TEST
+
+START_TEST(test_acl_access)
+{
+	uint64_t f = mkfile(ROOT, "f");
+	uint64_t d = mkdir_(ROOT, "d");
+	struct arb_setattr sa;
+	struct arb_stat st, st0;
+	uint8_t v[256];
+	char txt[256];
+	size_t n;
+
+	/* malformed values */
+	static const char *const bad[] = {
+		"g::r--,u::rw-,o::---",          /* order */
+		"u::rw-,g::r--",                 /* no other */
+		"u::rw-,u:5:r--,g::r--,o::---",  /* named entry, no mask */
+		"u::rw-,u::r--,g::r--,o::---",   /* two USER_OBJ */
+		"u::rw-,g::r--,o::---,o::---",   /* two OTHER */
+		"u::rw-,g::r--,m::r--,m::r--,o::---",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		n = acl_build(v, bad[i]);
+		ck_assert_msg(arb_fs_setxattr(fs, f, "system.posix_acl_access",
+					      v, n, 0) == -EINVAL,
+			      "accepted %s", bad[i]);
+	}
+	n = acl_build(v, "u::rw-,g::r--,o::---");
+	v[0] = 1; /* version */
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 -EINVAL);
+	v[0] = 2;
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n - 3, 0),
+			 -EINVAL);
+	v[6] = 8; /* perm beyond rwx */
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 -EINVAL);
+	n = acl_build(v, "u::rw-,g::r--,o::---");
+	v[n - 8] = 0x40; /* unknown tag */
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 -EINVAL);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0644);
+
+	/* a minimal ACL is only a mode (what cp -a sets) */
+	st0 = getattr(f);
+	n = acl_build(v, "u::rwx,g::r-x,o::--x");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 0);
+	st = getattr(f);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0751);
+	ck_assert(st.ctime.tv_sec > st0.ctime.tv_sec ||
+		  (st.ctime.tv_sec == st0.ctime.tv_sec &&
+		   st.ctime.tv_nsec >= st0.ctime.tv_nsec));
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "system.posix_acl_access",
+					 NULL, 0),
+			 -ENODATA);
+	ck_assert_int_eq(arb_fs_listxattr(fs, f, NULL, 0), 0);
+
+	/* an extended one is stored; the group bits show the mask */
+	n = acl_build(v, "u::rw-,u:65534:r--,g::rwx,m::r--,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 0);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0640);
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rw-,u:65534:r--,g::rwx,m::r--,o::---");
+	/* the ids of the *_OBJ entries are normalized */
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "system.posix_acl_access", v,
+					 sizeof(v)),
+			 (ssize_t)n);
+	ck_assert(v[4 + 4] == 0xff && v[4 + 7] == 0xff);
+
+	/* chmod rewrites owner, mask and other; the named entries and
+	 * GROUP_OBJ stay */
+	memset(&sa, 0, sizeof(sa));
+	sa.mode = 0600;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0600);
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rw-,u:65534:r--,g::rwx,m::---,o::---");
+	sa.mode = 02754;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st),
+			 0);
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:r--,g::rwx,m::r-x,o::r--");
+	reopen();
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 02754);
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:r--,g::rwx,m::r-x,o::r--");
+
+	/* a minimal one replaces it: the stored ACL goes */
+	n = acl_build(v, "u::rw-,g::r--,o::r--");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 0);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 02644);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "system.posix_acl_access",
+					 NULL, 0),
+			 -ENODATA);
+	/* chmod without an ACL is a plain chmod */
+	sa.mode = 0640;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st),
+			 0);
+	ck_assert_int_eq(arb_fs_listxattr(fs, f, NULL, 0), 0);
+
+	/* no mask: chmod sets GROUP_OBJ (a USER/GROUP entry needs a mask,
+	 * so an ACL without one is minimal: use removal then) */
+	n = acl_build(v, "u::rw-,g::r--,g:7:rw-,m::rw-,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 0);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0660);
+	/* an empty ACL (header only) removes it, the mode stays */
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 4, 0),
+			 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "system.posix_acl_access",
+					 NULL, 0),
+			 -ENODATA);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0660);
+	/* removexattr works and keeps the mode */
+	n = acl_build(v, "u::rw-,u:3:rwx,g::r--,m::rwx,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_access", v,
+					 n, 0),
+			 0);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0670);
+	ck_assert_int_eq(arb_fs_removexattr(fs, f, "system.posix_acl_access"),
+			 0);
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0670);
+	ck_assert_int_eq(arb_fs_removexattr(fs, f, "system.posix_acl_access"),
+			 -ENODATA);
+
+	/* default ACLs: directories only; stored as given, even minimal */
+	n = acl_build(v, "u::rwx,g::r-x,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_default", v,
+					 n, 0),
+			 -EACCES);
+	ck_assert_int_eq(arb_fs_setxattr(fs, f, "system.posix_acl_default", v,
+					 4, 0),
+			 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, d, "system.posix_acl_default", v,
+					 n, 0),
+			 0);
+	ck_assert_uint_eq(getattr(d).mode, S_IFDIR | 0755);
+	acl_text(d, "system.posix_acl_default", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,g::r-x,o::---");
+	ck_assert_int_eq(arb_fs_removexattr(fs, d, "system.posix_acl_default"),
+			 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, d, "system.posix_acl_default",
+					 NULL, 0),
+			 -ENODATA);
+
+	/* symlinks take none */
+	ck_assert_int_eq(arb_fs_symlink(fs, ROOT, "l", "f", &cred, &st), 0);
+	n = acl_build(v, "u::rw-,u:3:rwx,g::r--,m::rwx,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, st.ino, "system.posix_acl_access",
+					 v, n, 0),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_setxattr(fs, st.ino,
+					 "system.posix_acl_default", v, n, 0),
+			 -EOPNOTSUPP);
+	reopen();
+}
+END_TEST
+
+START_TEST(test_acl_inherit)
+{
+	uint64_t d = mkdir_(ROOT, "d"), f, sub, sub2;
+	struct arb_stat st;
+	uint8_t v[256];
+	char txt[256];
+	size_t n;
+
+	/* no default ACL: the mode as given (the umask is the caller's) */
+	ck_assert_int_eq(arb_fs_mknod(fs, d, "plain", S_IFREG | 0666, 0, &cred,
+				      &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0666);
+	ck_assert_int_eq(arb_fs_listxattr(fs, st.ino, NULL, 0), 0);
+
+	n = acl_build(v, "u::rwx,u:65534:rwx,g::r-x,m::rwx,o::r-x");
+	ck_assert_int_eq(arb_fs_setxattr(fs, d, "system.posix_acl_default", v,
+					 n, 0),
+			 0);
+	/* a file: the ACL masked by the requested mode */
+	ck_assert_int_eq(arb_fs_mknod(fs, d, "f", S_IFREG | 0640, 0, &cred,
+				      &st),
+			 0);
+	f = st.ino;
+	ck_assert_uint_eq(st.mode, S_IFREG | 0640);
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rw-,u:65534:rwx,g::r-x,m::r--,o::---");
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "system.posix_acl_default",
+					 NULL, 0),
+			 -ENODATA);
+	/* a directory: also the default ACL, as it is */
+	ck_assert_int_eq(arb_fs_mkdir(fs, d, "sub", 0777, &cred, &st), 0);
+	sub = st.ino;
+	ck_assert_uint_eq(st.mode, S_IFDIR | 0775);
+	acl_text(sub, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:rwx,g::r-x,m::rwx,o::r-x");
+	acl_text(sub, "system.posix_acl_default", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:rwx,g::r-x,m::rwx,o::r-x");
+	/* and on down */
+	ck_assert_int_eq(arb_fs_mkdir(fs, sub, "sub2", 0700, &cred, &st), 0);
+	sub2 = st.ino;
+	ck_assert_uint_eq(st.mode, S_IFDIR | 0700);
+	acl_text(sub2, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:rwx,g::r-x,m::---,o::---");
+	/* symlinks get nothing */
+	ck_assert_int_eq(arb_fs_symlink(fs, d, "l", "f", &cred, &st), 0);
+	ck_assert_uint_eq(st.mode, S_IFLNK | 0777);
+	ck_assert_int_eq(arb_fs_listxattr(fs, st.ino, NULL, 0), 0);
+	/* devices, fifos: like files */
+	ck_assert_int_eq(arb_fs_mknod(fs, d, "fifo", S_IFIFO | 0666, 0, &cred,
+				      &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFIFO | 0664);
+
+	/* a minimal default ACL: masks the mode, stores no access ACL */
+	n = acl_build(v, "u::rwx,g::r-x,o::---");
+	ck_assert_int_eq(arb_fs_setxattr(fs, sub, "system.posix_acl_default",
+					 v, n, 0),
+			 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, sub, "m", S_IFREG | 0666, 0, &cred,
+				      &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0640);
+	ck_assert_int_eq(arb_fs_listxattr(fs, st.ino, NULL, 0), 0);
+	ck_assert_int_eq(arb_fs_mkdir(fs, sub, "md", 0777, &cred, &st), 0);
+	ck_assert_uint_eq(st.mode, S_IFDIR | 0750);
+	ck_assert_int_eq(arb_fs_getxattr(fs, st.ino, "system.posix_acl_access",
+					 NULL, 0),
+			 -ENODATA);
+	acl_text(st.ino, "system.posix_acl_default", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,g::r-x,o::---");
+	reopen();
+	acl_text(f, "system.posix_acl_access", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rw-,u:65534:rwx,g::r-x,m::r--,o::---");
+	acl_text(sub2, "system.posix_acl_default", txt, sizeof(txt));
+	ck_assert_str_eq(txt, "u::rwx,u:65534:rwx,g::r-x,m::rwx,o::r-x");
+	/* ACLs go with their inode */
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "f"), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, sub, "sub2"), 0);
+}
+END_TEST
+
+START_TEST(test_write_keeps_times)
+{
+	uint64_t f = mkfile(ROOT, "f");
+	struct arb_setattr sa;
+	struct arb_stat st;
+
+	/* default: a write sets mtime and ctime */
+	memset(&sa, 0, sizeof(sa));
+	sa.mtime.tv_sec = 1000;
+	sa.ctime.tv_sec = 1000;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa,
+					ARB_SET_MTIME | ARB_SET_CTIME, &cred,
+					&st),
+			 0);
+	ck_assert_int_eq(st.mtime.tv_sec, 1000);
+	write_pattern(f, 0, 100, 1);
+	st = getattr(f);
+	ck_assert_int_gt(st.mtime.tv_sec, 1000);
+	ck_assert_int_gt(st.ctime.tv_sec, 1000);
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.write_keeps_times = true;
+	fs_open_now();
+	/* the kernel's order: setattr(times), then the delayed writes */
+	sa.mtime.tv_sec = 2000;
+	sa.mtime.tv_nsec = 5;
+	sa.ctime.tv_sec = 2001;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa,
+					ARB_SET_MTIME | ARB_SET_CTIME, &cred,
+					&st),
+			 0);
+	write_pattern(f, 50, 10000, 2);
+	write_pattern(f, 0, 10, 3);
+	st = getattr(f);
+	ck_assert_int_eq(st.mtime.tv_sec, 2000);
+	ck_assert_int_eq(st.mtime.tv_nsec, 5);
+	ck_assert_int_eq(st.ctime.tv_sec, 2001);
+	/* the size still follows the writes */
+	ck_assert_uint_eq(st.size, 10050);
+	reopen();
+	st = getattr(f);
+	ck_assert_int_eq(st.mtime.tv_sec, 2000);
+	ck_assert_uint_eq(st.size, 10050);
+	expect_pattern(f, 0, 10, 3);
+	expect_pattern(f, 50, 10000, 2);
 }
 END_TEST
 
@@ -1135,7 +1527,7 @@ START_TEST(test_open_errors)
 	ck_assert_int_eq(arb_dev_open_mem(8 * MiB, &d), 0);
 	ck_assert_int_ne(arb_fs_open(d, NULL, &x, &why), 0);
 	ck_assert_ptr_nonnull(why);
-	ck_assert_str_eq(why, "not an arborfs image");
+	ck_assert_str_eq(why, "not an arborfs image (no superblock magic)");
 	arb_dev_destroy(d);
 	/* an image whose mkfs never finished */
 	ck_assert_int_eq(arb_dev_open_mem(8 * MiB, &d), 0);
@@ -1147,8 +1539,44 @@ START_TEST(test_open_errors)
 	}
 	why = NULL;
 	ck_assert_int_eq(arb_fs_open(d, NULL, &x, &why), -EINVAL);
-	ck_assert_str_eq(why, "mkfs did not finish");
+	ck_assert_str_eq(why, "mkfs did not finish on this image");
 	arb_dev_destroy(d);
+	/* the superblock reader's reasons: a newer version, a bad checksum,
+	 * a truncated image; dev stays the caller's after each failure */
+	for (int kind = 0; kind < 3; kind++) {
+		ck_assert_int_eq(arb_dev_open_mem(8 * MiB, &d), 0);
+		ck_assert_int_eq(arb_mkfs(d, NULL), 0);
+		for (int i = 0; i < 2; i++) {
+			struct arb_super *sb = (struct arb_super *)(
+				arb_dev_mem_data(d) +
+				(i ? ARB_SUPER_OFFSET1 : ARB_SUPER_OFFSET0));
+			if (kind == 0)
+				arb_set_super_s_version(sb,
+							ARB_FORMAT_VERSION + 1);
+			else if (kind == 1)
+				arb_set_super_s_generation(sb, 12345);
+			else
+				arb_set_super_s_total_bytes(sb, 64 * MiB);
+			if (kind != 1)
+				arb_csum_block(ARB_CSUM_CRC32C, sb,
+					       sizeof(*sb), (uint8_t *)sb);
+		}
+		why = NULL;
+		int r = arb_fs_open(d, NULL, &x, &why);
+		ck_assert_ptr_nonnull(why);
+		if (kind == 0) {
+			ck_assert_int_eq(r, -EPROTONOSUPPORT);
+			ck_assert_str_eq(why, "format version newer than this "
+					      "arborfs supports");
+		} else if (kind == 1) {
+			ck_assert_int_eq(r, -EUCLEAN);
+			ck_assert_str_eq(why, "bad superblock checksum");
+		} else {
+			ck_assert_int_eq(r, -EUCLEAN);
+			ck_assert(strstr(why, "truncated") != NULL);
+		}
+		arb_dev_destroy(d);
+	}
 	/* read-only open */
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	fopts.readonly = true;
@@ -1422,6 +1850,9 @@ Suite *fs_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_setattr);
+	tcase_add_test(tc, test_acl_access);
+	tcase_add_test(tc, test_acl_inherit);
+	tcase_add_test(tc, test_write_keeps_times);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifecycle");

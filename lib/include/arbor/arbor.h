@@ -44,6 +44,14 @@ struct arb_fs_opts {
 	unsigned commit_interval;
 	/* do not update atime at all (default: relatime) */
 	bool noatime;
+	/*
+	 * arb_fs_write does not touch mtime and ctime (it still updates the
+	 * size); the caller sets them through arb_fs_setattr.  For a FUSE
+	 * daemon with the writeback cache, where the kernel owns the times
+	 * of written files and WRITE requests may arrive after the SETATTR
+	 * that carries them.  Default false: a write sets both to now.
+	 */
+	bool write_keeps_times;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
@@ -60,9 +68,11 @@ void arb_mkfs_opts_default(struct arb_mkfs_opts *o);
 int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o);
 
 /*
- * Open the filesystem on dev (the fs takes ownership of dev and destroys it
- * in arb_fs_close).  Errors: -EINVAL not an arborfs image (or an mkfs that
- * never finished), -EUCLEAN bad superblock or root, -EPROTONOSUPPORT newer
+ * Open the filesystem on dev.  On success the fs takes ownership of dev and
+ * destroys it in arb_fs_close; on failure dev is still the caller's (to
+ * destroy or to retry with).  Errors: -EINVAL not an arborfs image (or an
+ * mkfs that never finished, or an image too small), -EUCLEAN bad superblock
+ * (checksum, fields, truncated image) or root, -EPROTONOSUPPORT newer
  * format version or unknown incompatible feature, -EBUSY image in use.
  * *why (if not NULL) receives a static message naming the problem.
  */
@@ -112,6 +122,14 @@ int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st);
 int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
 		   unsigned valid, const struct arb_cred *cr,
 		   struct arb_stat *st);
+/*
+ * Creation.  A new inode (not a symlink) in a directory with a default
+ * POSIX ACL inherits it as posix_acl_create() does: the mode is masked by
+ * the ACL, the access ACL stored unless equivalent to the mode, and a new
+ * directory also gets it as its default ACL.  The umask is the caller's to
+ * apply, and only when the directory has no default ACL (a FUSE daemon
+ * with FUSE_CAP_POSIX_ACL + FUSE_CAP_DONT_MASK gets the mode unmasked).
+ */
 /* Regular files, FIFOs, sockets, devices (mode carries the type). */
 int arb_fs_mknod(struct arb_fs *fs, uint64_t dir, const char *name,
 		 uint32_t mode, uint64_t rdev, const struct arb_cred *cr,
@@ -165,7 +183,18 @@ typedef int (*arb_filldir_t)(void *ctx, const char *name,
 int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		   arb_filldir_t fill, void *ctx);
 
-/* flags: 0, XATTR_CREATE, XATTR_REPLACE */
+/*
+ * flags: 0, XATTR_CREATE, XATTR_REPLACE.
+ * POSIX ACLs (system.posix_acl_access / _default, ignoring flags, as the
+ * kernel does): the value is validated (-EINVAL if malformed; -EOPNOTSUPP
+ * on a symlink; a default ACL on a non-directory is -EACCES).  An access
+ * ACL sets the mode's permission bits (group bits from its mask) and is
+ * not stored when the mode says it all (only owner, group, other entries);
+ * an empty ACL (header only) removes the stored one.  chmod rewrites a
+ * stored access ACL; new inodes inherit their directory's default ACL (see
+ * arb_fs_mknod).  Clearing setgid for an unprivileged caller outside the
+ * file's group is the caller's business (no credentials here).
+ */
 int arb_fs_setxattr(struct arb_fs *fs, uint64_t ino, const char *name,
 		    const void *value, size_t size, int flags);
 /* size 0 asks for the length; -ERANGE if too small; -ENODATA if absent */
