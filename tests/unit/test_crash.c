@@ -77,7 +77,7 @@ static void workload(struct run *r, uint64_t *rng, uint64_t nops,
 	size_t start;
 
 	fo.nodesize = 4096;
-	ck_assert_int_eq(arb_dev_open_mem(16ULL << 20, &mem), 0);
+	ck_assert_int_eq(arb_dev_open_mem((uint64_t)TU_SCALE(16, 64) << 20, &mem), 0);
 	ck_assert_int_eq(arb_vol_format(mem, &fo), 0);
 	ck_assert_int_eq(arb_dev_log_wrap(mem, &r->log), 0);
 	ck_assert_int_eq(arb_vol_open(r->log, NULL, &vol), 0);
