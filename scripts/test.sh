@@ -24,6 +24,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
 # shellcheck source=scripts/lib-deps.sh
 . scripts/lib-deps.sh
+# the integration tests also drive these (python3 for the exercisers,
+# setfattr/setfacl, make and git for the real workload, rsync)
+ARB_DEB_PACKAGES+=(python3 attr acl make git rsync)
 
 BUILD=${ARBOR_TEST_BUILD_DIR:-build-test}
 SCALE=${ARBOR_TEST_SCALE:-ci}
