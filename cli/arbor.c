@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arbor - the admin tool.  Today it works on unmounted images only:
+ *
+ *   arbor usage --image IMG          sizes, generation, space used and free
+ *   arbor dump  --image IMG [TREE]   every item of a tree (default: all
+ *                                    trees), one line each, for debugging
+ *
+ * Subvolumes, snapshots, find-new, send/receive, scrub and the online
+ * commands (through the mounted filesystem) come later.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: arbor usage --image IMG\n"
+		   "       arbor dump --image IMG [TREE-ID]\n");
+}
+
+static int open_image(const char *path, struct arb_dev **dev,
+		      struct arb_vol **vol)
+{
+	struct arb_vol_opts o = { 0 };
+	int ret;
+
+	o.readonly = true;
+	ret = arb_dev_open_file(path, true, 0, dev);
+	if (ret) {
+		fprintf(stderr, "arbor: %s: %s\n", path,
+			ret == -EBUSY ? "image is in use (mounted?)"
+				      : strerror(-ret));
+		return 1;
+	}
+	ret = arb_vol_open(*dev, &o, vol);
+	if (ret) {
+		fprintf(stderr, "arbor: %s: cannot open: %s\n", path,
+			strerror(-ret));
+		arb_dev_destroy(*dev);
+		return 1;
+	}
+	return 0;
+}
+
+static void print_item(const struct arb_key *k, const void *data,
+		       uint32_t size)
+{
+	printf("  (%" PRIu64 " %s %" PRIu64 ") size %u", k->objectid,
+	       arb_item_type_name(k->type), k->offset, size);
+	if (k->type == ARB_INODE_ITEM && size >= sizeof(struct arb_inode_item)) {
+		const struct arb_inode_item *in = data;
+		printf(" mode %o nlink %u size %" PRIu64 " gen %" PRIu64,
+		       arb_inode_item_i_mode(in), arb_inode_item_i_nlink(in),
+		       arb_inode_item_i_size(in),
+		       arb_inode_item_i_generation(in));
+	} else if (k->type == ARB_EXTENT_ITEM &&
+		   size >= sizeof(struct arb_extent_item)) {
+		const struct arb_extent_item *e = data;
+		printf(" refs %" PRIu64 " gen %" PRIu64 " %s",
+		       arb_extent_item_e_refs(e), arb_extent_item_e_generation(e),
+		       arb_extent_item_e_flags(e) & ARB_EXTENT_TREE_BLOCK
+			       ? "tree"
+			       : "data");
+	} else if (k->type == ARB_EXTENT_DATA &&
+		   size >= ARB_FILE_EXTENT_INLINE_HDR) {
+		const struct arb_file_extent *f = data;
+		if (arb_file_extent_f_type(f) == ARB_FILE_EXTENT_INLINE ||
+		    size < sizeof(*f))
+			printf(" inline %u bytes", size - ARB_FILE_EXTENT_INLINE_HDR);
+		else
+			printf(" %s disk %" PRIu64 "+%" PRIu64 " off %" PRIu64
+			       " len %" PRIu64,
+			       arb_file_extent_f_type(f) == ARB_FILE_EXTENT_PREALLOC
+				       ? "prealloc"
+				       : "reg",
+			       arb_file_extent_f_disk_bytenr(f),
+			       arb_file_extent_f_disk_num_bytes(f),
+			       arb_file_extent_f_offset(f),
+			       arb_file_extent_f_num_bytes(f));
+	} else if ((k->type == ARB_DIR_ITEM || k->type == ARB_DIR_INDEX) &&
+		   size >= sizeof(struct arb_dir_entry)) {
+		const struct arb_dir_entry *d = data;
+		uint32_t n = arb_dir_entry_d_name_len(d);
+		if (n > size - sizeof(*d))
+			n = size - sizeof(*d);
+		printf(" -> %" PRIu64 " '%.*s'", arb_dir_entry_d_ino(d), (int)n,
+		       (const char *)(d + 1));
+	}
+	putchar('\n');
+}
+
+static int dump_tree(struct arb_vol *vol, uint64_t id)
+{
+	struct arb_root *root;
+	struct arb_iter it;
+	struct arb_key k = { 0, 0, 0 };
+	uint64_t n = 0;
+	int ret;
+
+	ret = arb_root_get(vol, id, &root);
+	if (ret) {
+		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
+			strerror(-ret));
+		return 1;
+	}
+	printf("tree %" PRIu64 ": root node %" PRIu64 " level %d gen %" PRIu64
+	       "\n",
+	       id, root->node->bytenr, arb_level(root->node),
+	       arb_node_gen(root->node));
+	arb_iter_init(&it, root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		print_item(&k, arb_iter_data(&it), arb_iter_size(&it));
+		n++;
+	}
+	arb_iter_release(&it);
+	printf("tree %" PRIu64 ": %" PRIu64 " items\n", id, n);
+	if (ret < 0) {
+		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
+			strerror(-ret));
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "image", 1, 0, 'i' },
+					    { "help", 0, 0, 'h' },
+					    { 0, 0, 0, 0 } };
+	const char *image = NULL, *cmd;
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	int c, rc = 0;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "i:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'i': image = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!image) {
+		fprintf(stderr, "arbor %s: only --image IMG is supported yet\n",
+			cmd);
+		return 2;
+	}
+	if (strcmp(cmd, "usage") && strcmp(cmd, "dump")) {
+		fprintf(stderr, "arbor: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	if (open_image(image, &dev, &vol))
+		return 1;
+	if (!strcmp(cmd, "usage")) {
+		printf("generation   %" PRIu64 "\n", vol->generation);
+		printf("node size    %u\n", vol->nodesize);
+		printf("total        %" PRIu64 " bytes\n", vol->total_bytes);
+		printf("used         %" PRIu64 " bytes (tree nodes and data)\n",
+		       arb_used_bytes(vol));
+		printf("free         %" PRIu64 " bytes\n", arb_free_bytes(vol));
+	} else if (optind < argc) {
+		char *end;
+		uint64_t id = strtoull(argv[optind], &end, 0);
+		if (*end) {
+			fprintf(stderr, "arbor: bad tree id '%s'\n", argv[optind]);
+			rc = 2;
+		} else {
+			rc = dump_tree(vol, id);
+		}
+	} else {
+		static const uint64_t ids[] = { ARB_ROOT_TREE_ID,
+						ARB_EXTENT_TREE_ID,
+						ARB_CSUM_TREE_ID, ARB_FS_TREE_ID };
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			rc |= dump_tree(vol, ids[i]);
+	}
+	arb_vol_close(vol);
+	arb_dev_destroy(dev);
+	return rc;
+}
