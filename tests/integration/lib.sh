@@ -171,8 +171,8 @@ fs_umount() {
 
 # check_daemon_log: sanitizer reports (-Db_sanitize=...) fail the test
 check_daemon_log() {
-	if grep -q "ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer" "$DAEMON_LOG" 2>/dev/null; then
-		grep -A 15 "ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer" "$DAEMON_LOG" | head -n 40 >&2
+	if grep -q "ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer\|WARNING: ThreadSanitizer" "$DAEMON_LOG" 2>/dev/null; then
+		grep -A 15 "ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer\|WARNING: ThreadSanitizer" "$DAEMON_LOG" | head -n 40 >&2
 		fail "sanitizer report in the daemon log"
 	fi
 }

@@ -30,7 +30,9 @@ def writer(root, wid, deadline, q):
     d = os.path.join(root, "w%d" % wid)
     os.makedirs(d, exist_ok=True)
     state = {}
+    n = 0
     while time.time() < deadline:
+        n += 1
         name = "f%d" % rnd.randrange(20)
         ver = state.get(name, (0, 0))[0] + 1
         size = rnd.choice([0, 100, 3000, 4096, 70000, 300000])
@@ -44,7 +46,7 @@ def writer(root, wid, deadline, q):
             if f.read() != data:
                 q.put("writer %d: %s reads back wrong right after writing" % (wid, name))
                 return
-    q.put(("writer", wid, state))
+    q.put(("writer", wid, state, n))
 
 
 def appender(root, aid, deadline, q):
@@ -56,13 +58,15 @@ def appender(root, aid, deadline, q):
             f.flush()
             os.fsync(f.fileno())
             n += 1
-    q.put(("appender", aid, n))
+    q.put(("appender", aid, n, n))
 
 
 def reader(root, rid, deadline, q):
     rnd = random.Random(100 + rid)
     bad = 0
+    n = 0
     while time.time() < deadline:
+        n += 1
         wid = rnd.randrange(2)
         name = "f%d" % rnd.randrange(20)
         p = os.path.join(root, "w%d" % wid, name)
@@ -83,7 +87,7 @@ def reader(root, rid, deadline, q):
                     break
             if not ok:
                 bad += 1
-    q.put(("reader", rid, bad))
+    q.put(("reader", rid, bad, n))
 
 
 def renamer(root, rid, deadline, q):
@@ -91,7 +95,9 @@ def renamer(root, rid, deadline, q):
     d = os.path.join(root, "shared")
     os.makedirs(d, exist_ok=True)
     mine = []
+    ops = 0
     while time.time() < deadline:
+        ops += 1
         if len(mine) < 30:
             n = "r%d_%d" % (rid, len(mine) + rnd.randrange(1 << 30))
             with open(os.path.join(d, n), "w") as f:
@@ -105,7 +111,7 @@ def renamer(root, rid, deadline, q):
         if not os.path.exists(os.path.join(d, n)):
             q.put("renamer %d: %s vanished" % (rid, n))
             return
-    q.put(("renamer", rid, len(mine)))
+    q.put(("renamer", rid, len(mine), ops))
 
 
 def churn(root, cid, deadline, q):
@@ -128,13 +134,15 @@ def churn(root, cid, deadline, q):
         n += 1
         if n % 50 == 0:
             os.listdir(d)
-    q.put(("churn", cid, n))
+    q.put(("churn", cid, n, n))
 
 
 def dirs(root, did, deadline, q):
     rnd = random.Random(400 + did)
     base = os.path.join(root, "tree%d" % did)
+    n = 0
     while time.time() < deadline:
+        n += 1
         p = base
         for lvl in range(rnd.randrange(1, 5)):
             p = os.path.join(p, "d%d" % rnd.randrange(3))
@@ -146,7 +154,7 @@ def dirs(root, did, deadline, q):
                         os.rmdir(os.path.join(dp, x))
                     except OSError:
                         pass
-    q.put(("dirs", did, 0))
+    q.put(("dirs", did, 0, n))
 
 
 def xattrs(root, xid, deadline, q):
@@ -154,7 +162,9 @@ def xattrs(root, xid, deadline, q):
     p = os.path.join(root, "xa%d" % xid)
     open(p, "w").close()
     vals = {}
+    n = 0
     while time.time() < deadline:
+        n += 1
         k = "user.k%d" % rnd.randrange(10)
         v = os.urandom(rnd.randrange(1, 500))
         os.setxattr(p, k, v)
@@ -163,23 +173,25 @@ def xattrs(root, xid, deadline, q):
         if os.getxattr(p, k) != v:
             q.put("xattr %d: %s differs" % (xid, k))
             return
-    q.put(("xattrs", xid, len(vals)))
+    q.put(("xattrs", xid, len(vals), n))
 
 
 def truncater(root, tid, deadline, q):
     rnd = random.Random(600 + tid)
     p = os.path.join(root, "tr%d" % tid)
     size = 0
+    n = 0
     with open(p, "wb"):
         pass
     while time.time() < deadline:
+        n += 1
         size = rnd.randrange(0, 1 << 20)
         os.truncate(p, size)
         with open(p, "r+b") as f:
             f.seek(rnd.randrange(0, size + 1))
             f.write(b"y" * 100)
         size = os.path.getsize(p)
-    q.put(("truncater", tid, size))
+    q.put(("truncater", tid, size, n))
 
 
 ROLES = [writer, writer, appender, appender, reader, reader, renamer, renamer,
@@ -229,10 +241,13 @@ def main():
                 data = f.read()
             if data != b"".join(content("a%d" % aid, i, 4096) for i in range(n)):
                 errors.append("appender %d: content differs" % aid)
-    ops = ", ".join("%s %s" % (r[0], r[2] if not isinstance(r[2], dict)
-                               else len(r[2])) for r in results
-                    if isinstance(r, tuple))
-    print("stress.py: 16 processes for %.0f s: %s" % (args.seconds, ops))
+    done = {}
+    for r in results:
+        if isinstance(r, tuple):
+            done[r[0]] = done.get(r[0], 0) + r[3]
+    ops = ", ".join("%s %d" % kv for kv in sorted(done.items()))
+    print("stress.py: 16 processes for %.0f s, %d operations (%s)" %
+          (args.seconds, sum(done.values()), ops))
     if errors:
         print("\n".join(errors[:20]))
         return 1
