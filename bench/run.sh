@@ -100,11 +100,11 @@ MiB=$((1 << 20))
 if [ $QUICK = 1 ]; then
 	SEQ_BYTES=$((256 * MiB)) RAND_BYTES=$((64 * MiB)) RAND_IOS=16384
 	RREAD_COLD=4096 RREAD_WARM=16384
-	SMALL_N=5000 FLAT_N=5000 FSYNC_N=200
+	SMALL_N=5000 FLAT_N=5000 FSYNC_N=200 FSYNC_BG=$((512 * MiB))
 else
 	SEQ_BYTES=$((1024 * MiB)) RAND_BYTES=$((256 * MiB)) RAND_IOS=65536
 	RREAD_COLD=16384 RREAD_WARM=65536
-	SMALL_N=20000 FLAT_N=20000 FSYNC_N=1000
+	SMALL_N=20000 FLAT_N=20000 FSYNC_N=1000 FSYNC_BG=$((2048 * MiB))
 fi
 SMALL_DIRS=100 SMALL_SIZE=1024
 SCALE_DIV=${BENCH_SCALE_DIV:-1}
@@ -537,6 +537,17 @@ wl_fsync_append() {
 		record fsync-append ops/s higher "$(div "${out% *}" "${out#* }")"
 	else
 		record fsync-append ops/s higher NA "$(errtxt)"
+	fi
+	# the same with a second process streaming 1 MiB writes into another
+	# file without syncing: does fsync of one file pay for others' data?
+	local c t p50 p99 max
+	if out=$(tmo $WL fsync-load "$d/log2" $((FSYNC_N / 5)) "$d/bg" $FSYNC_BG 2>"$ERR"); then
+		read -r c t p50 p99 max <<<"$out"
+		record fsync-load ops/s higher "$(div "$c" "$t")"
+		record "fsync-load p50" ms lower "$(awk -v x="$p50" 'BEGIN{printf "%.3f", x*1000}')"
+		record "fsync-load p99" ms lower "$(awk -v x="$p99" 'BEGIN{printf "%.3f", x*1000}')"
+	else
+		record fsync-load ops/s higher NA "$(errtxt)"
 	fi
 	rm -rf "$d"
 }

@@ -538,16 +538,6 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, (size_t)n);
 }
 
-static void afs_flush(fuse_req_t req, fuse_ino_t ino,
-		      struct fuse_file_info *fi)
-{
-	/* close(2): the kernel has written back its dirty pages already;
-	 * durability is fsync's business */
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
 static void afs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -948,7 +938,11 @@ const struct fuse_lowlevel_ops afs_ops = {
 	.open = afs_open,
 	.read = afs_read,
 	.write = afs_write,
-	.flush = afs_flush,
+	/* no .flush: close(2) has nothing to do here (the kernel writes its
+	 * dirty pages back before FLUSH and reports their errors itself;
+	 * durability is fsync's business), and the ENOSYS libfuse answers
+	 * makes the kernel stop sending FLUSH: one round trip less per
+	 * close */
 	.release = afs_release,
 	.fsync = afs_fsync,
 	.opendir = afs_opendir,

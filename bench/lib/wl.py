@@ -54,6 +54,53 @@ def append_fsync(path, count):
     print(count, f"{t:.6f}")
 
 
+def fsync_load(path, count, bgpath, bgbytes):
+    """count x (append 4 KiB, fsync) while a second process streams up to
+    bgbytes of 1 MiB writes into bgpath without syncing: prints count secs
+    p50 p99 max (fsync latencies in seconds), then the bytes the background
+    writer managed.  Shows whether fsync of one file pays for the dirty
+    data of others."""
+    count, bgbytes = int(count), int(bgbytes)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            big = os.urandom(1 << 20)
+            fd = os.open(bgpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            done = 0
+            while done < bgbytes:
+                done += os.write(fd, big)
+                if done % (64 << 20) == 0:
+                    # keep the file from outgrowing the image
+                    os.lseek(fd, 0, os.SEEK_SET)
+            os.close(fd)
+        except OSError:
+            code = 1
+        os._exit(code)
+    buf = os.urandom(4096)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    time.sleep(0.5)  # let the writer get going
+    lat = []
+    t0 = time.monotonic()
+    for _ in range(count):
+        if os.write(fd, buf) != 4096:
+            die("fsync-load: short write")
+        t1 = time.monotonic()
+        os.fsync(fd)
+        lat.append(time.monotonic() - t1)
+    t = time.monotonic() - t0
+    os.close(fd)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    size = os.stat(path).st_size
+    if size != count * 4096:
+        die(f"fsync-load: {path} has {size} bytes, expected {count * 4096}")
+    lat.sort()
+    q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))]
+    print(count, f"{t:.6f}", f"{q(0.5):.6f}", f"{q(0.99):.6f}",
+          f"{lat[-1]:.6f}")
+
+
 def syncfs(path):
     """syncfs(2) of the filesystem holding path (as sync -f does)."""
     fd = os.open(path, os.O_RDONLY)
@@ -163,6 +210,7 @@ def hwm(pid):
 
 
 CMDS = {"seqwrite": seqwrite, "append-fsync": append_fsync,
+        "fsync-load": fsync_load,
         "create-flat": create_flat, "scale": scale, "mktar": mktar,
         "used": used, "treestat": treestat, "hwm": hwm}
 

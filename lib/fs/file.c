@@ -92,6 +92,7 @@ static int dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 	im->blocks[i].buf = buf;
 	im->nr++;
 	fs->dirty_bytes += fs->bs;
+	fs_imem_mark_dirty(fs, im);
 	return 0;
 }
 
@@ -117,16 +118,16 @@ void fs_imem_drop_blocks(struct arb_fs *fs, struct arb_imem *im,
 	dmap_drop_range(fs, im, from_idx, UINT64_MAX);
 }
 
+static void drop_data_fn(struct arb_fs *fs, struct arb_imem *im, void *arg)
+{
+	(void)arg;
+	fs_imem_drop_blocks(fs, im, 0);
+	fs_imem_put_if_idle(fs, im);
+}
+
 void fs_imem_drop_all_data(struct arb_fs *fs)
 {
-	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
-		struct arb_imem *im = fs->imem[b], *next;
-		for (; im; im = next) {
-			next = im->hash_next;
-			fs_imem_drop_blocks(fs, im, 0);
-			fs_imem_put_if_idle(fs, im);
-		}
-	}
+	fs_imem_for_each(fs, drop_data_fn, NULL);
 }
 
 /* ---- extents ----------------------------------------------------------- */
@@ -938,22 +939,21 @@ int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)
 {
 	int ret;
 
-	if (!fs->dirty_bytes)
-		return 0;
-	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
-		struct arb_imem *im = fs->imem[b], *next;
-		for (; im; im = next) {
-			next = im->hash_next;
-			ret = fs_flush_inode(fs, t, im);
-			if (ret) {
-				arb_log(ARB_LOG_ERR,
-					"writing delayed data of inode %llu "
-					"failed (%d)",
-					(unsigned long long)im->ino, ret);
-				return ret;
-			}
-			fs_imem_put_if_idle(fs, im);
+	struct arb_imem *im, *next;
+
+	/* only entries that got dirty blocks since their last flush; each
+	 * leaves the list when put_if_idle finds it clean */
+	for (im = fs->dirty_list; im; im = next) {
+		next = im->dirty_next;
+		ret = fs_flush_inode(fs, t, im);
+		if (ret) {
+			arb_log(ARB_LOG_ERR,
+				"writing delayed data of inode %llu "
+				"failed (%d)",
+				(unsigned long long)im->ino, ret);
+			return ret;
 		}
+		fs_imem_put_if_idle(fs, im);
 	}
 	return 0;
 }

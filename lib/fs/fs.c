@@ -31,15 +31,46 @@ void arb_mkfs_opts_default(struct arb_mkfs_opts *o)
 
 /* ---- open inode table -------------------------------------------------- */
 
-static unsigned imem_bucket(uint64_t ino)
+static size_t imem_bucket(const struct arb_fs *fs, uint64_t ino)
 {
-	return (unsigned)((ino * 0x9E3779B97F4A7C15ULL) >> 54) %
-	       ARB_IMEM_BUCKETS;
+	return (size_t)((ino * 0x9E3779B97F4A7C15ULL) >> 32) &
+	       (fs->imem_buckets - 1);
+}
+
+static int imem_table_init(struct arb_fs *fs)
+{
+	fs->imem = calloc(ARB_IMEM_MIN_BUCKETS, sizeof(*fs->imem));
+	if (!fs->imem)
+		return -ENOMEM;
+	fs->imem_buckets = ARB_IMEM_MIN_BUCKETS;
+	return 0;
+}
+
+/* double the table; on allocation failure keep the old one (longer chains) */
+static void imem_grow(struct arb_fs *fs)
+{
+	size_t old = fs->imem_buckets;
+	struct arb_imem **t = calloc(old * 2, sizeof(*t)), **ot = fs->imem;
+
+	if (!t)
+		return;
+	fs->imem = t;
+	fs->imem_buckets = old * 2;
+	for (size_t b = 0; b < old; b++) {
+		struct arb_imem *im = ot[b], *next;
+		for (; im; im = next) {
+			size_t nb = imem_bucket(fs, im->ino);
+			next = im->hash_next;
+			im->hash_next = t[nb];
+			t[nb] = im;
+		}
+	}
+	free(ot);
 }
 
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create)
 {
-	unsigned b = imem_bucket(ino);
+	size_t b = imem_bucket(fs, ino);
 	struct arb_imem *im;
 
 	for (im = fs->imem[b]; im; im = im->hash_next)
@@ -50,10 +81,41 @@ struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create)
 	im = calloc(1, sizeof(*im));
 	if (!im)
 		return NULL;
+	if (fs->imem_count >= fs->imem_buckets) {
+		imem_grow(fs);
+		b = imem_bucket(fs, ino);
+	}
 	im->ino = ino;
 	im->hash_next = fs->imem[b];
 	fs->imem[b] = im;
+	fs->imem_count++;
 	return im;
+}
+
+void fs_imem_mark_dirty(struct arb_fs *fs, struct arb_imem *im)
+{
+	if (im->on_dirty)
+		return;
+	im->on_dirty = true;
+	im->dirty_prev = NULL;
+	im->dirty_next = fs->dirty_list;
+	if (fs->dirty_list)
+		fs->dirty_list->dirty_prev = im;
+	fs->dirty_list = im;
+}
+
+static void imem_unmark_dirty(struct arb_fs *fs, struct arb_imem *im)
+{
+	if (!im->on_dirty)
+		return;
+	if (im->dirty_prev)
+		im->dirty_prev->dirty_next = im->dirty_next;
+	else
+		fs->dirty_list = im->dirty_next;
+	if (im->dirty_next)
+		im->dirty_next->dirty_prev = im->dirty_prev;
+	im->on_dirty = false;
+	im->dirty_next = im->dirty_prev = NULL;
 }
 
 /* free the entry when nothing refers to it */
@@ -61,11 +123,15 @@ void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
 {
 	struct arb_imem **pp;
 
+	if (im->nr == 0)
+		imem_unmark_dirty(fs, im);
 	if (im->open || im->nr)
 		return;
-	for (pp = &fs->imem[imem_bucket(im->ino)]; *pp; pp = &(*pp)->hash_next) {
+	for (pp = &fs->imem[imem_bucket(fs, im->ino)]; *pp;
+	     pp = &(*pp)->hash_next) {
 		if (*pp == im) {
 			*pp = im->hash_next;
+			fs->imem_count--;
 			free(im->blocks);
 			free(im);
 			return;
@@ -73,9 +139,24 @@ void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
 	}
 }
 
+void fs_imem_for_each(struct arb_fs *fs,
+		      void (*fn)(struct arb_fs *, struct arb_imem *, void *),
+		      void *arg)
+{
+	for (size_t b = 0; b < fs->imem_buckets; b++) {
+		struct arb_imem *im = fs->imem[b], *next;
+		for (; im; im = next) {
+			next = im->hash_next;
+			fn(fs, im, arg);
+		}
+	}
+}
+
 static void imem_destroy_all(struct arb_fs *fs)
 {
-	for (unsigned b = 0; b < ARB_IMEM_BUCKETS; b++) {
+	if (!fs->imem)
+		return;
+	for (size_t b = 0; b < fs->imem_buckets; b++) {
 		struct arb_imem *im = fs->imem[b], *next;
 		for (; im; im = next) {
 			next = im->hash_next;
@@ -85,6 +166,10 @@ static void imem_destroy_all(struct arb_fs *fs)
 		}
 		fs->imem[b] = NULL;
 	}
+	free(fs->imem);
+	fs->imem = NULL;
+	fs->imem_count = 0;
+	fs->dirty_list = NULL;
 }
 
 /* ---- transactions ------------------------------------------------------ */
@@ -346,6 +431,10 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
+	if (imem_table_init(fs)) {
+		free(fs);
+		return -ENOMEM;
+	}
 	fs->opts = *o;
 	fs->dev = dev;
 	pthread_cond_init(&fs->cond, NULL);
@@ -432,6 +521,7 @@ out_close:
 	fs->vol->pre_commit = NULL;
 	arb_vol_close(fs->vol);
 out_free:
+	imem_destroy_all(fs);
 	pthread_cond_destroy(&fs->cond);
 	free(fs);
 	return ret;
@@ -453,7 +543,7 @@ int arb_fs_close(struct arb_fs *fs)
 	fs_lock(fs);
 	if (!fs->readonly) {
 		/* inodes still open and unlinked go now */
-		for (unsigned b = 0; b < ARB_IMEM_BUCKETS && !ret; b++) {
+		for (size_t b = 0; b < fs->imem_buckets && !ret; b++) {
 			struct arb_imem *im, *next;
 			for (im = fs->imem[b]; im; im = next) {
 				struct arb_inode in;

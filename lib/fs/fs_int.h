@@ -90,9 +90,15 @@ struct arb_imem {
 	struct arb_dblock *blocks;
 	size_t nr, cap;
 	struct arb_imem *hash_next;
+	/* on fs->dirty_list while it may hold dirty blocks (nr > 0 at some
+	 * point since the last flush) */
+	struct arb_imem *dirty_next, *dirty_prev;
+	bool on_dirty;
 };
 
-#define ARB_IMEM_BUCKETS 1024
+/* first size of the open inode table; it doubles as entries are added, as
+ * the kernel may pin every inode it has seen */
+#define ARB_IMEM_MIN_BUCKETS 1024
 
 struct arb_fs {
 	struct arb_vol *vol;
@@ -119,7 +125,11 @@ struct arb_fs {
 	 * commit is durable.  Reset by every commit. */
 	uint64_t txn_meta;
 
-	struct arb_imem *imem[ARB_IMEM_BUCKETS];
+	struct arb_imem **imem;     /* hash table of imem_buckets chains */
+	size_t imem_buckets;        /* a power of two */
+	size_t imem_count;
+	struct arb_imem *dirty_list; /* entries with dirty blocks: the flush
+				      * walks these, not every pinned inode */
 	uint64_t dirty_bytes; /* sum of dirty blocks * bs */
 	uint64_t data_hint;   /* allocation hint: end of the last extent */
 
@@ -158,6 +168,12 @@ int fs_commit(struct arb_fs *fs);
 uint64_t fs_avail_bytes(struct arb_fs *fs);
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);
 void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im);
+/* put im on the dirty list (called when it gets its first dirty block) */
+void fs_imem_mark_dirty(struct arb_fs *fs, struct arb_imem *im);
+/* visit every entry; fn may free the entry it is given */
+void fs_imem_for_each(struct arb_fs *fs,
+		      void (*fn)(struct arb_fs *, struct arb_imem *, void *),
+		      void *arg);
 void fs_now(struct timespec *ts);
 
 /* ---- inode.c ---- */
