@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "core.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: arbor usage --image IMG\n"
-		   "       arbor dump --image IMG [TREE-ID]\n");
+		   "       arbor dump --image IMG [TREE-ID]\n"
+		   "       arbor scrub --image IMG [-q]\n");
 }
 
 static int open_image(const char *path, struct arb_dev **dev,
@@ -64,7 +66,7 @@ static void print_item(const struct arb_key *k, const void *data,
 		const struct arb_extent_item *e = data;
 		printf(" refs %" PRIu64 " gen %" PRIu64 " %s",
 		       arb_extent_item_e_refs(e), arb_extent_item_e_generation(e),
-		       arb_extent_item_e_flags(e) & ARB_EXTENT_TREE_BLOCK
+		       arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK
 			       ? "tree"
 			       : "data");
 	} else if (k->type == ARB_EXTENT_DATA &&
@@ -144,6 +146,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[1];
+	if (!strcmp(cmd, "scrub"))
+		return cli_scrub(argc, argv);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "i:h", lo, NULL)) != -1) {
 		switch (c) {

@@ -705,8 +705,8 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 		memset(buf, 0, sizeof(buf));
 		arb_set_extent_item_e_refs(ei, (uint64_t)h->delta);
 		arb_set_extent_item_e_generation(ei, t->transid);
-		arb_set_extent_item_e_flags(ei, h->is_tree ? ARB_EXTENT_TREE_BLOCK
-							   : ARB_EXTENT_DATA);
+		arb_set_extent_item_e_flags(ei, h->is_tree ? ARB_EXTENT_FLAG_TREE_BLOCK
+							   : ARB_EXTENT_FLAG_DATA);
 		if (h->is_tree) {
 			arb_set_tree_block_ref_t_owner(tr, h->owner);
 			arb_set_tree_block_ref_t_level(tr, (uint8_t)h->level);

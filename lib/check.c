@@ -311,7 +311,7 @@ static void check_extents(struct ck *c)
 				(unsigned long long)k.offset);
 		used_sectors += k.offset / vol->sectorsize;
 		key[0] = k.objectid;
-		if (flags & ARB_EXTENT_TREE_BLOCK) {
+		if (flags & ARB_EXTENT_FLAG_TREE_BLOCK) {
 			const struct arb_tree_block_ref *tr = (const void *)(ei + 1);
 			e = ck_get(&c->nodes, key, false);
 			if (arb_iter_size(&it) < sizeof(*ei) + sizeof(*tr) ||
@@ -345,7 +345,7 @@ static void check_extents(struct ck *c)
 						arb_tree_block_ref_t_owner(tr),
 					arb_tree_block_ref_t_level(tr),
 					(unsigned long long)e->owner, e->level);
-		} else if (flags & ARB_EXTENT_DATA) {
+		} else if (flags & ARB_EXTENT_FLAG_DATA) {
 			e = ck_get(&c->data, key, false);
 			if (!e) {
 				problem(c, "data extent %llu has %llu references "

@@ -357,12 +357,15 @@ ARB_LE(root_item, r_otransid, 64)
  *   0   8   reference count: parent pointers (tree nodes) or file extent
  *           items (data) that point at this extent
  *   8   8   generation in which the extent was allocated
- *   16  8   flags: ARB_EXTENT_TREE_BLOCK or ARB_EXTENT_DATA
+ *   16  8   flags: ARB_EXTENT_FLAG_TREE_BLOCK or ARB_EXTENT_FLAG_DATA
  * A data extent's back-references are EXTENT_DATA_REF items with the same
  * objectid.
  */
-#define ARB_EXTENT_TREE_BLOCK 1ULL
-#define ARB_EXTENT_DATA 2ULL
+/* (named _FLAG_: format version 1 called the data flag ARB_EXTENT_DATA,
+ * which as a macro shadowed the EXTENT_DATA item type, so version 1 wrote
+ * file extent items with type 2 instead of 108) */
+#define ARB_EXTENT_FLAG_TREE_BLOCK 1ULL
+#define ARB_EXTENT_FLAG_DATA 2ULL
 struct arb_extent_item {
 	uint64_t e_refs;
 	uint64_t e_generation;

@@ -32,10 +32,7 @@
 
 #define FE_SIZE ((uint32_t)sizeof(struct arb_file_extent))
 
-static inline uint32_t data_csum(const void *buf, size_t len)
-{
-	return ~arb_crc32c(~0u, buf, len);
-}
+#define data_csum fs_data_csum
 
 static inline uint64_t round_up_bs(uint64_t v, uint32_t bs)
 {
@@ -360,8 +357,8 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 
 /* ---- checksums --------------------------------------------------------- */
 
-static int csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
-		       uint32_t *sums, uint8_t *have)
+int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
+		   uint32_t *sums, uint8_t *have)
 {
 	struct arb_key key = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
 			       bytenr },
@@ -457,7 +454,7 @@ static int read_disk(struct arb_fs *fs, uint64_t ino, uint64_t foff,
 			(unsigned long long)a);
 		goto out;
 	}
-	ret = csum_lookup(fs, a, nsec, sums, have);
+	ret = fs_csum_lookup(fs, a, nsec, sums, have);
 	if (ret)
 		goto out;
 	for (i = 0; i < nsec; i++) {

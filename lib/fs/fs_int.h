@@ -220,6 +220,17 @@ int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 /* ---- file.c ---- */
 int fs_flush_all(struct arb_fs *fs, struct arb_txn *t);
 int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
+/* crc32c of a data sector, as stored in EXTENT_CSUM items */
+static inline uint32_t fs_data_csum(const void *buf, size_t len)
+{
+	return ~arb_crc32c(~0u, buf, len);
+}
+/* scrub.c: path of ino from the root directory (first link at each level);
+ * on failure buf says what is known */
+int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size);
+/* checksums of nsec sectors from bytenr: sums[i] valid where have[i] */
+int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
+		   uint32_t *sums, uint8_t *have);
 void fs_imem_drop_blocks(struct arb_fs *fs, struct arb_imem *im,
 			 uint64_t from_idx);
 void fs_imem_drop_all_data(struct arb_fs *fs);

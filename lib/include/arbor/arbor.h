@@ -217,6 +217,35 @@ struct arb_fs_stats {
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 
+/*
+ * Scrub: read every tree node and data block in use and verify it against
+ * its checksum; the filesystem stays usable meanwhile (the lock is taken
+ * one node or one 1 MiB chunk at a time).  Each problem is passed to
+ * report (may be NULL) as one line naming the node, or the files (paths
+ * through the back-references) whose data is damaged.  Setting *cancel
+ * stops it (-ECANCELED).  Returns 0 when the walk finished (problems are
+ * in the counters), or a negative errno.
+ */
+struct arb_scrub_stats {
+	uint64_t total_bytes;         /* bytes in use when it started */
+	uint64_t bytes_checked;       /* tree nodes + data read so far */
+	uint64_t position;            /* disk address reached */
+	uint64_t nodes_checked;
+	uint64_t nodes_corrected;     /* repaired from a good copy */
+	uint64_t nodes_uncorrectable;
+	uint64_t data_sectors_checked;
+	uint64_t data_uncorrectable;
+	uint64_t data_no_csum;        /* bytes without a checksum (prealloc) */
+	uint64_t csum_errors, read_errors;
+	uint64_t files_affected;      /* file references reported */
+	uint64_t skipped_uncommitted; /* bytes written after the scrub began */
+	bool done;
+};
+typedef void (*arb_scrub_report_fn)(void *arg, const char *line);
+int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
+		 arb_scrub_report_fn report, void *arg,
+		 volatile const bool *cancel);
+
 /* Consistency check of the whole image (fsck's engine). 0 clean,
  * -EUCLEAN problems (printed to out when not NULL). */
 int arb_fs_check(struct arb_fs *fs, FILE *out);

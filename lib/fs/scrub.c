@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scrub.c - read every tree node and every data block of the image and
+ * verify it against its checksum.
+ *
+ * The walk follows the extent tree in address order, so it covers exactly
+ * what is allocated, once, whichever trees share it.  For a tree node it
+ * reads the block from the device (not from the node cache: the point is
+ * what the disk holds) and validates it as a read would, plus the
+ * generation its extent item recorded.  For a data extent it reads the
+ * sectors in chunks and compares each with its EXTENT_CSUM entry; a
+ * mismatch or a read error is resolved through the extent's back-references
+ * (EXTENT_DATA_REF: tree, inode, file offset) and the inode's INODE_REF
+ * chain into the paths of the affected files.
+ *
+ * Concurrency: the volume lock is taken for one step (one node, or one
+ * chunk of at most ARB_SCRUB_CHUNK bytes of one data extent) and released
+ * in between, so the filesystem stays usable while a scrub runs.  Each step
+ * starts from the extent tree as it is then: an extent freed meanwhile is
+ * skipped, one allocated by the running transaction (not on disk yet) is
+ * left for the next scrub.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_int.h"
+
+#define ARB_SCRUB_CHUNK (1024 * 1024)
+/* how many affected files one bad extent reports at most */
+#define SCRUB_MAX_OWNERS 16
+/* deepest directory chain a path walk follows (hostile images loop) */
+#define SCRUB_MAX_DEPTH 512
+
+struct scrub {
+	struct arb_fs *fs;
+	struct arb_scrub_stats *st;
+	arb_scrub_report_fn report;
+	void *arg;
+	uint8_t *buf;
+};
+
+static void say(struct scrub *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say(struct scrub *s, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!s->report)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	s->report(s->arg, line);
+}
+
+/*
+ * The path of ino from the root directory, through its first INODE_REF at
+ * each level, into buf.  Returns 0, or a negative errno (the inode is gone
+ * or its chain is broken: buf then names what was found).
+ */
+int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	char *tmp;
+	size_t len = 0;
+	int depth, ret = 0;
+
+	if (size < 2)
+		return -ERANGE;
+	tmp = malloc(size);
+	if (!tmp)
+		return -ENOMEM;
+	for (depth = 0; ino != ARB_ROOT_INO && depth < SCRUB_MAX_DEPTH;
+	     depth++) {
+		struct arb_key k = { ino, ARB_INODE_REF, 0 }, fk;
+		const struct arb_inode_ref *r;
+		struct arb_iter it;
+		uint16_t n;
+
+		arb_iter_init(&it, fs->root);
+		ret = arb_iter_seek(&it, &k);
+		if (ret == 0) {
+			arb_iter_key(&it, &fk);
+			if (fk.objectid != ino || fk.type != ARB_INODE_REF)
+				ret = -ENOENT;
+		} else if (ret == 1) {
+			ret = -ENOENT;
+		}
+		if (ret) {
+			arb_iter_release(&it);
+			break;
+		}
+		r = arb_iter_data(&it);
+		n = arb_iter_size(&it) >= sizeof(*r) ? arb_inode_ref_r_name_len(r)
+						     : 0;
+		if (n == 0 || n > arb_iter_size(&it) - sizeof(*r)) {
+			arb_iter_release(&it);
+			ret = -EUCLEAN;
+			break;
+		}
+		/* prepend "/name" */
+		if (len + n + 1 >= size) {
+			arb_iter_release(&it);
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		memmove(tmp + n + 1, tmp, len);
+		tmp[0] = '/';
+		memcpy(tmp + 1, (const char *)(r + 1), n);
+		len += n + 1;
+		arb_iter_release(&it);
+		ino = fk.offset;
+	}
+	if (!ret && ino != ARB_ROOT_INO)
+		ret = -ELOOP;
+	if (ret) {
+		snprintf(buf, size, "<inode %" PRIu64 ", path unknown: %s>", ino,
+			 strerror(-ret));
+	} else if (len == 0) {
+		snprintf(buf, size, "/");
+	} else {
+		memcpy(buf, tmp, len);
+		buf[len] = 0;
+	}
+	free(tmp);
+	return ret;
+}
+
+/* report the files that use data extent bytenr around disk address bad */
+static void report_owners(struct scrub *s, uint64_t bytenr, uint64_t bad,
+			  const char *what)
+{
+	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF, 0 }, fk;
+	struct arb_iter it;
+	char path[1024];
+	int ret, n = 0;
+
+	arb_iter_init(&it, s->fs->vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		const struct arb_extent_data_ref *r = arb_iter_data(&it);
+		uint64_t ino, off;
+
+		arb_iter_key(&it, &fk);
+		if (fk.objectid != bytenr || fk.type != ARB_EXTENT_DATA_REF)
+			break;
+		if (arb_iter_size(&it) < sizeof(*r))
+			continue;
+		ino = arb_extent_data_ref_d_objectid(r);
+		off = arb_extent_data_ref_d_offset(r) + (bad - bytenr);
+		if (++n > SCRUB_MAX_OWNERS) {
+			say(s, "  ... more files use extent %" PRIu64, bytenr);
+			break;
+		}
+		fs_ino_path(s->fs, ino, path, sizeof(path));
+		say(s, "%s: %s (inode %" PRIu64 ", file offset %" PRIu64
+		       ", disk address %" PRIu64 ")",
+		    what, path, ino, off, bad);
+		s->st->files_affected++;
+	}
+	arb_iter_release(&it);
+	if (n == 0)
+		say(s, "%s: disk address %" PRIu64 " (extent %" PRIu64
+		       ", no file references it)",
+		    what, bad, bytenr);
+}
+
+/* one tree node, read from the device and validated as a read would */
+static void scrub_node(struct scrub *s, uint64_t bytenr, uint64_t gen)
+{
+	struct arb_vol *vol = s->fs->vol;
+	const char *why = NULL;
+	int ret;
+
+	s->st->nodes_checked++;
+	s->st->bytes_checked += vol->nodesize;
+	ret = arb_dev_read(vol->dev, s->buf, vol->nodesize, bytenr,
+			   ARB_IO_NODE);
+	if (ret) {
+		s->st->read_errors++;
+		s->st->nodes_uncorrectable++;
+		say(s, "tree node %" PRIu64 ": read error: %s", bytenr,
+		    strerror(-ret));
+		return;
+	}
+	ret = arb_node_validate(vol, s->buf, bytenr, &why);
+	if (!ret && arb_node_header_h_generation(
+			    (const struct arb_node_header *)s->buf) != gen) {
+		ret = -EUCLEAN;
+		why = "generation differs from its extent item (lost write?)";
+	}
+	if (ret) {
+		s->st->csum_errors++;
+		s->st->nodes_uncorrectable++;
+		say(s, "tree node %" PRIu64 ": %s", bytenr,
+		    why ? why : "invalid");
+	}
+}
+
+/* sectors [from, to) of data extent bytenr */
+static void scrub_data(struct scrub *s, uint64_t bytenr, uint64_t from,
+		       uint64_t to)
+{
+	struct arb_fs *fs = s->fs;
+	uint32_t bs = fs->bs;
+	size_t nsec = (to - from) / bs, i;
+	uint32_t sums[ARB_SCRUB_CHUNK / ARB_SECTORSIZE];
+	uint8_t have[ARB_SCRUB_CHUNK / ARB_SECTORSIZE];
+	int ret;
+
+	if (nsec > sizeof(have))
+		nsec = sizeof(have);
+	ret = fs_csum_lookup(fs, from, nsec, sums, have);
+	if (ret) {
+		s->st->read_errors++;
+		say(s, "checksums of %" PRIu64 "+%zu: cannot read the "
+		       "checksum tree: %s",
+		    from, nsec * bs, strerror(-ret));
+		return;
+	}
+	ret = arb_dev_read(fs->vol->dev, s->buf, nsec * bs, from, ARB_IO_DATA);
+	for (i = 0; i < nsec; i++) {
+		uint64_t a = from + i * (uint64_t)bs;
+
+		s->st->bytes_checked += bs;
+		if (!have[i]) {
+			s->st->data_no_csum += bs;
+			continue;
+		}
+		s->st->data_sectors_checked++;
+		if (ret) {
+			s->st->read_errors++;
+			s->st->data_uncorrectable++;
+			report_owners(s, bytenr, a, "data read error");
+		} else if (fs_data_csum(s->buf + i * (size_t)bs, bs) !=
+			   sums[i]) {
+			s->st->csum_errors++;
+			s->st->data_uncorrectable++;
+			report_owners(s, bytenr, a, "data checksum mismatch");
+		}
+	}
+}
+
+/* The first extent item at or after address from: 0, 1 when there is
+ * none, or a negative errno. */
+static int next_extent(struct scrub *s, uint64_t from, uint64_t *bytenr,
+		       uint64_t *len, uint64_t *gen, bool *tree)
+{
+	struct arb_key k = { from, ARB_EXTENT_ITEM, 0 }, fk;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, s->fs->vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		const struct arb_extent_item *e = arb_iter_data(&it);
+
+		arb_iter_key(&it, &fk);
+		if (fk.type != ARB_EXTENT_ITEM || arb_iter_size(&it) < sizeof(*e))
+			continue;
+		*bytenr = fk.objectid;
+		*len = fk.offset;
+		*gen = arb_extent_item_e_generation(e);
+		*tree = arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK;
+		break;
+	}
+	arb_iter_release(&it);
+	return ret;
+}
+
+static bool extent_still_there(struct scrub *s, uint64_t bytenr,
+			       uint64_t len, uint64_t gen)
+{
+	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, len };
+	struct arb_extent_item e;
+
+	if (arb_lookup_item(s->fs->vol->extent_root, &k, &e, sizeof(e)) <
+	    (int)sizeof(e))
+		return false;
+	return arb_extent_item_e_generation(&e) == gen;
+}
+
+int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
+		 arb_scrub_report_fn report, void *arg,
+		 volatile const bool *cancel)
+{
+	struct scrub s = { fs, st, report, arg, NULL };
+	uint64_t cur = 0, ext = 0, ext_len = 0, ext_gen = 0;
+	bool in_data = false;
+	int ret = 0;
+
+	memset(st, 0, sizeof(*st));
+	s.buf = malloc(ARB_SCRUB_CHUNK > fs->vol->nodesize ? ARB_SCRUB_CHUNK
+							   : fs->vol->nodesize);
+	if (!s.buf)
+		return -ENOMEM;
+	fs_lock(fs);
+	st->total_bytes = arb_used_bytes(fs->vol);
+	fs_unlock(fs);
+	for (;;) {
+		uint64_t b, len, gen, committed;
+		bool tree;
+
+		if (cancel && *cancel) {
+			ret = -ECANCELED;
+			break;
+		}
+		fs_lock(fs);
+		committed = fs->vol->generation;
+		if (in_data && !extent_still_there(&s, ext, ext_len, ext_gen)) {
+			/* freed (and maybe reused) while unlocked */
+			in_data = false;
+			cur = ext + ext_len;
+		}
+		if (in_data) {
+			uint64_t end = ext + ext_len;
+			if (end - cur > ARB_SCRUB_CHUNK)
+				end = cur + ARB_SCRUB_CHUNK;
+			scrub_data(&s, ext, cur, end);
+			cur = end;
+			if (cur >= ext + ext_len)
+				in_data = false;
+			fs_unlock(fs);
+			continue;
+		}
+		ret = next_extent(&s, cur, &b, &len, &gen, &tree);
+		if (ret) {
+			fs_unlock(fs);
+			if (ret == 1)
+				ret = 0;
+			break;
+		}
+		st->position = b;
+		if (gen > committed) {
+			/* written by the running transaction: not on disk */
+			st->skipped_uncommitted += len;
+			cur = b + len;
+		} else if (tree) {
+			scrub_node(&s, b, gen);
+			cur = b + len;
+		} else {
+			ext = b;
+			ext_len = len;
+			ext_gen = gen;
+			cur = b;
+			in_data = true;
+		}
+		fs_unlock(fs);
+	}
+	free(s.buf);
+	st->done = true;
+	return ret;
+}
