@@ -783,3 +783,47 @@ int arb_run_delayed_refs(struct arb_txn *t)
 	}
 	return t->error;
 }
+
+/* ---- resize ---------------------------------------------------------------- */
+
+/*
+ * Make the free-space map cover new_total bytes.  Growing adds free
+ * sectors; shrinking needs every sector from new_total on free (and none
+ * pinned: commit first), else -EBUSY.  The caller updates vol->total_bytes
+ * and the superblock.
+ */
+int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t nbits = new_total / vol->sectorsize, i;
+	size_t oldw = (f->nbits + 63) / 64, neww = (nbits + 63) / 64;
+
+	if (nbits < f->nbits) {
+		for (i = nbits; i < f->nbits; i++)
+			if (bit_test(f, i))
+				return -EBUSY;
+		for (size_t p = 0; p < f->nr_pinned; p++)
+			if (f->pinned[p].start + f->pinned[p].len > nbits)
+				return -EBUSY;
+		f->free -= f->nbits - nbits;
+		/* bits past the end stay 0: clear the tail of the last word */
+		if (nbits % 64)
+			f->bits[nbits / 64] &= (1ULL << (nbits % 64)) - 1;
+		f->nbits = nbits;
+		if (f->meta_cursor >= nbits)
+			f->meta_cursor = ARB_DATA_START / vol->sectorsize;
+		if (f->data_cursor >= nbits)
+			f->data_cursor = nbits / 16;
+		return 0;
+	}
+	if (neww > oldw) {
+		uint64_t *b = realloc(f->bits, neww * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		memset(b + oldw, 0, (neww - oldw) * sizeof(*b));
+		f->bits = b;
+	}
+	f->free += nbits - f->nbits;
+	f->nbits = nbits;
+	return 0;
+}

@@ -120,6 +120,9 @@ struct arb_vol {
 	int (*pre_commit)(struct arb_txn *t, void *arg);
 	void *pre_commit_arg;
 
+	/* the superblock changed outside a tree (size): commit writes it */
+	bool super_dirty;
+
 	/* statistics */
 	uint64_t nr_commits;
 };
@@ -412,6 +415,14 @@ int arb_free_space_load(struct arb_vol *vol);
 void arb_free_space_destroy(struct arb_vol *vol);
 /* Release blocks pinned by the commit that just became durable. */
 void arb_free_space_unpin(struct arb_vol *vol);
+/* the free-space map covers new_total bytes (-EBUSY: shrinking over used
+ * or pinned sectors); see arb_vol_set_size */
+int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total);
+/* Change the volume's size to new_total (a multiple of the sector size):
+ * free-space map, vol->total_bytes and the superblock the next commit
+ * writes (which it then writes even if nothing else changed).  The device
+ * must already be at least that large.  Lock held, no transaction open. */
+int arb_vol_set_size(struct arb_vol *vol, uint64_t new_total);
 uint64_t arb_free_bytes(struct arb_vol *vol);
 /* bytes in extents (tree nodes and data) */
 uint64_t arb_used_bytes(struct arb_vol *vol);

@@ -182,6 +182,32 @@ static const struct arb_dev_ops file_ops = {
 	.destroy = file_destroy,
 };
 
+int arb_dev_resize(struct arb_dev *dev, uint64_t size, bool allocate)
+{
+	if (!dev->ops->resize)
+		return -EOPNOTSUPP;
+	if (allocate && size > dev->size && dev->ops == &file_ops) {
+		struct file_dev *f = dev->priv;
+
+		if (f->readonly)
+			return -EROFS;
+		if (f->blockdev)
+			return -EOPNOTSUPP;
+		if (size > INT64_MAX)
+			return -EFBIG;
+		/* allocate now, so a full host filesystem fails this call
+		 * instead of a later write of a commit */
+		if (fallocate(f->fd, 0, (off_t)dev->size,
+			      (off_t)(size - dev->size)) == 0) {
+			dev->size = size;
+			return 0;
+		}
+		if (errno != EOPNOTSUPP)
+			return -errno;
+	}
+	return dev->ops->resize(dev, size);
+}
+
 /* Size of the open image; extends a regular file to create_size. */
 static int file_size(struct file_dev *f, const char *path, uint64_t create_size,
 		     uint64_t *size)

@@ -77,7 +77,7 @@ void arb_txn_end(struct arb_txn *t)
 static bool txn_has_changes(struct arb_vol *vol)
 {
 	return vol->cache.nr_dirty || arb_delayed_refs_pending(vol) ||
-	       arb_roots_dirty(vol);
+	       arb_roots_dirty(vol) || vol->super_dirty;
 }
 
 static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
@@ -128,6 +128,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	arb_set_super_s_root_level(&sb, (uint8_t)arb_level(vol->tree_root->node));
 	arb_set_super_s_root_generation(&sb, arb_node_gen(vol->tree_root->node));
 	arb_set_super_s_bytes_used(&sb, arb_used_bytes(vol));
+	arb_set_super_s_total_bytes(&sb, vol->total_bytes);
 	ret = write_super(vol, &sb, slot);
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
@@ -135,6 +136,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		goto fatal;
 	vol->super = sb;
 	vol->super_slot = slot;
+	vol->super_dirty = false;
 	vol->generation = t->transid;
 	vol->nr_commits++;
 	arb_free_space_unpin(vol);
@@ -240,6 +242,9 @@ void arb_txn_abort(struct arb_txn *t)
 	arb_cache_drop_dirty(vol);
 	vol->running = NULL;
 	free(t);
+	/* a resize not yet committed is undone with the rest */
+	vol->super_dirty = false;
+	vol->total_bytes = arb_super_s_total_bytes(&vol->super);
 	ret = reload_committed(vol);
 	if (!ret) {
 		arb_free_space_destroy(vol);

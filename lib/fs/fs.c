@@ -238,8 +238,11 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 		ret = fs_commit(fs);
 		if (ret)
 			return ret;
-		if (!op_has_space(fs, need, flags))
-			return -ENOSPC;
+		while (!op_has_space(fs, need, flags)) {
+			/* -o autogrow: a bigger image instead of ENOSPC */
+			if (fs_autogrow(fs, need))
+				return -ENOSPC;
+		}
 	}
 	ret = arb_txn_begin(fs->vol, t);
 	if (ret)
@@ -477,16 +480,7 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 		cap = fs->bs;
 	fs->max_inline = o->max_inline < cap ? o->max_inline : (uint32_t)cap;
 
-	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB */
-	fs->reserve = fs->vol->total_bytes / 32;
-	if (fs->reserve < (1ULL << 20) + 32ULL * fs->vol->nodesize)
-		fs->reserve = (1ULL << 20) + 32ULL * fs->vol->nodesize;
-	if (fs->reserve > (256ULL << 20))
-		fs->reserve = 256ULL << 20;
-
-	/* data allocations leave half of it to tree nodes */
-	if (!fs->readonly)
-		arb_set_meta_reserve(fs->vol, fs->reserve / 2);
+	fs_set_reserve(fs);
 
 	ret = find_max_ino(fs, &max_ino);
 	if (ret) {

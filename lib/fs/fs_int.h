@@ -225,6 +225,11 @@ static inline uint32_t fs_data_csum(const void *buf, size_t len)
 {
 	return ~arb_crc32c(~0u, buf, len);
 }
+/* fsresize.c */
+void fs_set_reserve(struct arb_fs *fs);
+int fs_resize_locked(struct arb_fs *fs, uint64_t size, bool allocate,
+		     const char **why);
+int fs_autogrow(struct arb_fs *fs, uint64_t need);
 /* scrub.c: path of ino from the root directory (first link at each level);
  * on failure buf says what is known */
 int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size);

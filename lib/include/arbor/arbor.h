@@ -52,6 +52,13 @@ struct arb_fs_opts {
 	 * that carries them.  Default false: a write sets both to now.
 	 */
 	bool write_keeps_times;
+	/*
+	 * When an operation would fail with ENOSPC and the image is smaller
+	 * than this many bytes, grow the image file (by an eighth, at least
+	 * 64 MiB, space reserved on the host with fallocate) instead.
+	 * 0 = never grow.
+	 */
+	uint64_t autogrow_max;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
@@ -245,6 +252,14 @@ typedef void (*arb_scrub_report_fn)(void *arg, const char *line);
 int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		 arb_scrub_report_fn report, void *arg,
 		 volatile const bool *cancel);
+
+/*
+ * Grow or shrink the filesystem (and its image file) to size bytes,
+ * rounded down to the sector size.  Shrinking only gives back free space
+ * at the end (-EBUSY when something lives there: data is not moved).
+ * *why (may be NULL) receives a static message on failure.
+ */
+int arb_fs_resize(struct arb_fs *fs, uint64_t size, const char **why);
 
 /* Consistency check of the whole image (fsck's engine). 0 clean,
  * -EUCLEAN problems (printed to out when not NULL). */

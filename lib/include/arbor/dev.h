@@ -57,6 +57,10 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind);
 int arb_dev_flush(struct arb_dev *dev);
+/* Grow or shrink the device (an image file; a block device refuses with
+ * -EOPNOTSUPP).  allocate: reserve the added bytes on the host filesystem
+ * now (fallocate) rather than leaving a sparse hole. */
+int arb_dev_resize(struct arb_dev *dev, uint64_t size, bool allocate);
 void arb_dev_destroy(struct arb_dev *dev);
 
 /*
