@@ -124,6 +124,8 @@ struct arb_fs {
 	uint64_t data_hint;   /* allocation hint: end of the last extent */
 
 	uint64_t user_bytes_written;
+	/* time spent in commits that wrote a superblock (ns) */
+	uint64_t commit_ns;
 
 	/* commit thread */
 	pthread_t thread;
