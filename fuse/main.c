@@ -538,6 +538,7 @@ int main(int argc, char *argv[])
 	afs.posix_acl = !conf.noacl;
 	if (afs_lookup_init(&afs.lookups))
 		goto out_close_fs;
+	afs_stats_init(&afs);
 
 	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
 	if (!se)
