@@ -116,6 +116,14 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	       size_t in_bufsz, size_t out_bufsz);
 
+/*
+ * A message of the daemon (main.c): "arborfs: MESSAGE" on stderr in the
+ * foreground, syslog(3) (facility daemon) once detached, where the
+ * library's messages go too.  prio: LOG_ERR, LOG_WARNING, ...
+ */
+void afs_log(int prio, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* The operation table (ops.c). */
 extern const struct fuse_lowlevel_ops afs_ops;
 /* Drop the library pins of every inode the kernel still knows (unmount). */

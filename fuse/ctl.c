@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,8 +166,7 @@ static int ioc_sync(struct afs *afs, const struct arb_ioc_sync *in,
 	ret = arb_fs_commit(afs->fs, &gen);
 	out->generation = gen;
 	if (ret) {
-		fprintf(stderr, "arborfs: sync requested by ioctl: %s\n",
-			strerror(-ret));
+		afs_log(LOG_ERR, "sync requested by ioctl: %s", strerror(-ret));
 		return ret;
 	}
 	out->committed = out->generation != s.generation;

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "arborfs_fuse.h"
@@ -125,7 +126,7 @@ static void unpin_inode(struct afs *afs, fuse_ino_t nodeid)
 
 	/* -ENOENT/-EINVAL: the pin failed earlier (inode gone meanwhile) */
 	if (ret && ret != -ENOENT && ret != -EINVAL)
-		fprintf(stderr, "arborfs: releasing inode %llu: %s\n",
+		afs_log(LOG_ERR, "releasing inode %llu: %s",
 			(unsigned long long)to_ino(nodeid), strerror(-ret));
 }
 
@@ -830,7 +831,7 @@ static void acl_kill_sgid(fuse_req_t req, uint64_t ino)
 	sa.mode = st.mode & ~(uint32_t)S_ISGID & 07777;
 	ret = arb_fs_setattr(afs->fs, ino, &sa, ARB_SET_MODE, &cr, NULL);
 	if (ret)
-		fprintf(stderr, "arborfs: clearing setgid of inode %llu: %s\n",
+		afs_log(LOG_ERR, "clearing setgid of inode %llu: %s",
 			(unsigned long long)ino, strerror(-ret));
 }
 

@@ -271,6 +271,14 @@ struct arb_fs_usage {
 /* Walks the extent tree (reads every leaf of it). */
 int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);
 
+/*
+ * Messages of the library (errors, warnings) go to stderr as "arborfs:
+ * MESSAGE" lines, or, once a sink is set, to sink(level, MESSAGE) with
+ * level a syslog(3) priority (LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG).
+ * NULL restores stderr.  Set it before the filesystem is used.
+ */
+void arb_log_set_sink(void (*sink)(int level, const char *msg));
+
 /* Consistency check of the whole image (fsck's engine). 0 clean,
  * -EUCLEAN problems (printed to out when not NULL). */
 int arb_fs_check(struct arb_fs *fs, FILE *out);
