@@ -148,6 +148,16 @@ int fs_commit(struct arb_fs *fs)
 		fs->readonly = true;
 		fs->failed = true;
 		fs_imem_drop_all_data(fs);
+		/* a failed write or flush leaves the transaction running (the
+		 * volume refuses new ones): drop it, so that what the mount
+		 * shows from now on is the last commit, as on disk */
+		if (fs->vol->running) {
+			arb_txn_abort(fs->vol->running);
+			if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
+				(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID,
+						   &fs->csum);
+		}
+		fs->txn_dirty = false;
 		return ret;
 	}
 	fs->txn_dirty = false;

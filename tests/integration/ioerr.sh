@@ -161,7 +161,15 @@ sys.exit(1)
 EOF
 # (statvfs cannot show it: the kernel fills f_flag from the mount flags,
 # not from the daemon's answer)
+# the mount went back to the last commit: once the kernel forgot what it
+# cached, the lost changes are gone and the rest reads as committed
 faults "# nothing"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+[ ! -e "$MNT/lost" ] || fail "after the failure the mount still shows lost/"
+manifest "$MNT" >"$TMP/failed.manifest"
+same_manifest "$TMP/good.manifest" "$TMP/failed.manifest"
+"$ARBOR" filesystem usage "$MNT" >/dev/null || fail "usage after the failure"
 umount_failed
 grep -q "final commit failed" "$DAEMON_LOG" || fail "unmount did not report the failure"
 DAEMON_ENV=()
