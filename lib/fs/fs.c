@@ -147,6 +147,7 @@ int fs_commit(struct arb_fs *fs)
 			(unsigned long long)fs->vol->generation);
 		fs->readonly = true;
 		fs->failed = true;
+		fs->error = ret;
 		fs_imem_drop_all_data(fs);
 		/* a failed write or flush leaves the transaction running (the
 		 * volume refuses new ones): drop it, so that what the mount
@@ -200,6 +201,7 @@ static void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
 	fs_imem_drop_all_data(fs);
 	fs->readonly = true;
 	fs->failed = true;
+	fs->error = err;
 	fs->txn_dirty = false;
 	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
 		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
@@ -703,7 +705,7 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 		s->state |= ARB_FS_STATE_READONLY;
 	if (fs->failed) {
 		s->state |= ARB_FS_STATE_FAILED;
-		s->error = fs->vol->fatal_error ? fs->vol->fatal_error : -EIO;
+		s->error = fs->error ? fs->error : -EIO;
 	}
 	fs_unlock(fs);
 	return 0;
@@ -715,7 +717,7 @@ int arb_fs_commit(struct arb_fs *fs, uint64_t *generation)
 
 	fs_lock(fs);
 	if (fs->failed)
-		ret = fs->vol->fatal_error ? fs->vol->fatal_error : -EIO;
+		ret = fs->error ? fs->error : -EIO;
 	else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
 		ret = fs_commit(fs);
 	if (generation)

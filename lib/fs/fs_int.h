@@ -104,6 +104,7 @@ struct arb_fs {
 	uint32_t bs;         /* sector size */
 	bool readonly;       /* opened read-only or forced after an abort */
 	bool failed;         /* forced read-only after a transaction abort */
+	int error;           /* the error that failed it (negative errno) */
 
 	/* next inode number to hand out (never reused within a mount) */
 	uint64_t next_ino;
