@@ -283,6 +283,24 @@ static void reply_struct(fuse_req_t req, void *buf, size_t size)
 	fuse_reply_ioctl(req, 0, buf, size);
 }
 
+/* Bytes an ioctl sends back, or -ENOTTY for a number we do not know. */
+static ssize_t ioc_out_size(unsigned int cmd)
+{
+	switch (cmd) {
+	case ARB_IOC_GET_GENERATION:
+		return sizeof(struct arb_ioc_generation);
+	case ARB_IOC_SYNC:
+		return sizeof(struct arb_ioc_sync);
+	case ARB_IOC_GET_USAGE:
+		return sizeof(struct arb_ioc_usage);
+	case ARB_IOC_GET_STATS:
+		return sizeof(struct arb_ioc_stats);
+	case ARB_IOC_RESET_STATS:
+		return 0;
+	}
+	return -ENOTTY;
+}
+
 void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	       size_t in_bufsz, size_t out_bufsz)
@@ -295,24 +313,31 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct arb_ioc_stats st;
 	} out;
 	struct arb_ioc_sync in;
-	size_t size = 0;
+	ssize_t size = ioc_out_size(cmd);
 	int ret;
 
 	(void)ino;
 	(void)arg;
 	(void)fi;
-	/* the structs are the same for 32-bit callers: FUSE_IOCTL_COMPAT
-	 * needs nothing of its own */
+	/* the structs have the same layout for 32-bit callers (every __u64
+	 * at a multiple of 8): FUSE_IOCTL_COMPAT needs nothing of its own */
 	(void)flags;
+	if (size < 0) {
+		ret = (int)size;
+		goto out_err;
+	}
+	/* the kernel sizes the buffers from the number: this is a check */
+	if (out_bufsz < (size_t)size) {
+		ret = -EINVAL;
+		goto out_err;
+	}
 	memset(&out, 0, sizeof(out));
 	switch (cmd) {
 	case ARB_IOC_GET_GENERATION:
-		size = sizeof(out.g);
 		ret = ioc_generation(afs, &out.g);
 		break;
 	case ARB_IOC_SYNC:
-		size = sizeof(out.s);
-		if (in_bufsz < size) {
+		if (in_bufsz < sizeof(in)) {
 			ret = -EINVAL;
 			break;
 		}
@@ -325,11 +350,9 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		ret = ioc_sync(afs, &in, &out.s);
 		break;
 	case ARB_IOC_GET_USAGE:
-		size = sizeof(out.u);
 		ret = ioc_usage(afs, &out.u);
 		break;
 	case ARB_IOC_GET_STATS:
-		size = sizeof(out.st);
 		ret = ioc_stats(afs, &out.st);
 		break;
 	case ARB_IOC_RESET_STATS:
@@ -343,12 +366,11 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		ret = -ENOTTY;
 		break;
 	}
-	if (!ret && out_bufsz < size)
-		ret = -EINVAL;
-	if (ret) {
-		afs_op_error(afs);
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	reply_struct(req, &out, size);
+	if (ret)
+		goto out_err;
+	reply_struct(req, &out, (size_t)size);
+	return;
+out_err:
+	afs_op_error(afs);
+	fuse_reply_err(req, -ret);
 }
