@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * arbor - the admin tool.  Today it works on unmounted images only:
+ * arbor - the admin tool.
+ *
+ * On an unmounted image (through the library directly):
  *
  *   arbor usage --image IMG          sizes, generation, space used and free
  *   arbor dump  --image IMG [TREE]   every item of a tree (default: all
  *                                    trees), one line each, for debugging
  *
- * Subvolumes, snapshots, find-new, send/receive, scrub and the online
- * commands (through the mounted filesystem) come later.
+ * On a mounted filesystem (through the ioctls of <arbor/ioctl.h> on any
+ * file or directory PATH of the mount: filesystem.c):
+ *
+ *   arbor filesystem stats [--json] [--reset] PATH
+ *   arbor filesystem usage [--json] PATH
+ *   arbor filesystem sync [--json] PATH
+ *   arbor filesystem generation [--json] PATH
+ *
+ * Subvolumes, snapshots, find-new, send/receive and scrub come later.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,14 +25,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "arbor_cli.h"
 #include "core.h"
+#include "usage.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: arbor usage --image IMG\n"
 		   "       arbor dump --image IMG [TREE-ID]\n"
-		   "       arbor scrub --image IMG [-q]\n");
+		   "       arbor scrub --image IMG [-q]\n"
+		   "       arbor filesystem stats [--json] [--reset] PATH\n"
+		   "       arbor filesystem usage [--json] PATH\n"
+		   "       arbor filesystem sync [--json] PATH\n"
+		   "       arbor filesystem generation [--json] PATH\n"
+		   "PATH: any file or directory of a mounted arborfs\n");
 }
 
 static int open_image(const char *path, struct arb_dev **dev,
@@ -148,6 +163,8 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (!strcmp(cmd, "scrub"))
 		return cli_scrub(argc, argv);
+	if (!strcmp(cmd, "filesystem") || !strcmp(cmd, "fs"))
+		return arbor_filesystem(argc - 1, argv + 1);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "i:h", lo, NULL)) != -1) {
 		switch (c) {
@@ -173,11 +190,23 @@ int main(int argc, char **argv)
 	if (open_image(image, &dev, &vol))
 		return 1;
 	if (!strcmp(cmd, "usage")) {
+		struct arb_space_usage u;
+
 		printf("generation   %" PRIu64 "\n", vol->generation);
 		printf("node size    %u\n", vol->nodesize);
 		printf("total        %" PRIu64 " bytes\n", vol->total_bytes);
 		printf("used         %" PRIu64 " bytes (tree nodes and data)\n",
 		       arb_used_bytes(vol));
+		rc = arb_space_usage(vol, &u);
+		if (rc) {
+			fprintf(stderr, "arbor: reading the extent tree: %s\n",
+				strerror(-rc));
+			rc = 1;
+		} else {
+			printf("data         %" PRIu64 " bytes\n", u.data);
+			printf("metadata     %" PRIu64 " bytes\n", u.metadata);
+			printf("system       %" PRIu64 " bytes\n", u.system);
+		}
 		printf("free         %" PRIu64 " bytes\n", arb_free_bytes(vol));
 	} else if (optind < argc) {
 		char *end;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "arbor/arbor.h"
-#include "cli.h"
+#include "arbor_cli.h"
 
 static void print_line(void *arg, const char *line)
 {

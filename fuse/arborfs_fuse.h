@@ -16,12 +16,14 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <arbor/arbor.h>
+#include <arbor/ioctl.h>
 
 #ifdef ARB_DEBUG
 #define AFS_ASSERT(c)                                                          \
@@ -68,6 +70,15 @@ size_t afs_lookup_drain(struct afs_lookup_table *t, uint64_t **ids);
 uint64_t afs_lookup_count(struct afs_lookup_table *t, uint64_t nodeid);
 size_t afs_lookup_size(struct afs_lookup_table *t);
 
+/*
+ * Counters of one kind of FUSE request (ctl.c), updated by every worker
+ * thread with relaxed atomics: a request costs two clock reads and three
+ * or four atomic adds.
+ */
+struct afs_op_counter {
+	_Atomic uint64_t count, errors, total_ns, max_ns;
+};
+
 /* Everything the operations need: the userdata of the FUSE session. */
 struct afs {
 	struct arb_fs *fs;
@@ -81,7 +92,37 @@ struct afs {
 	/* the kernel granted the writeback cache (set in init); the library
 	 * was opened with write_keeps_times when the mount is writable */
 	bool writeback;
+
+	/* ---- statistics for ARB_IOC_GET_STATS (ctl.c) ---- */
+	struct afs_op_counter ops[ARB_IOC_OP_NR];
+	_Atomic uint64_t user_bytes_read;
+	/* the library's counters at mount or at the last reset, subtracted
+	 * from what it reports; under stats_lock */
+	pthread_mutex_t stats_lock;
+	struct arb_fs_stats stats_base;
+	uint64_t stats_start_ns;
 };
+
+/* ---- ctl.c: the control ioctls (arbor/ioctl.h) and request counters ---- */
+/* Start counting from now (at mount). */
+void afs_stats_init(struct afs *afs);
+/* Around each handler: afs_op_start() returns the start time and makes op
+ * the current request kind of this thread (for afs_op_error()). */
+uint64_t afs_op_start(enum arb_ioc_op op);
+void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns);
+/* The current request of this thread is answered with an error. */
+void afs_op_error(struct afs *afs);
+void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	       size_t in_bufsz, size_t out_bufsz);
+
+/*
+ * A message of the daemon (main.c): "arborfs: MESSAGE" on stderr in the
+ * foreground, syslog(3) (facility daemon) once detached, where the
+ * library's messages go too.  prio: LOG_ERR, LOG_WARNING, ...
+ */
+void afs_log(int prio, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The operation table (ops.c). */
 extern const struct fuse_lowlevel_ops afs_ops;

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "arborfs_fuse.h"
 
@@ -133,8 +134,8 @@ int afs_lookup_put(struct afs_lookup_table *t, uint64_t nodeid, uint64_t n)
 	e = *pp;
 	if (!e || e->count < n) {
 		if (!warned)
-			fprintf(stderr,
-				"arborfs: forget of node %llu x%llu but nlookup is %llu\n",
+			afs_log(LOG_ERR,
+				"forget of node %llu x%llu but nlookup is %llu",
 				(unsigned long long)nodeid,
 				(unsigned long long)n,
 				(unsigned long long)(e ? e->count : 0));

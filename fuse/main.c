@@ -36,12 +36,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <fuse_opt.h>
@@ -281,6 +283,31 @@ static void usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
+/* ---- messages ---------------------------------------------------------- */
+
+/* stderr until detached, then syslog */
+static bool log_to_syslog;
+
+void afs_log(int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (log_to_syslog) {
+		vsyslog(prio, fmt, ap);
+	} else {
+		fputs("arborfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+static void lib_log_sink(int level, const char *msg)
+{
+	afs_log(level, "%s", msg);
+}
+
 /* ---- daemonizing ------------------------------------------------------- */
 
 static int status_fd = -1;
@@ -324,6 +351,10 @@ static void daemon_detach(void)
 
 	if (status_fd < 0)
 		return;
+	/* from now on stderr is /dev/null: messages go to syslog */
+	openlog("arborfs", LOG_PID, LOG_DAEMON);
+	log_to_syslog = true;
+	arb_log_set_sink(lib_log_sink);
 	setsid();
 	/* only so that we do not pin a directory; failure is harmless */
 	if (chdir("/")) {
@@ -538,6 +569,7 @@ int main(int argc, char *argv[])
 	afs.posix_acl = !conf.noacl;
 	if (afs_lookup_init(&afs.lookups))
 		goto out_close_fs;
+	afs_stats_init(&afs);
 
 	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
 	if (!se)
@@ -608,8 +640,8 @@ out_close_fs: {
 	int cret = arb_fs_close(afs.fs);
 
 	if (cret) {
-		fprintf(stderr, "arborfs: %s: final commit failed: %s\n",
-			conf.image, strerror(-cret));
+		afs_log(LOG_ERR, "%s: final commit failed: %s", conf.image,
+			strerror(-cret));
 		ret = 1;
 	}
 }

@@ -3,7 +3,7 @@
  * ops.c - the low-level FUSE operations of arborfs.
  *
  * Each operation decodes its arguments, calls one arb_fs_*() and replies
- * exactly once; errors go back as fuse_reply_err(req, -ret).  No lock is
+ * exactly once; errors go back as reply_err(req, -ret).  No lock is
  * held across a reply.
  *
  * Node ids: FUSE_ROOT_ID (1) is the library's ARB_ROOT_INO (256); every
@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "arborfs_fuse.h"
@@ -37,6 +38,14 @@
 static inline struct afs *req_afs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* fuse_reply_err(), counting an error (err != 0) for the statistics */
+static void reply_err(fuse_req_t req, int err)
+{
+	if (err)
+		afs_op_error(req_afs(req));
+	fuse_reply_err(req, err);
 }
 
 static inline uint64_t to_ino(fuse_ino_t nodeid)
@@ -117,7 +126,7 @@ static void unpin_inode(struct afs *afs, fuse_ino_t nodeid)
 
 	/* -ENOENT/-EINVAL: the pin failed earlier (inode gone meanwhile) */
 	if (ret && ret != -ENOENT && ret != -EINVAL)
-		fprintf(stderr, "arborfs: releasing inode %llu: %s\n",
+		afs_log(LOG_ERR, "releasing inode %llu: %s",
 			(unsigned long long)to_ino(nodeid), strerror(-ret));
 }
 
@@ -165,7 +174,7 @@ static void reply_entry(fuse_req_t req, const struct arb_stat *st)
 	entry_from_arb(afs, &e, st);
 	ret = ref_get(afs, e.ino);
 	if (ret) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	if (fuse_reply_entry(req, &e))
@@ -240,7 +249,7 @@ static void afs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (ret) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	reply_entry(req, &st);
@@ -279,7 +288,7 @@ static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
 	(void)fi;
 	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_attr(req, &st);
 }
@@ -331,7 +340,7 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	ret = arb_fs_setattr(req_afs(req)->fs, to_ino(ino), &sa, valid, &cr,
 			     &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_attr(req, &st);
 }
@@ -343,7 +352,7 @@ static void afs_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	ret = arb_fs_readlink(req_afs(req)->fs, to_ino(ino), buf, sizeof(buf));
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		fuse_reply_readlink(req, buf);
 }
@@ -359,7 +368,7 @@ static void afs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ret = arb_fs_mknod(req_afs(req)->fs, to_ino(parent), name,
 			   create_mode(req, parent, mode), rdev, &cr, &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_entry(req, &st);
 }
@@ -375,20 +384,20 @@ static void afs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ret = arb_fs_mkdir(req_afs(req)->fs, to_ino(parent), name,
 			   create_mode(req, parent, mode), &cr, &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_entry(req, &st);
 }
 
 static void afs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -arb_fs_unlink(req_afs(req)->fs, to_ino(parent),
+	reply_err(req, -arb_fs_unlink(req_afs(req)->fs, to_ino(parent),
 					   name));
 }
 
 static void afs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -arb_fs_rmdir(req_afs(req)->fs, to_ino(parent),
+	reply_err(req, -arb_fs_rmdir(req_afs(req)->fs, to_ino(parent),
 					  name));
 }
 
@@ -403,7 +412,7 @@ static void afs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	ret = arb_fs_symlink(req_afs(req)->fs, to_ino(parent), name, link, &cr,
 			     &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_entry(req, &st);
 }
@@ -412,7 +421,7 @@ static void afs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       fuse_ino_t newparent, const char *newname,
 		       unsigned int flags)
 {
-	fuse_reply_err(req, -arb_fs_rename(req_afs(req)->fs, to_ino(parent),
+	reply_err(req, -arb_fs_rename(req_afs(req)->fs, to_ino(parent),
 					   name, to_ino(newparent), newname,
 					   flags));
 }
@@ -426,7 +435,7 @@ static void afs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	ret = arb_fs_link(req_afs(req)->fs, to_ino(ino), to_ino(newparent),
 			  newname, &st);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		reply_entry(req, &st);
 }
@@ -437,7 +446,7 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	ret = arb_fs_open_inode(req_afs(req)->fs, to_ino(ino));
 	if (ret) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	/* no one else writes the image: cached pages stay valid */
@@ -488,7 +497,7 @@ static void afs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	return;
 out_err:
-	fuse_reply_err(req, -ret);
+	reply_err(req, -ret);
 }
 
 static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -500,15 +509,18 @@ static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)fi;
 	buf = malloc(size ? size : 1);
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 		return;
 	}
 	n = arb_fs_read(req_afs(req)->fs, to_ino(ino), buf, size,
 			(uint64_t)off);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
+	if (n < 0) {
+		reply_err(req, (int)-n);
+	} else {
+		atomic_fetch_add_explicit(&req_afs(req)->user_bytes_read,
+					  (uint64_t)n, memory_order_relaxed);
 		fuse_reply_buf(req, buf, (size_t)n);
+	}
 	free(buf);
 }
 
@@ -533,7 +545,7 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			n = ret;
 	}
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		reply_err(req, (int)-n);
 	else
 		fuse_reply_write(req, (size_t)n);
 }
@@ -542,7 +554,7 @@ static void afs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
 	(void)fi;
-	fuse_reply_err(req, -arb_fs_release_inode(req_afs(req)->fs,
+	reply_err(req, -arb_fs_release_inode(req_afs(req)->fs,
 						  to_ino(ino)));
 }
 
@@ -550,7 +562,7 @@ static void afs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
 	(void)fi;
-	fuse_reply_err(req, -arb_fs_fsync(req_afs(req)->fs, to_ino(ino),
+	reply_err(req, -arb_fs_fsync(req_afs(req)->fs, to_ino(ino),
 					  datasync != 0));
 }
 
@@ -562,11 +574,11 @@ static void afs_opendir(fuse_req_t req, fuse_ino_t ino,
 
 	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
 	if (ret) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	if (!S_ISDIR(st.mode)) {
-		fuse_reply_err(req, ENOTDIR);
+		reply_err(req, ENOTDIR);
 		return;
 	}
 	/* every change of the directory goes through the kernel, which
@@ -696,7 +708,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 out_err:
 	for (size_t i = 0; i < d.ncounted; i++)
 		ref_put(d.afs, d.counted[i], 1);
-	fuse_reply_err(req, -ret);
+	reply_err(req, -ret);
 out_free:
 	free(d.first);
 	free(d.counted);
@@ -722,7 +734,7 @@ static void afs_releasedir(fuse_req_t req, fuse_ino_t ino,
 {
 	(void)ino;
 	(void)fi;
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 static void afs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -732,7 +744,7 @@ static void afs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)datasync;
 	(void)fi;
 	/* a directory's entries live in shared trees: commit them */
-	fuse_reply_err(req, -arb_fs_sync(req_afs(req)->fs));
+	reply_err(req, -arb_fs_sync(req_afs(req)->fs));
 }
 
 static void afs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -744,7 +756,7 @@ static void afs_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	ret = arb_fs_statfs(req_afs(req)->fs, &sv);
 	if (ret)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		fuse_reply_statfs(req, &sv);
 }
@@ -809,7 +821,7 @@ static void acl_kill_sgid(fuse_req_t req, uint64_t ino)
 	sa.mode = st.mode & ~(uint32_t)S_ISGID & 07777;
 	ret = arb_fs_setattr(afs->fs, ino, &sa, ARB_SET_MODE, &cr, NULL);
 	if (ret)
-		fprintf(stderr, "arborfs: clearing setgid of inode %llu: %s\n",
+		afs_log(LOG_ERR, "clearing setgid of inode %llu: %s",
 			(unsigned long long)ino, strerror(-ret));
 }
 
@@ -819,14 +831,14 @@ static void afs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int ret;
 
 	if (acl_refused(req_afs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	ret = arb_fs_setxattr(req_afs(req)->fs, to_ino(ino), name, value, size,
 			      flags);
 	if (!ret && strcmp(name, "system.posix_acl_access") == 0)
 		acl_kill_sgid(req, to_ino(ino));
-	fuse_reply_err(req, -ret);
+	reply_err(req, -ret);
 }
 
 static void afs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -836,19 +848,19 @@ static void afs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char *buf = NULL;
 
 	if (acl_refused(req_afs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	if (size) {
 		buf = malloc(size);
 		if (!buf) {
-			fuse_reply_err(req, ENOMEM);
+			reply_err(req, ENOMEM);
 			return;
 		}
 	}
 	n = arb_fs_getxattr(req_afs(req)->fs, to_ino(ino), name, buf, size);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		reply_err(req, (int)-n);
 	else if (size)
 		fuse_reply_buf(req, buf, (size_t)n);
 	else
@@ -864,13 +876,13 @@ static void afs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (size) {
 		buf = malloc(size);
 		if (!buf) {
-			fuse_reply_err(req, ENOMEM);
+			reply_err(req, ENOMEM);
 			return;
 		}
 	}
 	n = arb_fs_listxattr(req_afs(req)->fs, to_ino(ino), buf, size);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		reply_err(req, (int)-n);
 	else if (size)
 		fuse_reply_buf(req, buf, (size_t)n);
 	else
@@ -881,10 +893,10 @@ static void afs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void afs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	if (acl_refused(req_afs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	fuse_reply_err(req, -arb_fs_removexattr(req_afs(req)->fs, to_ino(ino),
+	reply_err(req, -arb_fs_removexattr(req_afs(req)->fs, to_ino(ino),
 						name));
 }
 
@@ -894,10 +906,10 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 {
 	(void)fi;
 	if (offset < 0 || length <= 0) {
-		fuse_reply_err(req, EINVAL);
+		reply_err(req, EINVAL);
 		return;
 	}
-	fuse_reply_err(req, -arb_fs_fallocate(req_afs(req)->fs, to_ino(ino),
+	reply_err(req, -arb_fs_fallocate(req_afs(req)->fs, to_ino(ino),
 					      mode, (uint64_t)offset,
 					      (uint64_t)length));
 }
@@ -909,54 +921,185 @@ static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 	(void)fi;
 	if (off < 0) {
-		fuse_reply_err(req, ENXIO);
+		reply_err(req, ENXIO);
 		return;
 	}
 	ret = arb_fs_lseek(req_afs(req)->fs, to_ino(ino), (uint64_t)off,
 			   whence);
 	if (ret < 0)
-		fuse_reply_err(req, (int)-ret);
+		reply_err(req, (int)-ret);
 	else
 		fuse_reply_lseek(req, (off_t)ret);
 }
 
+/*
+ * Every handler runs inside a timed_<op> wrapper that counts it for
+ * ARB_IOC_GET_STATS (ctl.c).  The session's userdata is taken before the
+ * handler: after its reply the request is gone.
+ */
+#define AFS_TIMED(op, OP, params, args)                                        \
+	static void timed_##op params                                          \
+	{                                                                      \
+		struct afs *afs_ = fuse_req_userdata(req);                     \
+		uint64_t t0_ = afs_op_start(ARB_IOC_OP_##OP);                  \
+		afs_##op args;                                                 \
+		afs_op_done(afs_, ARB_IOC_OP_##OP, t0_);                       \
+	}
+
+AFS_TIMED(lookup, LOOKUP,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name),
+	  (req, parent, name))
+AFS_TIMED(forget, FORGET,
+	  (fuse_req_t req, fuse_ino_t ino, uint64_t nlookup),
+	  (req, ino, nlookup))
+AFS_TIMED(forget_multi, FORGET_MULTI,
+	  (fuse_req_t req, size_t count, struct fuse_forget_data *forgets),
+	  (req, count, forgets))
+AFS_TIMED(getattr, GETATTR,
+	  (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	  (req, ino, fi))
+AFS_TIMED(setattr, SETATTR,
+	  (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+	   struct fuse_file_info *fi),
+	  (req, ino, attr, to_set, fi))
+AFS_TIMED(readlink, READLINK,
+	  (fuse_req_t req, fuse_ino_t ino),
+	  (req, ino))
+AFS_TIMED(mknod, MKNOD,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	   dev_t rdev),
+	  (req, parent, name, mode, rdev))
+AFS_TIMED(mkdir, MKDIR,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+	  (req, parent, name, mode))
+AFS_TIMED(unlink, UNLINK,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name),
+	  (req, parent, name))
+AFS_TIMED(rmdir, RMDIR,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name),
+	  (req, parent, name))
+AFS_TIMED(symlink, SYMLINK,
+	  (fuse_req_t req, const char *link, fuse_ino_t parent,
+	   const char *name),
+	  (req, link, parent, name))
+AFS_TIMED(rename, RENAME,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name,
+	   fuse_ino_t newparent, const char *newname, unsigned int flags),
+	  (req, parent, name, newparent, newname, flags))
+AFS_TIMED(link, LINK,
+	  (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	   const char *newname),
+	  (req, ino, newparent, newname))
+AFS_TIMED(open, OPEN,
+	  (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	  (req, ino, fi))
+AFS_TIMED(read, READ,
+	  (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	   struct fuse_file_info *fi),
+	  (req, ino, size, off, fi))
+AFS_TIMED(write, WRITE,
+	  (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	   off_t off, struct fuse_file_info *fi),
+	  (req, ino, buf, size, off, fi))
+AFS_TIMED(release, RELEASE,
+	  (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	  (req, ino, fi))
+AFS_TIMED(fsync, FSYNC,
+	  (fuse_req_t req, fuse_ino_t ino, int datasync,
+	   struct fuse_file_info *fi),
+	  (req, ino, datasync, fi))
+AFS_TIMED(opendir, OPENDIR,
+	  (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	  (req, ino, fi))
+AFS_TIMED(readdir, READDIR,
+	  (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	   struct fuse_file_info *fi),
+	  (req, ino, size, off, fi))
+AFS_TIMED(readdirplus, READDIRPLUS,
+	  (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	   struct fuse_file_info *fi),
+	  (req, ino, size, off, fi))
+AFS_TIMED(releasedir, RELEASEDIR,
+	  (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+	  (req, ino, fi))
+AFS_TIMED(fsyncdir, FSYNCDIR,
+	  (fuse_req_t req, fuse_ino_t ino, int datasync,
+	   struct fuse_file_info *fi),
+	  (req, ino, datasync, fi))
+AFS_TIMED(statfs, STATFS,
+	  (fuse_req_t req, fuse_ino_t ino),
+	  (req, ino))
+AFS_TIMED(setxattr, SETXATTR,
+	  (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+	   size_t size, int flags),
+	  (req, ino, name, value, size, flags))
+AFS_TIMED(getxattr, GETXATTR,
+	  (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
+	  (req, ino, name, size))
+AFS_TIMED(listxattr, LISTXATTR,
+	  (fuse_req_t req, fuse_ino_t ino, size_t size),
+	  (req, ino, size))
+AFS_TIMED(removexattr, REMOVEXATTR,
+	  (fuse_req_t req, fuse_ino_t ino, const char *name),
+	  (req, ino, name))
+AFS_TIMED(create, CREATE,
+	  (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	   struct fuse_file_info *fi),
+	  (req, parent, name, mode, fi))
+AFS_TIMED(fallocate, FALLOCATE,
+	  (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+	   struct fuse_file_info *fi),
+	  (req, ino, mode, offset, length, fi))
+AFS_TIMED(lseek, LSEEK,
+	  (fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+	   struct fuse_file_info *fi),
+	  (req, ino, off, whence, fi))
+AFS_TIMED(ioctl, IOCTL,
+	  (fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+	   struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	   size_t in_bufsz, size_t out_bufsz),
+	  (req, ino, cmd, arg, fi, flags, in_buf, in_bufsz, out_bufsz))
+
 const struct fuse_lowlevel_ops afs_ops = {
 	.init = afs_init,
-	.lookup = afs_lookup,
-	.forget = afs_forget,
-	.forget_multi = afs_forget_multi,
-	.getattr = afs_getattr,
-	.setattr = afs_setattr,
-	.readlink = afs_readlink,
-	.mknod = afs_mknod,
-	.mkdir = afs_mkdir,
-	.unlink = afs_unlink,
-	.rmdir = afs_rmdir,
-	.symlink = afs_symlink,
-	.rename = afs_rename,
-	.link = afs_link,
-	.open = afs_open,
-	.read = afs_read,
-	.write = afs_write,
+	/* the others are counted (AFS_TIMED) */
+	.lookup = timed_lookup,
+	.forget = timed_forget,
+	.forget_multi = timed_forget_multi,
+	.getattr = timed_getattr,
+	.setattr = timed_setattr,
+	.readlink = timed_readlink,
+	.mknod = timed_mknod,
+	.mkdir = timed_mkdir,
+	.unlink = timed_unlink,
+	.rmdir = timed_rmdir,
+	.symlink = timed_symlink,
+	.rename = timed_rename,
+	.link = timed_link,
+	.open = timed_open,
+	.read = timed_read,
+	.write = timed_write,
 	/* no .flush: close(2) has nothing to do here (the kernel writes its
 	 * dirty pages back before FLUSH and reports their errors itself;
 	 * durability is fsync's business), and the ENOSYS libfuse answers
 	 * makes the kernel stop sending FLUSH: one round trip less per
 	 * close */
-	.release = afs_release,
-	.fsync = afs_fsync,
-	.opendir = afs_opendir,
-	.readdir = afs_readdir,
-	.readdirplus = afs_readdirplus,
-	.releasedir = afs_releasedir,
-	.fsyncdir = afs_fsyncdir,
-	.statfs = afs_statfs,
-	.setxattr = afs_setxattr,
-	.getxattr = afs_getxattr,
-	.listxattr = afs_listxattr,
-	.removexattr = afs_removexattr,
-	.create = afs_create,
-	.fallocate = afs_fallocate,
-	.lseek = afs_lseek,
+	.release = timed_release,
+	.fsync = timed_fsync,
+	.opendir = timed_opendir,
+	.readdir = timed_readdir,
+	.readdirplus = timed_readdirplus,
+	.releasedir = timed_releasedir,
+	.fsyncdir = timed_fsyncdir,
+	.statfs = timed_statfs,
+	.setxattr = timed_setxattr,
+	.getxattr = timed_getxattr,
+	.listxattr = timed_listxattr,
+	.removexattr = timed_removexattr,
+	.create = timed_create,
+	.fallocate = timed_fallocate,
+	.lseek = timed_lseek,
+	/* the control channel (arbor/ioctl.h) */
+	.ioctl = timed_ioctl,
 	/* no getlk/setlk/flock: the kernel keeps locks locally */
 };

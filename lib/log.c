@@ -14,6 +14,13 @@ __attribute__((constructor)) static void log_init(void)
 		arb_log_level = atoi(s);
 }
 
+static void (*log_sink)(int level, const char *msg);
+
+void arb_log_set_sink(void (*sink)(int level, const char *msg))
+{
+	log_sink = sink;
+}
+
 void arb_log(int level, const char *fmt, ...)
 {
 	va_list ap;
@@ -21,9 +28,16 @@ void arb_log(int level, const char *fmt, ...)
 	if (level > arb_log_level)
 		return;
 	va_start(ap, fmt);
-	fputs("arborfs: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	if (log_sink) {
+		char msg[1024];
+
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		log_sink(level, msg);
+	} else {
+		fputs("arborfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
 	va_end(ap);
 }
 

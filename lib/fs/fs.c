@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fs_int.h"
+#include "usage.h"
 
 void fs_now(struct timespec *ts)
 {
@@ -199,8 +200,17 @@ static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
 	return free_b >= want;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int fs_commit(struct arb_fs *fs)
 {
+	uint64_t start = mono_ns(), commits = fs->vol->nr_commits;
 	struct arb_txn *t;
 	int ret;
 
@@ -210,12 +220,30 @@ int fs_commit(struct arb_fs *fs)
 	if (ret)
 		return ret;
 	ret = arb_txn_commit(t);
+	if (fs->vol->nr_commits != commits)
+		fs->commit_ns += mono_ns() - start;
 	if (ret) {
 		arb_log(ARB_LOG_ERR,
-			"commit failed (%d): filesystem is now read-only", ret);
+			"commit of generation %llu failed: %s (%d); the "
+			"filesystem is now read-only, generation %llu is the "
+			"last one on disk",
+			(unsigned long long)fs->vol->generation + 1,
+			strerror(-ret), ret,
+			(unsigned long long)fs->vol->generation);
 		fs->readonly = true;
 		fs->failed = true;
+		fs->error = ret;
 		fs_imem_drop_all_data(fs);
+		/* a failed write or flush leaves the transaction running (the
+		 * volume refuses new ones): drop it, so that what the mount
+		 * shows from now on is the last commit, as on disk */
+		if (fs->vol->running) {
+			arb_txn_abort(fs->vol->running);
+			if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
+				(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID,
+						   &fs->csum);
+		}
+		fs->txn_dirty = false;
 		return ret;
 	}
 	fs->txn_dirty = false;
@@ -261,6 +289,7 @@ static void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
 	fs_imem_drop_all_data(fs);
 	fs->readonly = true;
 	fs->failed = true;
+	fs->error = err;
 	fs->txn_dirty = false;
 	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
 		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
@@ -755,8 +784,55 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->user_bytes_written = fs->user_bytes_written;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
+	s->commit_ns = fs->commit_ns;
+	if (fs->readonly)
+		s->state |= ARB_FS_STATE_READONLY;
+	if (fs->failed) {
+		s->state |= ARB_FS_STATE_FAILED;
+		s->error = fs->error ? fs->error : -EIO;
+	}
 	fs_unlock(fs);
 	return 0;
+}
+
+int arb_fs_commit(struct arb_fs *fs, uint64_t *generation)
+{
+	int ret = 0;
+
+	fs_lock(fs);
+	if (fs->failed)
+		ret = fs->error ? fs->error : -EIO;
+	else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
+		ret = fs_commit(fs);
+	if (generation)
+		*generation = fs->vol->generation;
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u)
+{
+	struct arb_space_usage su;
+	int ret;
+
+	memset(u, 0, sizeof(*u));
+	fs_lock(fs);
+	ret = arb_space_usage(fs->vol, &su);
+	if (!ret) {
+		u->generation = fs->vol->generation;
+		u->total = su.total;
+		u->system = su.system;
+		u->data = su.data;
+		u->metadata = su.metadata;
+		u->uncommitted = su.uncommitted;
+		u->pinned = su.pinned;
+		u->free = su.free;
+		u->reserve = fs->readonly ? 0 : fs->reserve;
+		u->delayed = fs->dirty_bytes;
+		u->available = fs->readonly ? 0 : fs_avail_bytes(fs);
+	}
+	fs_unlock(fs);
+	return ret;
 }
 
 int arb_fs_check(struct arb_fs *fs, FILE *out)

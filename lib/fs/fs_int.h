@@ -110,6 +110,7 @@ struct arb_fs {
 	uint32_t bs;         /* sector size */
 	bool readonly;       /* opened read-only or forced after an abort */
 	bool failed;         /* forced read-only after a transaction abort */
+	int error;           /* the error that failed it (negative errno) */
 
 	/* next inode number to hand out (never reused within a mount) */
 	uint64_t next_ino;
@@ -134,6 +135,8 @@ struct arb_fs {
 	uint64_t data_hint;   /* allocation hint: end of the last extent */
 
 	uint64_t user_bytes_written;
+	/* time spent in commits that wrote a superblock (ns) */
+	uint64_t commit_ns;
 
 	/* commit thread */
 	pthread_t thread;

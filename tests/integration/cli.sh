@@ -1,21 +1,135 @@
 #!/bin/bash
-# cli.sh - the arbor admin tool on an unmounted image: usage and dump show
-# what was written through the mount; a mounted image is refused.
+# cli.sh - the arbor admin tool.
+#  * online, on a mount (arbor filesystem ...): numbers parse, counters rise
+#    after writes, sync returns a larger generation after a change, usage
+#    adds up, users other than root may read but not sync or reset, a
+#    path outside arborfs is refused;
+#  * offline, on the unmounted image: usage and dump show what was written
+#    through the mount; a mounted image is refused.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
 [ -x "$ARBOR" ] || fail "$ARBOR not built"
+
+# json FILE EXPR: evaluate a Python expression on the JSON object j in FILE
+json() {
+	python3 -c "import json,sys; j = json.load(open(sys.argv[1])); print($2)" "$1" ||
+		fail "bad JSON in $1: $(head -c 300 "$1")"
+}
+# json_ok FILE EXPR: status 0 when the expression is true
+json_ok() {
+	python3 -c "import json,sys; j = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
+}
+# as_nobody CMD...: run as uid/gid 65534 without capabilities
+as_nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+}
+
 fs_mkfs -s 128M
-fs_mount
+fs_mount -o commit=0
+
+log "arbor filesystem generation / sync"
+"$ARBOR" filesystem generation --json "$MNT" >"$TMP/gen0" || fail "generation failed"
+gen0=$(json "$TMP/gen0" "j['generation']")
+[ "$(json "$TMP/gen0" "j['state']")" = rw ] || fail "state: $(cat "$TMP/gen0")"
+"$ARBOR" filesystem generation "$MNT" | grep -q "^generation $gen0\$" ||
+	fail "human generation output differs from JSON"
 mkdir "$MNT/somedir"
 echo small >"$MNT/somedir/inline-file"
+"$ARBOR" filesystem sync --json "$MNT/somedir/inline-file" >"$TMP/sync1" || fail "sync failed"
+gen1=$(json "$TMP/sync1" "j['generation']")
+[ "$gen1" -gt "$gen0" ] || fail "sync after a change: generation $gen1, was $gen0"
+[ "$(json "$TMP/sync1" "j['committed']")" = True ] || fail "sync did not commit"
+"$ARBOR" filesystem sync "$MNT" >"$TMP/sync2" || fail "second sync failed"
+grep -q "^generation $gen1 (nothing to commit)" "$TMP/sync2" ||
+	fail "sync without a change: $(cat "$TMP/sync2")"
+
+log "arbor filesystem stats: counters rise"
+"$ARBOR" filesystem stats --reset "$MNT" >/dev/null || fail "stats --reset failed"
+"$ARBOR" filesystem stats --json "$MNT" >"$TMP/st0" || fail "stats failed"
+w0=$(json "$TMP/st0" "j['ops'].get('write', {}).get('count', 0)")
+[ "$w0" = 0 ] || fail "write count $w0 right after a reset"
 head -c 1000000 /dev/urandom >"$MNT/big-file"
+cat "$MNT/big-file" >/dev/null
+# enough inodes for a tree of two levels, whose leaves go through the
+# node cache (the root node is always in memory: it counts no lookup)
+mkdir "$MNT/many"
+(cd "$MNT/many" && for i in $(seq 300); do echo "$i" >"f$i"; done)
+"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync failed"
+"$ARBOR" filesystem stats --json "$MNT" >"$TMP/st1" || fail "stats failed"
+[ "$(json "$TMP/st1" "j['ops']['write']['count']")" -ge 1 ] || fail "no write counted"
+[ "$(json "$TMP/st1" "j['user_bytes_written']")" -ge 1000000 ] ||
+	fail "user bytes written $(json "$TMP/st1" "j['user_bytes_written']") < 1000000"
+[ "$(json "$TMP/st1" "j['image_bytes_written']['data']")" -ge 1000000 ] ||
+	fail "image data bytes written < 1000000"
+[ "$(json "$TMP/st1" "j['image_bytes_written']['metadata']")" -gt 0 ] || fail "no metadata written"
+[ "$(json "$TMP/st1" "j['image_bytes_written']['superblock']")" -gt 0 ] || fail "no superblock written"
+[ "$(json "$TMP/st1" "j['commits']['count']")" -ge 1 ] || fail "no commit counted"
+json_ok "$TMP/st1" "j['commits']['mean_ms'] > 0" || fail "commit time 0"
+json_ok "$TMP/st1" "1.0 <= j['write_amplification'] < 3" ||
+	fail "write amplification $(json "$TMP/st1" "j['write_amplification']")"
+json_ok "$TMP/st1" "j['ops']['lookup']['mean_us'] > 0" || fail "no lookup time"
+json_ok "$TMP/st1" "j['cache']['hits'] + j['cache']['misses'] > 0" ||
+	fail "no node cache lookups"
+"$ARBOR" filesystem stats "$MNT" >"$TMP/st.txt" || fail "human stats failed"
+for w in "^write " "^node cache" "^commits" "^data " "^write amplification"; do
+	grep -q "$w" "$TMP/st.txt" || fail "human stats lack '$w'"
+done
+
+log "arbor filesystem usage"
+"$ARBOR" filesystem usage --json "$MNT" >"$TMP/usage.json" || fail "usage failed"
+[ "$(json "$TMP/usage.json" "j['total']")" = $((128 << 20)) ] || fail "usage total"
+[ "$(json "$TMP/usage.json" "j['data']")" -ge 1000000 ] || fail "usage data < 1000000"
+[ "$(json "$TMP/usage.json" "j['metadata']")" -gt 0 ] || fail "usage metadata 0"
+[ "$(json "$TMP/usage.json" "j['reserve']")" -gt 0 ] || fail "usage reserve 0"
+[ "$(json "$TMP/usage.json" "j['generation']")" -gt "$gen1" ] || fail "usage generation"
+json_ok "$TMP/usage.json" "j['data'] + j['metadata'] + j['system'] + j['uncommitted'] + j['pinned'] + j['free'] == j['total']" ||
+	fail "usage does not add up: $(cat "$TMP/usage.json")"
+"$ARBOR" filesystem usage "$MNT" | grep -q "^metadata " || fail "human usage lacks metadata"
+
+log "arbor filesystem: privileges and wrong paths"
+as_nobody "$ARBOR" filesystem generation "$MNT" >/dev/null || fail "nobody cannot read the generation"
+as_nobody "$ARBOR" filesystem stats "$MNT" >/dev/null || fail "nobody cannot read stats"
+as_nobody "$ARBOR" filesystem usage "$MNT" >/dev/null || fail "nobody cannot read usage"
+echo change >"$MNT/change"
+st=0
+as_nobody "$ARBOR" filesystem sync "$MNT" 2>"$TMP/err" || st=$?
+[ $st = 1 ] || fail "nobody's sync: exit $st, want 1"
+grep -q "Operation not permitted" "$TMP/err" || fail "nobody's sync: $(cat "$TMP/err")"
+st=0
+as_nobody "$ARBOR" filesystem stats --reset "$MNT" >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 1 ] || fail "nobody's stats --reset: exit $st, want 1"
+# CAP_SYS_ADMIN without uid 0 is enough
+as_nobody --inh-caps=+sys_admin --ambient-caps=+sys_admin \
+	"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync with CAP_SYS_ADMIN refused"
+st=0
+"$ARBOR" filesystem generation "$TMP" >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "not on a mounted arborfs" "$TMP/err" ||
+	fail "a path outside arborfs: exit $st, $(cat "$TMP/err")"
+st=0
+"$ARBOR" filesystem frobnicate "$MNT" >/dev/null 2>&1 || st=$?
+[ $st = 2 ] || fail "unknown filesystem command: exit $st, want 2"
+
+log "arbor filesystem on a read-only mount"
+fs_remount -o ro
+gen_ro=$("$ARBOR" filesystem generation --json "$MNT" >"$TMP/gen.ro" && json "$TMP/gen.ro" "j['generation']")
+[ "$(json "$TMP/gen.ro" "j['state']")" = ro ] || fail "read-only mount state: $(cat "$TMP/gen.ro")"
+"$ARBOR" filesystem sync "$MNT" | grep -q "^generation $gen_ro (nothing to commit)" ||
+	fail "sync on a read-only mount"
+"$ARBOR" filesystem usage "$MNT" >/dev/null || fail "usage on a read-only mount"
+fs_remount
+
+log "arbor usage/dump on the unmounted image"
 "$ARBOR" usage --image "$IMG" >/dev/null 2>&1 && fail "arbor opened a mounted image"
 fs_umount
 "$ARBOR" usage --image "$IMG" >"$TMP/usage" || fail "arbor usage failed"
 grep -q "^generation" "$TMP/usage" || fail "no generation in: $(cat "$TMP/usage")"
 used=$(awk '/^used/ {print $2}' "$TMP/usage")
 [ "$used" -ge 1000000 ] || fail "arbor usage: used $used < 1000000 written"
+data=$(awk '/^data/ {print $2}' "$TMP/usage")
+meta=$(awk '/^metadata/ {print $2}' "$TMP/usage")
+[ "$data" -ge 1000000 ] || fail "arbor usage: data $data < 1000000 written"
+[ $((data + meta)) = "$used" ] || fail "arbor usage: data $data + metadata $meta != used $used"
 "$ARBOR" dump --image "$IMG" 5 >"$TMP/dump" || fail "arbor dump failed"
 for name in somedir inline-file big-file; do
 	grep -q "'$name'" "$TMP/dump" || fail "dump lacks $name"

@@ -124,6 +124,9 @@ fs_mkfs() {
 	"$MKFS" -q "$@" "$IMG" || fail "mkfs.arborfs $* failed"
 }
 
+# Environment of the daemon only (VAR=value ...), e.g. an LD_PRELOAD.
+DAEMON_ENV=()
+
 # fs_mount [-o opts]: start the daemon in the foreground (background job),
 # wait until $MNT is a mountpoint (30 s at most).
 fs_mount() {
@@ -131,7 +134,8 @@ fs_mount() {
 	# ARBOR_DAEMON_DEBUG=1: log every FUSE request (-d) to $DAEMON_LOG
 	local dbg=()
 	[ "${ARBOR_DAEMON_DEBUG:-0}" = 0 ] || dbg=(-d)
-	"$DAEMON" -f "${dbg[@]}" "$@" "$IMG" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+	env "${DAEMON_ENV[@]}" "$DAEMON" -f "${dbg[@]}" "$@" "$IMG" "$MNT" \
+		>>"$DAEMON_LOG" 2>&1 &
 	DAEMON_PID=$!
 	local t=300
 	until mountpoint -q "$MNT"; do

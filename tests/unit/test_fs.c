@@ -1792,9 +1792,10 @@ END_TEST
 START_TEST(test_io_error)
 {
 	struct arb_dev *fault;
+	struct arb_fs_stats s;
 	const char *why;
 	struct arb_stat st;
-	uint64_t f;
+	uint64_t f, good, gen;
 	int ret;
 
 	ck_assert_int_eq(arb_fs_close(fs), 0);
@@ -1805,16 +1806,86 @@ START_TEST(test_io_error)
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
 	write_pattern(f, 0, 50000, 2);
 	mkfile(ROOT, "lost");
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	good = s.generation;
 	arb_dev_fault_arm(fault, ARB_FAULT_WRITE, 1, -EIO, true);
 	ret = arb_fs_sync(fs);
 	ck_assert_int_ne(ret, 0);
 	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "x", S_IFREG, 0, &cred, &st),
 			 -EROFS);
+	/* failed and read-only, and serving the last good generation */
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	ck_assert(s.state & ARB_FS_STATE_FAILED);
+	ck_assert(s.state & ARB_FS_STATE_READONLY);
+	ck_assert_int_eq(s.error, -EIO);
+	ck_assert_uint_eq(s.generation, good);
+	ck_assert_int_eq(arb_fs_commit(fs, &gen), -EIO);
+	ck_assert_uint_eq(gen, good);
+	expect_pattern(f, 0, 50000, 1);
+	ck_assert_uint_eq(lookup(ROOT, "lost"), 0);
 	ck_assert_int_ne(arb_fs_close(fs), 0);
 	fs = NULL;
 	fs_open_now();
 	expect_pattern(f, 0, 50000, 1);
 	ck_assert_uint_eq(lookup(ROOT, "lost"), 0);
+}
+END_TEST
+
+/* arb_fs_commit, arb_fs_usage and arb_fs_get_stats (arbor filesystem ...) */
+START_TEST(test_commit_usage_stats)
+{
+	struct arb_fs_stats s0, s1;
+	struct arb_fs_usage u;
+	uint64_t f, gen0, gen1, gen2;
+
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
+	ck_assert_uint_eq(s0.state, 0);
+	ck_assert_int_eq(arb_fs_commit(fs, &gen0), 0);
+	ck_assert_uint_eq(gen0, s0.generation); /* nothing changed */
+
+	f = mkfile(ROOT, "data");
+	write_pattern(f, 0, 3 * MiB, 7);
+	/* delayed: written, not yet allocated */
+	ck_assert_int_eq(arb_fs_usage(fs, &u), 0);
+	ck_assert_uint_ge(u.delayed, 3 * MiB);
+	ck_assert_int_eq(arb_fs_commit(fs, &gen1), 0);
+	ck_assert_uint_eq(gen1, gen0 + 1);
+	ck_assert_int_eq(arb_fs_commit(fs, &gen2), 0);
+	ck_assert_uint_eq(gen2, gen1);
+
+	ck_assert_int_eq(arb_fs_usage(fs, &u), 0);
+	ck_assert_uint_eq(u.generation, gen1);
+	ck_assert_uint_eq(u.total, 256 * MiB);
+	ck_assert_uint_ge(u.data, 3 * MiB);
+	ck_assert_uint_lt(u.data, 3 * MiB + 64 * 1024);
+	ck_assert_uint_gt(u.metadata, 0);
+	ck_assert_uint_eq(u.uncommitted, 0);
+	ck_assert_uint_eq(u.delayed, 0);
+	ck_assert_uint_eq(u.data + u.metadata + u.system + u.uncommitted +
+				  u.pinned + u.free,
+			  u.total);
+	ck_assert_uint_gt(u.reserve, 0);
+	ck_assert_uint_lt(u.available, u.free);
+
+	/* allocated since the last commit shows as uncommitted */
+	mkfile(ROOT, "more");
+	ck_assert_int_eq(arb_fs_usage(fs, &u), 0);
+	ck_assert_uint_gt(u.uncommitted, 0);
+	ck_assert_uint_eq(u.data + u.metadata + u.system + u.uncommitted +
+				  u.pinned + u.free,
+			  u.total);
+
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s1), 0);
+	ck_assert_uint_eq(s1.generation, gen1);
+	ck_assert_uint_eq(s1.commits, s0.commits + 1);
+	ck_assert_uint_gt(s1.commit_ns, s0.commit_ns);
+	ck_assert_uint_eq(s1.user_bytes_written - s0.user_bytes_written,
+			  3 * MiB);
+	ck_assert_uint_ge(s1.bytes_written[ARB_IO_DATA], 3 * MiB);
+	ck_assert_uint_gt(s1.bytes_written[ARB_IO_NODE], 0);
+	ck_assert_uint_gt(s1.bytes_written[ARB_IO_SUPER], 0);
+	ck_assert_uint_eq(s1.state, 0);
+	ck_assert_int_eq(s1.error, 0);
 }
 END_TEST
 
@@ -1867,6 +1938,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_io_error);
+	tcase_add_test(tc, test_commit_usage_stats);
 	suite_add_tcase(s, tc);
 	return s;
 }

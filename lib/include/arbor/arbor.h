@@ -213,16 +213,78 @@ int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name);
 
 int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv);
 
-/* Statistics since open. */
+/* arb_fs_stats.state */
+enum arb_fs_state {
+	/* no change is accepted (mounted read-only, or after a failure) */
+	ARB_FS_STATE_READONLY = 1 << 0,
+	/* a commit or an operation failed: forced read-only, the changes
+	 * since the last commit are lost (the last commit is intact) */
+	ARB_FS_STATE_FAILED = 1 << 1,
+};
+
+/* Statistics since open.  Counters only grow. */
 struct arb_fs_stats {
+	/* generation of the last durable commit; commits that wrote a
+	 * superblock since open */
 	uint64_t generation, commits;
 	uint64_t cache_hits, cache_misses, cache_bytes;
 	uint64_t bytes_written[4]; /* by enum arb_io_kind */
 	uint64_t bytes_read[4];
+	/* bytes accepted by arb_fs_write */
 	uint64_t user_bytes_written;
 	uint64_t total_bytes, free_bytes;
+	/* wall time spent in the commits counted by commits, in ns */
+	uint64_t commit_ns;
+	/* enum arb_fs_state */
+	uint32_t state;
+	/* the error (negative errno) that failed the filesystem, 0 if none */
+	int32_t error;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
+
+/*
+ * Commit now if anything changed (delayed data included); *generation (if
+ * not NULL) receives the generation of the last durable commit, which
+ * holds every change made before the call (also on error).  A read-only
+ * filesystem has nothing to commit: 0.  After a failure (ARB_FS_STATE_FAILED)
+ * the error that failed it, else the commit's error.
+ */
+int arb_fs_commit(struct arb_fs *fs, uint64_t *generation);
+
+/* Where the space of the image goes (arb_fs_usage), in bytes. */
+struct arb_fs_usage {
+	uint64_t generation;
+	/* size of the image */
+	uint64_t total;
+	/* the fixed start of the image (superblocks), never allocated */
+	uint64_t system;
+	/* file data extents and tree nodes, as of the last commit */
+	uint64_t data, metadata;
+	/* allocated since the last commit (data and nodes not yet in the
+	 * extent tree) */
+	uint64_t uncommitted;
+	/* freed, waiting for its commit to be durable (usually 0) */
+	uint64_t pinned;
+	/* not allocated */
+	uint64_t free;
+	/* part of free that only operations freeing space may use */
+	uint64_t reserve;
+	/* file data written but not yet allocated (delayed allocation) */
+	uint64_t delayed;
+	/* what statfs reports as available: free - reserve - delayed - the
+	 * metadata the running transaction may still need */
+	uint64_t available;
+};
+/* Walks the extent tree (reads every leaf of it). */
+int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);
+
+/*
+ * Messages of the library (errors, warnings) go to stderr as "arborfs:
+ * MESSAGE" lines, or, once a sink is set, to sink(level, MESSAGE) with
+ * level a syslog(3) priority (LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG).
+ * NULL restores stderr.  Set it before the filesystem is used.
+ */
+void arb_log_set_sink(void (*sink)(int level, const char *msg));
 
 /*
  * Scrub: read every tree node and data block in use and verify it against

@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * filesystem.c - "arbor filesystem CMD [--json] PATH": the online commands,
+ * answered by the daemon of the mount PATH is on through the ioctls of
+ * <arbor/ioctl.h>.  Only the public header: no library call.
+ *
+ *   stats       FUSE requests by kind (count, errors, mean and longest
+ *               time in the daemon), node cache, commits, bytes written to
+ *               and read from the image by kind, write amplification;
+ *               --reset (root) starts the counters from zero afterwards
+ *   usage       total, data, metadata, free, reserve, ...
+ *   sync        commit now (root); prints the committed generation
+ *   generation  the generation of the last commit
+ *
+ * Human-readable by default; --json prints one JSON object for scripts.
+ * Exit status: 0 ok, 1 failed, 2 bad usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <arbor/ioctl.h>
+
+#include "arbor_cli.h"
+
+/* f_type of every FUSE mount */
+#define FUSE_SUPER_MAGIC 0x65735546
+
+static void fs_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: arbor filesystem stats [--json] [--reset] PATH\n"
+		"       arbor filesystem usage [--json] PATH\n"
+		"       arbor filesystem sync [--json] PATH\n"
+		"       arbor filesystem generation [--json] PATH\n"
+		"PATH: any file or directory of a mounted arborfs\n");
+}
+
+/* Open PATH and make sure it is on a FUSE mount; -1 with a message. */
+static int open_mount(const char *path)
+{
+	struct statfs sf;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		fprintf(stderr, "arbor: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fstatfs(fd, &sf) == 0 && sf.f_type != FUSE_SUPER_MAGIC) {
+		fprintf(stderr, "arbor: %s: not on a mounted arborfs\n", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ioctl with the messages every command shares; 0 or -1 */
+static int do_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
+		    const char *what)
+{
+	if (ioctl(fd, cmd, arg) == 0)
+		return 0;
+	switch (errno) {
+	case ENOTTY:
+	case ENOSYS:
+		fprintf(stderr,
+			"arbor: %s: not on a mounted arborfs (or its daemon "
+			"does not know %s)\n",
+			path, what);
+		break;
+	case EPERM:
+	case EACCES:
+		fprintf(stderr, "arbor: %s: %s: %s (needs root or "
+				"CAP_SYS_ADMIN)\n",
+			path, what, strerror(errno));
+		break;
+	default:
+		fprintf(stderr, "arbor: %s: %s: %s\n", path, what,
+			strerror(errno));
+	}
+	return -1;
+}
+
+/* The daemon filled at least the bytes up to the end of field f of *p? */
+#define HAS_FIELD(p, f)                                                        \
+	((p)->size >= offsetof(__typeof__(*(p)), f) + sizeof((p)->f))
+
+static const char *state_name(uint64_t state)
+{
+	if (state & ARB_IOC_STATE_FAILED)
+		return "failed";
+	if (state & ARB_IOC_STATE_READONLY)
+		return "ro";
+	return "rw";
+}
+
+/* "12.3 MiB" */
+static const char *human(uint64_t v, char *buf, size_t size)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB",
+					    "PiB", "EiB" };
+	double d = (double)v;
+	int i = 0;
+
+	while (d >= 1024 && i < 6) {
+		d /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, size, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, size, "%.2f %s", d, unit[i]);
+	return buf;
+}
+
+/* ---- generation -------------------------------------------------------- */
+
+static int cmd_generation(int fd, const char *path, bool json)
+{
+	struct arb_ioc_generation g;
+
+	memset(&g, 0, sizeof(g));
+	if (do_ioctl(fd, path, ARB_IOC_GET_GENERATION, &g, "generation"))
+		return 1;
+	if (json) {
+		printf("{\"generation\": %llu, \"state\": \"%s\", "
+		       "\"error\": %u}\n",
+		       (unsigned long long)g.generation, state_name(g.state),
+		       g.error);
+		return 0;
+	}
+	printf("generation %llu\n", (unsigned long long)g.generation);
+	if (g.state & ARB_IOC_STATE_FAILED)
+		printf("state      failed (%s): read-only\n", strerror((int)g.error));
+	else if (g.state & ARB_IOC_STATE_READONLY)
+		printf("state      read-only\n");
+	return 0;
+}
+
+/* ---- sync -------------------------------------------------------------- */
+
+static int cmd_sync(int fd, const char *path, bool json)
+{
+	struct arb_ioc_sync s;
+
+	/* the kernel's dirty pages first (writeback cache), then the
+	 * daemon's commit */
+	if (syncfs(fd) < 0)
+		fprintf(stderr, "arbor: %s: syncfs: %s\n", path,
+			strerror(errno));
+	memset(&s, 0, sizeof(s));
+	if (do_ioctl(fd, path, ARB_IOC_SYNC, &s, "sync"))
+		return 1;
+	if (json)
+		printf("{\"generation\": %llu, \"committed\": %s}\n",
+		       (unsigned long long)s.generation,
+		       s.committed ? "true" : "false");
+	else
+		printf("generation %llu%s\n", (unsigned long long)s.generation,
+		       s.committed ? "" : " (nothing to commit)");
+	return 0;
+}
+
+/* ---- usage ------------------------------------------------------------- */
+
+static int cmd_usage(int fd, const char *path, bool json)
+{
+	static const struct {
+		const char *name, *what;
+	} rows[] = {
+		{ "total", "size of the image" },
+		{ "data", "file data, as of the last commit" },
+		{ "metadata", "tree nodes, as of the last commit" },
+		{ "system", "superblocks, fixed" },
+		{ "uncommitted", "allocated since the last commit" },
+		{ "pinned", "freed, waiting for a commit" },
+		{ "free", "not allocated" },
+		{ "reserve", "part of free kept for deletes" },
+		{ "delayed", "written, not yet allocated" },
+		{ "available", "for ordinary writes (df)" },
+	};
+	struct arb_ioc_usage u;
+	char b[32];
+
+	memset(&u, 0, sizeof(u));
+	if (do_ioctl(fd, path, ARB_IOC_GET_USAGE, &u, "usage"))
+		return 1;
+
+	const uint64_t v[] = { u.total, u.data, u.metadata, u.system,
+			       u.uncommitted, u.pinned, u.free,
+			       u.reserve, u.delayed, u.available };
+	_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(rows) / sizeof(rows[0]),
+		       "one value per row");
+	if (json) {
+		printf("{\"generation\": %llu",
+		       (unsigned long long)u.generation);
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			printf(", \"%s\": %llu", rows[i].name,
+			       (unsigned long long)v[i]);
+		printf("}\n");
+		return 0;
+	}
+	printf("%-12s %llu\n", "generation", (unsigned long long)u.generation);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		printf("%-12s %16llu  %12s  %s\n", rows[i].name,
+		       (unsigned long long)v[i], human(v[i], b, sizeof(b)),
+		       rows[i].what);
+	return 0;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+static const char *const io_kind[4] = { "superblock", "metadata", "data",
+					"other" };
+
+static void stats_json(const struct arb_ioc_stats *st)
+{
+	uint64_t wsum = 0, rsum = 0;
+	bool first = true;
+
+	printf("{\"generation\": %llu, \"state\": \"%s\", \"error\": %u, "
+	       "\"elapsed_s\": %.3f,\n",
+	       (unsigned long long)st->generation, state_name(st->state),
+	       st->error, (double)st->elapsed_ns / 1e9);
+	printf(" \"ops\": {");
+	for (unsigned i = 0; i < st->nr_ops && i < ARB_IOC_OPS_MAX; i++) {
+		const struct arb_ioc_op_stat *o = &st->ops[i];
+		const char *name = arb_ioc_op_name(i);
+		char unknown[32];
+
+		if (!o->count)
+			continue;
+		if (!name) {
+			snprintf(unknown, sizeof(unknown), "op%u", i);
+			name = unknown;
+		}
+		printf("%s\n  \"%s\": {\"count\": %llu, \"errors\": %llu, "
+		       "\"total_ns\": %llu, \"mean_us\": %.3f, "
+		       "\"max_us\": %.3f}",
+		       first ? "" : ",", name, (unsigned long long)o->count,
+		       (unsigned long long)o->errors,
+		       (unsigned long long)o->total_ns,
+		       ratio(o->total_ns, o->count) / 1e3,
+		       (double)o->max_ns / 1e3);
+		first = false;
+	}
+	printf("},\n");
+	printf(" \"cache\": {\"hits\": %llu, \"misses\": %llu, \"bytes\": %llu},\n",
+	       (unsigned long long)st->cache_hits,
+	       (unsigned long long)st->cache_misses,
+	       (unsigned long long)st->cache_bytes);
+	printf(" \"commits\": {\"count\": %llu, \"total_ns\": %llu, "
+	       "\"mean_ms\": %.3f},\n",
+	       (unsigned long long)st->commits,
+	       (unsigned long long)st->commit_ns,
+	       ratio(st->commit_ns, st->commits) / 1e6);
+	printf(" \"image_bytes_written\": {");
+	for (int i = 0; i < 4; i++) {
+		printf("\"%s\": %llu, ", io_kind[i],
+		       (unsigned long long)st->image_bytes_written[i]);
+		wsum += st->image_bytes_written[i];
+	}
+	printf("\"total\": %llu},\n", (unsigned long long)wsum);
+	printf(" \"image_bytes_read\": {");
+	for (int i = 0; i < 4; i++) {
+		printf("\"%s\": %llu, ", io_kind[i],
+		       (unsigned long long)st->image_bytes_read[i]);
+		rsum += st->image_bytes_read[i];
+	}
+	printf("\"total\": %llu},\n", (unsigned long long)rsum);
+	printf(" \"user_bytes_written\": %llu, \"user_bytes_read\": %llu,\n",
+	       (unsigned long long)st->user_bytes_written,
+	       (unsigned long long)st->user_bytes_read);
+	if (st->user_bytes_written)
+		printf(" \"write_amplification\": %.3f}\n",
+		       ratio(wsum, st->user_bytes_written));
+	else
+		printf(" \"write_amplification\": null}\n");
+}
+
+static void stats_human(const char *path, const struct arb_ioc_stats *st)
+{
+	uint64_t wsum = 0, rsum = 0;
+	char b[32];
+
+	printf("%s: generation %llu, %s", path,
+	       (unsigned long long)st->generation, state_name(st->state));
+	if (st->state & ARB_IOC_STATE_FAILED)
+		printf(" (%s)", strerror((int)st->error));
+	printf(", counters cover %.1f s\n\n", (double)st->elapsed_ns / 1e9);
+
+	printf("%-14s %12s %8s %12s %12s\n", "request", "count", "errors",
+	       "mean (us)", "max (us)");
+	for (unsigned i = 0; i < st->nr_ops && i < ARB_IOC_OPS_MAX; i++) {
+		const struct arb_ioc_op_stat *o = &st->ops[i];
+		const char *name = arb_ioc_op_name(i);
+		char unknown[32];
+
+		if (!o->count)
+			continue;
+		if (!name) {
+			snprintf(unknown, sizeof(unknown), "op%u", i);
+			name = unknown;
+		}
+		printf("%-14s %12llu %8llu %12.1f %12.1f\n", name,
+		       (unsigned long long)o->count,
+		       (unsigned long long)o->errors,
+		       ratio(o->total_ns, o->count) / 1e3,
+		       (double)o->max_ns / 1e3);
+	}
+
+	printf("\nnode cache     %llu hits, %llu misses (%.1f%% hits), %s cached\n",
+	       (unsigned long long)st->cache_hits,
+	       (unsigned long long)st->cache_misses,
+	       100.0 * ratio(st->cache_hits,
+			     st->cache_hits + st->cache_misses),
+	       human(st->cache_bytes, b, sizeof(b)));
+	printf("commits        %llu, mean %.2f ms\n",
+	       (unsigned long long)st->commits,
+	       ratio(st->commit_ns, st->commits) / 1e6);
+
+	printf("\n%-14s %16s %16s\n", "image bytes", "written", "read");
+	for (int i = 0; i < 4; i++) {
+		printf("%-14s %16llu %16llu\n", io_kind[i],
+		       (unsigned long long)st->image_bytes_written[i],
+		       (unsigned long long)st->image_bytes_read[i]);
+		wsum += st->image_bytes_written[i];
+		rsum += st->image_bytes_read[i];
+	}
+	printf("%-14s %16llu %16llu\n", "total", (unsigned long long)wsum,
+	       (unsigned long long)rsum);
+	printf("%-14s %16llu %16llu\n", "by users",
+	       (unsigned long long)st->user_bytes_written,
+	       (unsigned long long)st->user_bytes_read);
+	if (st->user_bytes_written)
+		printf("\nwrite amplification %.2f (image bytes written / "
+		       "bytes written by users)\n",
+		       ratio(wsum, st->user_bytes_written));
+	else
+		printf("\nwrite amplification -    (nothing written by users)\n");
+}
+
+static int cmd_stats(int fd, const char *path, bool json, bool reset)
+{
+	static struct arb_ioc_stats st;
+
+	memset(&st, 0, sizeof(st));
+	if (do_ioctl(fd, path, ARB_IOC_GET_STATS, &st, "stats"))
+		return 1;
+	if (!HAS_FIELD(&st, ops)) {
+		fprintf(stderr, "arbor: %s: short answer from the daemon\n",
+			path);
+		return 1;
+	}
+	if (json)
+		stats_json(&st);
+	else
+		stats_human(path, &st);
+	if (reset && do_ioctl(fd, path, ARB_IOC_RESET_STATS, NULL,
+			      "reset the statistics"))
+		return 1;
+	return 0;
+}
+
+int arbor_filesystem(int argc, char **argv)
+{
+	static const struct option lo[] = { { "json", 0, 0, 'j' },
+					    { "reset", 0, 0, 'r' },
+					    { "help", 0, 0, 'h' },
+					    { 0, 0, 0, 0 } };
+	bool json = false, reset = false;
+	const char *cmd, *path;
+	int c, fd, rc;
+
+	if (argc < 2) {
+		fs_usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
+	    !strcmp(cmd, "-h")) {
+		fs_usage(stdout);
+		return 0;
+	}
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = true; break;
+		case 'r': reset = true; break;
+		case 'h': fs_usage(stdout); return 0;
+		default: fs_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "arbor filesystem %s: want one PATH\n", cmd);
+		fs_usage(stderr);
+		return 2;
+	}
+	path = argv[optind];
+	if (reset && strcmp(cmd, "stats")) {
+		fprintf(stderr, "arbor filesystem %s: --reset is for stats\n",
+			cmd);
+		return 2;
+	}
+	if (strcmp(cmd, "stats") && strcmp(cmd, "usage") &&
+	    strcmp(cmd, "sync") && strcmp(cmd, "generation")) {
+		fprintf(stderr, "arbor filesystem: unknown command '%s'\n", cmd);
+		fs_usage(stderr);
+		return 2;
+	}
+	fd = open_mount(path);
+	if (fd < 0)
+		return 1;
+	if (!strcmp(cmd, "stats"))
+		rc = cmd_stats(fd, path, json, reset);
+	else if (!strcmp(cmd, "usage"))
+		rc = cmd_usage(fd, path, json);
+	else if (!strcmp(cmd, "sync"))
+		rc = cmd_sync(fd, path, json);
+	else
+		rc = cmd_generation(fd, path, json);
+	close(fd);
+	return rc;
+}

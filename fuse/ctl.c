@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ctl.c - the control channel of the daemon: the ioctls of
+ * <arbor/ioctl.h> on any file or directory of the mount, and the
+ * per-request counters that ARB_IOC_GET_STATS reports.
+ *
+ * Counting: every handler of the operation table runs between
+ * afs_op_start() and afs_op_done() (ops.c wraps them), which add one
+ * request, its wall time and the longest time to the counters of its
+ * kind, with relaxed atomics: no lock on the request path.  An answer
+ * with an error (ops.c's reply_err) counts one error for the kind the
+ * thread is handling, kept in a thread-local variable.  Negative lookups
+ * are answered as entries (cached by the kernel), not as errors.
+ *
+ * Privilege: the ioctls that change something (ARB_IOC_SYNC,
+ * ARB_IOC_RESET_STATS) need uid 0 or CAP_SYS_ADMIN.  The capability is
+ * read from /proc/PID/status of the requesting thread, which is blocked
+ * in ioctl(2) while we look, so its pid cannot be reused meanwhile; it
+ * counts only when the caller is in the daemon's user namespace (a
+ * capability inside a user namespace of its own gives nothing here) and
+ * its pid is visible (FUSE sends pid 0 for a caller in a pid namespace
+ * the daemon cannot see).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arborfs_fuse.h"
+
+#define CAP_SYS_ADMIN_BIT 21
+
+static _Thread_local int cur_op = -1;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void afs_stats_init(struct afs *afs)
+{
+	pthread_mutex_init(&afs->stats_lock, NULL);
+	memset(&afs->stats_base, 0, sizeof(afs->stats_base));
+	afs->stats_start_ns = now_ns();
+}
+
+uint64_t afs_op_start(enum arb_ioc_op op)
+{
+	cur_op = (int)op;
+	return now_ns();
+}
+
+void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns)
+{
+	struct afs_op_counter *c = &afs->ops[op];
+	uint64_t d = now_ns() - start_ns;
+	uint64_t max = atomic_load_explicit(&c->max_ns, memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->total_ns, d, memory_order_relaxed);
+	while (d > max && !atomic_compare_exchange_weak_explicit(
+				  &c->max_ns, &max, d, memory_order_relaxed,
+				  memory_order_relaxed))
+		;
+	cur_op = -1;
+}
+
+void afs_op_error(struct afs *afs)
+{
+	if (cur_op >= 0 && cur_op < ARB_IOC_OP_NR)
+		atomic_fetch_add_explicit(&afs->ops[cur_op].errors, 1,
+					  memory_order_relaxed);
+}
+
+/* ---- privilege --------------------------------------------------------- */
+
+/* Is the caller's thread in our user namespace with CAP_SYS_ADMIN? */
+static bool pid_has_sys_admin(pid_t pid)
+{
+	char path[64], line[256], ns[64], my_ns[64];
+	unsigned long long caps = 0;
+	bool found = false;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	n = readlink(path, ns, sizeof(ns) - 1);
+	if (n <= 0)
+		return false;
+	ns[n] = '\0';
+	n = readlink("/proc/self/ns/user", my_ns, sizeof(my_ns) - 1);
+	if (n <= 0)
+		return false;
+	my_ns[n] = '\0';
+	if (strcmp(ns, my_ns) != 0)
+		return false;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+			found = true;
+			break;
+		}
+	}
+	fclose(f);
+	return found && (caps >> CAP_SYS_ADMIN_BIT & 1);
+}
+
+static bool req_privileged(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0)
+		return true;
+	return ctx->pid > 0 && pid_has_sys_admin(ctx->pid);
+}
+
+/* ---- the ioctls -------------------------------------------------------- */
+
+static uint64_t state_flags(const struct arb_fs_stats *s)
+{
+	uint64_t st = 0;
+
+	if (s->state & ARB_FS_STATE_READONLY)
+		st |= ARB_IOC_STATE_READONLY;
+	if (s->state & ARB_FS_STATE_FAILED)
+		st |= ARB_IOC_STATE_FAILED;
+	return st;
+}
+
+static int ioc_generation(struct afs *afs, struct arb_ioc_generation *g)
+{
+	struct arb_fs_stats s;
+	int ret;
+
+	ret = arb_fs_get_stats(afs->fs, &s);
+	if (ret)
+		return ret;
+	g->generation = s.generation;
+	g->state = state_flags(&s);
+	g->error = (uint32_t)-s.error;
+	return 0;
+}
+
+static int ioc_sync(struct afs *afs, const struct arb_ioc_sync *in,
+		    struct arb_ioc_sync *out)
+{
+	struct arb_fs_stats s;
+	uint64_t gen;
+	int ret;
+
+	if (in->flags)
+		return -EINVAL;
+	ret = arb_fs_get_stats(afs->fs, &s);
+	if (ret)
+		return ret;
+	ret = arb_fs_commit(afs->fs, &gen);
+	out->generation = gen;
+	if (ret) {
+		afs_log(LOG_ERR, "sync requested by ioctl: %s", strerror(-ret));
+		return ret;
+	}
+	out->committed = out->generation != s.generation;
+	return 0;
+}
+
+static int ioc_usage(struct afs *afs, struct arb_ioc_usage *u)
+{
+	struct arb_fs_usage fu;
+	int ret;
+
+	ret = arb_fs_usage(afs->fs, &fu);
+	if (ret)
+		return ret;
+	u->generation = fu.generation;
+	u->total = fu.total;
+	u->system = fu.system;
+	u->data = fu.data;
+	u->metadata = fu.metadata;
+	u->uncommitted = fu.uncommitted;
+	u->pinned = fu.pinned;
+	u->free = fu.free;
+	u->reserve = fu.reserve;
+	u->delayed = fu.delayed;
+	u->available = fu.available;
+	return 0;
+}
+
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
+{
+	struct arb_fs_stats s, b;
+	uint64_t start;
+	int ret;
+
+	ret = arb_fs_get_stats(afs->fs, &s);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&afs->stats_lock);
+	b = afs->stats_base;
+	start = afs->stats_start_ns;
+	pthread_mutex_unlock(&afs->stats_lock);
+
+	st->state = state_flags(&s);
+	st->error = (uint32_t)-s.error;
+	st->elapsed_ns = now_ns() - start;
+	st->generation = s.generation;
+	st->commits = minus(s.commits, b.commits);
+	st->commit_ns = minus(s.commit_ns, b.commit_ns);
+	st->cache_hits = minus(s.cache_hits, b.cache_hits);
+	st->cache_misses = minus(s.cache_misses, b.cache_misses);
+	st->cache_bytes = s.cache_bytes;
+	for (int i = 0; i < 4; i++) {
+		st->image_bytes_written[i] =
+			minus(s.bytes_written[i], b.bytes_written[i]);
+		st->image_bytes_read[i] = minus(s.bytes_read[i], b.bytes_read[i]);
+	}
+	st->user_bytes_written =
+		minus(s.user_bytes_written, b.user_bytes_written);
+	st->user_bytes_read = atomic_load_explicit(&afs->user_bytes_read,
+						   memory_order_relaxed);
+	st->nr_ops = ARB_IOC_OP_NR;
+	for (int i = 0; i < ARB_IOC_OP_NR; i++) {
+		struct afs_op_counter *c = &afs->ops[i];
+
+		st->ops[i].count =
+			atomic_load_explicit(&c->count, memory_order_relaxed);
+		st->ops[i].errors =
+			atomic_load_explicit(&c->errors, memory_order_relaxed);
+		st->ops[i].total_ns =
+			atomic_load_explicit(&c->total_ns, memory_order_relaxed);
+		st->ops[i].max_ns =
+			atomic_load_explicit(&c->max_ns, memory_order_relaxed);
+	}
+	return 0;
+}
+
+/* Requests running meanwhile land before or after the reset, some of
+ * their counters on either side: good enough for a profile. */
+static int ioc_reset_stats(struct afs *afs)
+{
+	struct arb_fs_stats s;
+	int ret;
+
+	ret = arb_fs_get_stats(afs->fs, &s);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&afs->stats_lock);
+	afs->stats_base = s;
+	afs->stats_start_ns = now_ns();
+	for (int i = 0; i < ARB_IOC_OP_NR; i++) {
+		struct afs_op_counter *c = &afs->ops[i];
+
+		atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->errors, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->total_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->max_ns, 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&afs->user_bytes_read, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&afs->stats_lock);
+	return 0;
+}
+
+/* Reply with the struct in buf (size bytes), its header filled in. */
+static void reply_struct(fuse_req_t req, void *buf, size_t size)
+{
+	uint32_t hdr[2] = { (uint32_t)size, ARB_IOC_VERSION };
+
+	memcpy(buf, hdr, sizeof(hdr));
+	fuse_reply_ioctl(req, 0, buf, size);
+}
+
+/* Bytes an ioctl sends back, or -ENOTTY for a number we do not know. */
+static ssize_t ioc_out_size(unsigned int cmd)
+{
+	switch (cmd) {
+	case ARB_IOC_GET_GENERATION:
+		return sizeof(struct arb_ioc_generation);
+	case ARB_IOC_SYNC:
+		return sizeof(struct arb_ioc_sync);
+	case ARB_IOC_GET_USAGE:
+		return sizeof(struct arb_ioc_usage);
+	case ARB_IOC_GET_STATS:
+		return sizeof(struct arb_ioc_stats);
+	case ARB_IOC_RESET_STATS:
+		return 0;
+	}
+	return -ENOTTY;
+}
+
+void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	       size_t in_bufsz, size_t out_bufsz)
+{
+	struct afs *afs = fuse_req_userdata(req);
+	union {
+		struct arb_ioc_generation g;
+		struct arb_ioc_sync s;
+		struct arb_ioc_usage u;
+		struct arb_ioc_stats st;
+	} out;
+	struct arb_ioc_sync in;
+	ssize_t size = ioc_out_size(cmd);
+	int ret;
+
+	(void)ino;
+	(void)arg;
+	(void)fi;
+	/* the structs have the same layout for 32-bit callers (every __u64
+	 * at a multiple of 8): FUSE_IOCTL_COMPAT needs nothing of its own */
+	(void)flags;
+	if (size < 0) {
+		ret = (int)size;
+		goto out_err;
+	}
+	/* the kernel sizes the buffers from the number: this is a check */
+	if (out_bufsz < (size_t)size) {
+		ret = -EINVAL;
+		goto out_err;
+	}
+	memset(&out, 0, sizeof(out));
+	switch (cmd) {
+	case ARB_IOC_GET_GENERATION:
+		ret = ioc_generation(afs, &out.g);
+		break;
+	case ARB_IOC_SYNC:
+		if (in_bufsz < sizeof(in)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			break;
+		}
+		/* in_buf has no alignment promise */
+		memcpy(&in, in_buf, sizeof(in));
+		ret = ioc_sync(afs, &in, &out.s);
+		break;
+	case ARB_IOC_GET_USAGE:
+		ret = ioc_usage(afs, &out.u);
+		break;
+	case ARB_IOC_GET_STATS:
+		ret = ioc_stats(afs, &out.st);
+		break;
+	case ARB_IOC_RESET_STATS:
+		ret = req_privileged(req) ? ioc_reset_stats(afs) : -EPERM;
+		if (!ret) {
+			fuse_reply_ioctl(req, 0, NULL, 0);
+			return;
+		}
+		break;
+	default:
+		ret = -ENOTTY;
+		break;
+	}
+	if (ret)
+		goto out_err;
+	reply_struct(req, &out, (size_t)size);
+	return;
+out_err:
+	afs_op_error(afs);
+	fuse_reply_err(req, -ret);
+}

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arbor/ioctl.h - the control channel of a mounted arborfs: ioctls on any
+ * file or directory of the mount, answered by the FUSE daemon.
+ *
+ * Every ioctl is "restricted" in FUSE's sense: direction and size are
+ * encoded in the number (_IOR/_IOWR), so the kernel copies the argument in
+ * and out by itself.  A struct's size is therefore part of its ioctl
+ * number and never changes; each one carries reserved space to grow into,
+ * and starts with the same two fields:
+ *
+ *   OFFSET SIZE DESCRIPTION
+ *   0      4    size: out, bytes of the struct the daemon filled in (the
+ *                 fields past it are zero: an older daemon knew fewer)
+ *   4      4    version: out, ARB_IOC_VERSION of the daemon
+ *
+ * A new field takes the place of reserved bytes, raises ARB_IOC_VERSION
+ * and is meaningful when size covers it.  Input fields and reserved bytes
+ * are zero when not used: a daemon refuses (EINVAL) flags it does not know.
+ * All fields are fixed-size, naturally aligned and host-endian; the same
+ * layout serves 32- and 64-bit callers.
+ *
+ * Errors come back as errno of ioctl(2): ENOTTY not arborfs (or an
+ * unknown number), EPERM for a privileged ioctl (marked below) without
+ * uid 0 or CAP_SYS_ADMIN, EINVAL bad input, EIO/EROFS the filesystem
+ * failed, and the errno of the operation itself.
+ */
+#ifndef ARBOR_IOCTL_H
+#define ARBOR_IOCTL_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ARB_IOC_MAGIC 'A'
+/* version of the structs below; 1: the first */
+#define ARB_IOC_VERSION 1
+
+/* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
+/* no change is accepted: mounted read-only, or after a failure */
+#define ARB_IOC_STATE_READONLY (1ULL << 0)
+/* a commit or an operation failed; the filesystem turned read-only and
+ * the changes since the last commit are lost (that commit is intact) */
+#define ARB_IOC_STATE_FAILED (1ULL << 1)
+
+/*
+ * ARB_IOC_GET_GENERATION: the generation of the last durable commit.
+ * Anyone may ask.  128 bytes.
+ */
+struct arb_ioc_generation {
+	__u32 size;
+	__u32 version;
+	/* out: generation of the last durable commit */
+	__u64 generation;
+	/* out: ARB_IOC_STATE_* */
+	__u64 state;
+	/* out: errno (positive) that failed the filesystem, 0 if none */
+	__u32 error;
+	__u32 pad;
+	__u64 reserved[12];
+};
+
+/*
+ * ARB_IOC_SYNC: commit now (privileged).  Every change the daemon has
+ * received is durable on return; the caller first flushes the kernel's
+ * dirty pages (syncfs), as `arbor filesystem sync` does.  128 bytes.
+ */
+struct arb_ioc_sync {
+	__u32 size;
+	__u32 version;
+	/* in: flags, none defined yet: 0 */
+	__u64 flags;
+	/* out: generation of the last durable commit after the call */
+	__u64 generation;
+	/* out: 1 if this call wrote a commit, 0 if nothing had changed */
+	__u64 committed;
+	__u64 reserved[12];
+};
+
+/*
+ * ARB_IOC_GET_USAGE: where the space of the image goes, in bytes (the
+ * online counterpart of `arbor usage --image`).  Anyone may ask; the
+ * daemon walks the extent tree to answer.  256 bytes.
+ */
+struct arb_ioc_usage {
+	__u32 size;
+	__u32 version;
+	/* out: generation of the last durable commit */
+	__u64 generation;
+	/* out: size of the image */
+	__u64 total;
+	/* out: the fixed start of the image (superblocks), never allocated */
+	__u64 system;
+	/* out: file data extents, as of the last commit */
+	__u64 data;
+	/* out: tree nodes, as of the last commit */
+	__u64 metadata;
+	/* out: allocated since the last commit */
+	__u64 uncommitted;
+	/* out: freed, waiting for its commit to be durable (usually 0) */
+	__u64 pinned;
+	/* out: not allocated */
+	__u64 free;
+	/* out: part of free that only operations freeing space may use */
+	__u64 reserve;
+	/* out: file data written but not yet allocated (delayed allocation) */
+	__u64 delayed;
+	/* out: available to ordinary writes (statfs f_bavail in bytes) */
+	__u64 available;
+	__u64 reserved[20];
+};
+
+/*
+ * FUSE request kinds counted by ARB_IOC_GET_STATS, numbers fixed forever
+ * (they index arb_ioc_stats.ops).  x(NAME, number, "name").
+ */
+#define ARB_IOC_OPS(x)                                                         \
+	x(LOOKUP, 0, "lookup")                                                 \
+	x(FORGET, 1, "forget")                                                 \
+	x(FORGET_MULTI, 2, "forget_multi")                                     \
+	x(GETATTR, 3, "getattr")                                               \
+	x(SETATTR, 4, "setattr")                                               \
+	x(READLINK, 5, "readlink")                                             \
+	x(MKNOD, 6, "mknod")                                                   \
+	x(MKDIR, 7, "mkdir")                                                   \
+	x(UNLINK, 8, "unlink")                                                 \
+	x(RMDIR, 9, "rmdir")                                                   \
+	x(SYMLINK, 10, "symlink")                                              \
+	x(RENAME, 11, "rename")                                                \
+	x(LINK, 12, "link")                                                    \
+	x(OPEN, 13, "open")                                                    \
+	x(READ, 14, "read")                                                    \
+	x(WRITE, 15, "write")                                                  \
+	x(FLUSH, 16, "flush")                                                  \
+	x(RELEASE, 17, "release")                                              \
+	x(FSYNC, 18, "fsync")                                                  \
+	x(OPENDIR, 19, "opendir")                                              \
+	x(READDIR, 20, "readdir")                                              \
+	x(READDIRPLUS, 21, "readdirplus")                                      \
+	x(RELEASEDIR, 22, "releasedir")                                        \
+	x(FSYNCDIR, 23, "fsyncdir")                                            \
+	x(STATFS, 24, "statfs")                                                \
+	x(SETXATTR, 25, "setxattr")                                            \
+	x(GETXATTR, 26, "getxattr")                                            \
+	x(LISTXATTR, 27, "listxattr")                                          \
+	x(REMOVEXATTR, 28, "removexattr")                                      \
+	x(CREATE, 29, "create")                                                \
+	x(FALLOCATE, 30, "fallocate")                                          \
+	x(LSEEK, 31, "lseek")                                                  \
+	x(IOCTL, 32, "ioctl")
+
+enum arb_ioc_op {
+#define ARB_IOC_OP_ENUM(n, v, s) ARB_IOC_OP_##n = v,
+	ARB_IOC_OPS(ARB_IOC_OP_ENUM)
+#undef ARB_IOC_OP_ENUM
+	/* how many the header knows (a daemon may know more) */
+	ARB_IOC_OP_NR
+};
+/* room in arb_ioc_stats.ops */
+#define ARB_IOC_OPS_MAX 64
+
+/* The name of an operation, or NULL if this header does not know it. */
+static inline const char *arb_ioc_op_name(unsigned op)
+{
+	switch (op) {
+#define ARB_IOC_OP_CASE(n, v, s) case v: return s;
+	ARB_IOC_OPS(ARB_IOC_OP_CASE)
+#undef ARB_IOC_OP_CASE
+	}
+	return (const char *)0;
+}
+
+/* Requests of one kind, measured in the daemon around its handler. */
+struct arb_ioc_op_stat {
+	/* requests handled */
+	__u64 count;
+	/* of them, answered with an error */
+	__u64 errors;
+	/* wall time in the handler, summed, and the longest one (ns) */
+	__u64 total_ns;
+	__u64 max_ns;
+};
+
+/*
+ * ARB_IOC_GET_STATS: what the mount did since it was mounted (or since
+ * ARB_IOC_RESET_STATS).  Anyone may ask.  2560 bytes.
+ */
+struct arb_ioc_stats {
+	__u32 size;
+	__u32 version;
+	/* out: ARB_IOC_STATE_* */
+	__u64 state;
+	/* out: time the counters cover (ns since mount or reset) */
+	__u64 elapsed_ns;
+	/* out: generation of the last durable commit */
+	__u64 generation;
+	/* out: commits that wrote a superblock, and their summed duration */
+	__u64 commits;
+	__u64 commit_ns;
+	/* out: node cache lookups found in memory / read from the image */
+	__u64 cache_hits;
+	__u64 cache_misses;
+	/* out: bytes of tree nodes in the cache now */
+	__u64 cache_bytes;
+	/* out: bytes written to / read from the image, by kind:
+	 * [0] superblocks, [1] tree nodes, [2] file data, [3] other */
+	__u64 image_bytes_written[4];
+	__u64 image_bytes_read[4];
+	/* out: file bytes received in WRITE requests / sent in READ replies */
+	__u64 user_bytes_written;
+	__u64 user_bytes_read;
+	/* out: entries of ops the daemon fills (its ARB_IOC_OP_NR) */
+	__u32 nr_ops;
+	/* out: errno (positive) that failed the filesystem, 0 if none */
+	__u32 error;
+	__u64 reserved[44];
+	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
+	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
+};
+
+#define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
+#define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
+#define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
+#define ARB_IOC_GET_STATS _IOR(ARB_IOC_MAGIC, 4, struct arb_ioc_stats)
+/* privileged: start the counters of ARB_IOC_GET_STATS from zero */
+#define ARB_IOC_RESET_STATS _IO(ARB_IOC_MAGIC, 5)
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_sync) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_usage) == 256, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_op_stat) == 32, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_stats) == 2560, "ioctl ABI");
+_Static_assert(ARB_IOC_OP_NR <= ARB_IOC_OPS_MAX, "ioctl ABI");
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
