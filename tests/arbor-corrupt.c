@@ -13,6 +13,9 @@
  *   missing-dir-index PATH   the name's DIR_INDEX is deleted
  *   missing-dir-item PATH    the name's DIR_ITEM entry is deleted
  *   missing-inode-ref PATH   the name's INODE_REF entry is deleted
+ *   unlinked PATH            the name's three items are deleted, nlink kept
+ *                            (an inode no directory reaches)
+ *   orphan-item PATH         an orphan item for the (linked) inode
  *   refcount PATH            the file's first data extent: count + 1
  *   missing-backref PATH     ... its back-reference for this file deleted
  *   overlapping-extents PATH a second file extent item overlapping the
@@ -335,6 +338,33 @@ int main(int argc, char **argv)
 		printf("deleted the INODE_REF entry '%s' of inode %llu\n",
 		       tg.name, (unsigned long long)tg.ino);
 		ret = cut_entry(fs, t, &k, tg.name, true);
+	} else if (!strcmp(kind, "unlinked")) {
+		k.objectid = tg.dir;
+		k.type = ARB_DIR_ITEM;
+		k.offset = arb_name_hash(tg.name, strlen(tg.name));
+		ret = cut_entry(fs, t, &k, tg.name, false);
+		k.type = ARB_DIR_INDEX;
+		k.offset = tg.index;
+		if (!ret)
+			ret = arb_del_item(t, fs->root, &k);
+		k.objectid = tg.ino;
+		k.type = ARB_INODE_REF;
+		k.offset = tg.dir;
+		if (!ret)
+			ret = cut_entry(fs, t, &k, tg.name, true);
+		printf("inode %llu: name '%s' removed from dir %llu (DIR_ITEM, "
+		       "DIR_INDEX %llu, INODE_REF), nlink kept\n",
+		       (unsigned long long)tg.ino, tg.name,
+		       (unsigned long long)tg.dir,
+		       (unsigned long long)tg.index);
+	} else if (!strcmp(kind, "orphan-item")) {
+		uint8_t none = 0;
+		k.objectid = ARB_ORPHAN_OBJECTID;
+		k.type = ARB_ORPHAN_ITEM;
+		k.offset = tg.ino;
+		printf("orphan item for linked inode %llu\n",
+		       (unsigned long long)tg.ino);
+		ret = arb_insert_item(t, fs->root, &k, &none, 0);
 	} else if (!strcmp(kind, "refcount") ||
 		   !strcmp(kind, "missing-backref")) {
 		ret = first_extent(fs, tg.ino, &k, &fe);

@@ -14,6 +14,9 @@
  *   xattr.c    extended attributes
  *   acl.c      POSIX ACLs: parsing, mode <-> ACL consistency, inheritance
  *   fs_check.c checks of the fs tree (links, nlink, sizes, extents)
+ *   fs_problem.c  the table of named fsck problems, the record list
+ *   fs_extcheck.c data extent counts, back-references, data checksums
+ *   fs_repair.c   fsck's check as records, repair, undo of a repair
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
  * everything below (struct arb_fs fields included) is protected by it.

@@ -25,6 +25,8 @@ dangling-dir-item d1/small2          dangling-dir-entry    1    d1/small2
 missing-dir-index d1/small3          dir-index-missing     1    -
 missing-dir-item  d1/small4          dir-item-missing      1    d1/small4
 missing-inode-ref d2/sub/deep        inode-ref-missing     1    -
+unlinked          d1/small5          unlinked-inode        1    d1/small5
+orphan-item       d1/small1          orphan-item           1    -
 refcount          big                extent-refcount       1    -
 missing-backref   big2               extent-backref        1    -
 overlapping-extents big              file-extent-overlap   4    big
@@ -145,6 +147,16 @@ while read -r kind path problem fix hurt; do
 			[ "$kind" != dangling-dir-item ] ||
 				sed -i '/d1\/small2$/d' "$TMP/sums.k"
 			fs_mount -o ro
+			if [ "$kind" = unlinked ]; then
+				# the file is in /lost+found, named after its inode
+				ino=$(sed -n 's/.*: inode \([0-9]*\), name.*/\1/p' "$TMP/corrupt.out")
+				want=$(grep ' ./d1/small5$' "$TMP/sums.k" | cut -d' ' -f1)
+				got=$(sha256sum "$MNT/lost+found/#$ino" | cut -d' ' -f1) || true
+				[ "$got" = "$want" ] ||
+					soft_fail "unlinked: lost+found/#$ino is not d1/small5"
+				log "unlinked: found again as lost+found/#$ino"
+				sed -i '/d1\/small5$/d' "$TMP/sums.k"
+			fi
 			read_all -
 			fs_umount
 		fi
