@@ -58,12 +58,39 @@ static void sb_set64(struct arb_super *sb, size_t off, uint64_t v)
 
 /* ---- check as records -------------------------------------------------- */
 
+/* first number in a core check line that can be a disk address */
+static uint64_t line_addr(const char *p, const char *end)
+{
+	while (p < end) {
+		if (*p >= '0' && *p <= '9') {
+			char *q;
+			uint64_t v = strtoull(p, &q, 10);
+			if (v >= ARB_DATA_START)
+				return v;
+			p = q;
+		} else {
+			p++;
+		}
+	}
+	return 0;
+}
+
+/* has a typed pass already raised a problem about addr */
+static bool typed_about(const struct arb_check_result *r, size_t nr,
+			uint64_t addr)
+{
+	for (size_t i = 0; addr && i < nr; i++)
+		if (r->pb[i].id != ARB_PB_TREE && r->pb[i].addr == addr)
+			return true;
+	return false;
+}
+
 int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			 FILE *out)
 {
 	struct arb_check_report rep;
 	char *text = NULL;
-	size_t text_len = 0;
+	size_t text_len = 0, typed;
 	uint64_t errors = 0;
 	FILE *mem;
 	int ret, ret2;
@@ -76,7 +103,16 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 	fs_lock(fs);
 	ret = arb_check_vol(fs->vol, &rep);
 	fclose(mem);
-	/* the core's findings, one record per line */
+	r->items += rep.items;
+	ret2 = fs_check_extents(fs, r, out, true, NULL, NULL, NULL);
+	if (!ret2 && !r->incomplete) {
+		ret2 = fs_check_tree(fs, out, &errors, r);
+		if (ret2 == -EUCLEAN)
+			ret2 = 0;
+	}
+	/* the core's findings, one record per line, except those a typed
+	 * record above already names (same disk address) */
+	typed = r->nr;
 	for (char *p = text, *nl; p && *p; p = nl + 1) {
 		struct arb_problem *pb;
 		nl = strchr(p, '\n');
@@ -84,11 +120,14 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			nl = p + strlen(p);
 		if (!strncmp(p, "check: ", 7))
 			p += 7;
-		pb = fs_problem_add(r, ARB_PB_TREE, 0);
-		if (pb) {
-			snprintf(pb->detail, sizeof(pb->detail), "%.*s",
-				 (int)(nl - p), p);
-			fs_problem_print(out, pb);
+		if (!typed_about(r, typed, line_addr(p, nl))) {
+			pb = fs_problem_add(r, ARB_PB_TREE, 0);
+			if (pb) {
+				pb->addr = line_addr(p, nl);
+				snprintf(pb->detail, sizeof(pb->detail), "%.*s",
+					 (int)(nl - p), p);
+				fs_problem_print(out, pb);
+			}
 		}
 		if (!*nl)
 			break;
@@ -101,13 +140,6 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 				 "core check failed");
 			fs_problem_print(out, pb);
 		}
-	}
-	r->items += rep.items;
-	ret2 = fs_check_extents(fs, r, out, true, NULL, NULL, NULL);
-	if (!ret2 && !r->incomplete) {
-		ret2 = fs_check_tree(fs, out, &errors, r);
-		if (ret2 == -EUCLEAN)
-			ret2 = 0;
 	}
 	fs_unlock(fs);
 	if (ret && ret != -EUCLEAN)

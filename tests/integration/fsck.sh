@@ -168,6 +168,7 @@ while read -r kind path problem fix hurt; do
 	if [ "$kind" = missing-dir-index ]; then
 		log "$kind: undo the repair"
 		fsck_expect 0 --undo-repair || continue
+		sed 's/^/  /' "$TMP/fsck.out"
 		fsck_expect 4 -n &&
 			{ grep -q "^dir-index-missing: " "$TMP/fsck.out" ||
 				soft_fail "undo: the damage is not back"; }
