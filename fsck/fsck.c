@@ -236,13 +236,22 @@ int main(int argc, char **argv)
 	}
 
 	/* repair: the same check on a read-write open, then the fixes */
-	if (r1.incomplete)
-		printf("fsck.arborfs: part of the trees is unreadable: no "
-		       "repair attempted\n");
-	else if (!nfixable(&r1))
-		printf("fsck.arborfs: none of these problems is repaired "
-		       "automatically\n");
-	if (!r1.incomplete && nfixable(&r1)) {
+	if (r1.incomplete || !nfixable(&r1)) {
+		printf("%s: ERRORS LEFT, %llu nodes, %llu items, %llu data "
+		       "sectors checked, %zu problem%s found, 0 fixed, %.2fs: "
+		       "%s\n",
+		       image, (unsigned long long)r1.nodes,
+		       (unsigned long long)r1.items,
+		       (unsigned long long)r1.sectors, r1.nr,
+		       r1.nr == 1 ? "" : "s", since(&t0),
+		       r1.incomplete ? "part of the trees is unreadable, no "
+				       "repair attempted"
+				     : "none of these is repaired "
+				       "automatically");
+		status = FSCK_UNCORRECTED;
+		goto out;
+	}
+	{
 		phase("repairing");
 		status = open_image(image, true, &fs);
 		if (status)

@@ -332,6 +332,13 @@ static int fix_unlinked(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 	if (ret)
 		return ret == -ENOENT ? 1 : ret;
 	ret = lost_found(fs, t, out, &lf_ino);
+	if (ret == -ENOTDIR) {
+		if (out)
+			fprintf(out, "repair: /lost+found is not a directory: "
+				     "inode %llu left unlinked\n",
+				(unsigned long long)ino);
+		return 1;
+	}
 	if (ret)
 		return ret;
 	if (lf_ino == ino)
@@ -340,6 +347,20 @@ static int fix_unlinked(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 	if (ret)
 		return ret;
 	snprintf(name, sizeof(name), "#%llu", (unsigned long long)ino);
+	{
+		uint64_t other;
+		ret = fs_dir_find(fs, lf_ino, name, strlen(name), &other, NULL,
+				  NULL);
+		if (ret == 0) {
+			if (out)
+				fprintf(out, "repair: /lost+found/%s exists: "
+					     "inode %llu left unlinked\n",
+					name, (unsigned long long)ino);
+			return 1;
+		}
+		if (ret != -ENOENT)
+			return ret;
+	}
 	fs_now(&now);
 	ret = fs_link_add(fs, t, &lf, name, strlen(name), ino, mode_dt(in.mode),
 			  &now);
