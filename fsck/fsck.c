@@ -4,6 +4,7 @@
  *
  *   fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] IMAGE
  *   fsck.arborfs --undo-repair IMAGE
+ *   fsck.arborfs --list-problems
  *
  * Exit status (fsck(8)): 0 no errors, 1 errors corrected, 4 errors left
  * uncorrected, 8 operational error, 16 usage error.

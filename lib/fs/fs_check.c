@@ -16,6 +16,10 @@
  *     i_nbytes = bytes they map
  * Collected per inode while its items go by; cross references are checked
  * with lookups.  Delayed data (not yet in the tree) is not seen.
+ *
+ * Each problem is raised once, as a named record (ARB_PB_*, arbor.h) that
+ * carries what repair needs: the directory, index and name of a link, the
+ * expected count or size (fs_repair.c acts on them).
  */
 #include <errno.h>
 #include <stdarg.h>

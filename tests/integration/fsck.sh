@@ -40,7 +40,7 @@ log "populating a fresh image"
 fs_mkfs -s 64M
 fs_mount -o commit=0
 (
-	cd "$MNT"
+	cd "$MNT" || exit 1
 	mkdir -p d1 d2/sub many
 	for i in 1 2 3 4 5; do echo "small file $i" >"d1/small$i"; done
 	echo "hard linked" >d1/hard1
