@@ -245,6 +245,42 @@ START_TEST(test_refcount_repair)
 }
 END_TEST
 
+/* a file extent item deleted without its reference: the extent leaks, the
+ * file's nbytes is wrong; both repaired, the space freed */
+START_TEST(test_leak_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k;
+	struct arb_txn *t;
+	uint64_t free_before, free_after;
+	size_t total;
+
+	fs_lock(fs);
+	k.objectid = file_ino(fs);
+	k.type = ARB_EXTENT_DATA;
+	k.offset = 0;
+	ck_assert(fs_item_exists(fs->root, &k));
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_del_item(t, fs->root, &k), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	free_before = arb_free_bytes(fs->vol);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_LEAK, &total), 1);
+	ck_assert_uint_eq(count(ARB_PB_NBYTES, NULL), 1);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_LEAK, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs = open_fs(false);
+	free_after = arb_free_bytes(fs->vol);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_gt(free_after, free_before);
+}
+END_TEST
+
 static Suite *repair_suite(void)
 {
 	Suite *s = suite_create("repair");
@@ -255,6 +291,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_table);
 	tcase_add_test(tc, test_nlink_repair_undo);
 	tcase_add_test(tc, test_refcount_repair);
+	tcase_add_test(tc, test_leak_repair);
 	suite_add_tcase(s, tc);
 	return s;
 }
