@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 	}
 
 	/* repair: the same check on a read-write open, then the fixes */
-	if (r1.incomplete || !nfixable(&r1)) {
+	if (r1.incomplete || r1.space_unsafe || !nfixable(&r1)) {
 		printf("%s: ERRORS LEFT, %llu nodes, %llu items, %llu data "
 		       "sectors checked, %zu problem%s found, 0 fixed, %.2fs: "
 		       "%s\n",
@@ -247,8 +247,11 @@ int main(int argc, char **argv)
 		       r1.nr == 1 ? "" : "s", since(&t0),
 		       r1.incomplete ? "part of the trees is unreadable, no "
 				       "repair attempted"
-				     : "none of these is repaired "
-				       "automatically");
+		       : r1.space_unsafe
+			       ? "an extent in use is missing from the extent "
+				 "tree, no repair attempted (it would allocate "
+				 "over it)"
+			       : "none of these is repaired automatically");
 		status = FSCK_UNCORRECTED;
 		goto out;
 	}

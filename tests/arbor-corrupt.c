@@ -18,6 +18,7 @@
  *   orphan-item PATH         an orphan item for the (linked) inode
  *   refcount PATH            the file's first data extent: count + 1
  *   missing-backref PATH     ... its back-reference for this file deleted
+ *   tree-refcount PATH       the leaf holding the inode: count + 1
  *   overlapping-extents PATH a second file extent item overlapping the
  *                            first one (same data; counts kept right)
  *   bad-data-csum PATH       one byte of the file's first data sector
@@ -167,17 +168,21 @@ static int bump_refs(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 {
 	struct arb_root *er = fs->vol->extent_root;
 	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, len };
-	struct arb_extent_item ei;
-	int ret = arb_lookup_item(er, &k, &ei, sizeof(ei));
+	uint8_t buf[sizeof(struct arb_extent_item) +
+		    sizeof(struct arb_tree_block_ref)];
+	struct arb_extent_item *ei = (struct arb_extent_item *)buf;
+	int ret = arb_lookup_item(er, &k, buf, sizeof(buf));
 
 	if (ret < 0)
 		return ret;
+	if (ret < (int)sizeof(*ei))
+		return -EUCLEAN;
 	printf("extent %llu+%llu: refs %llu -> %llu\n",
 	       (unsigned long long)bytenr, (unsigned long long)len,
-	       (unsigned long long)arb_extent_item_e_refs(&ei),
-	       (unsigned long long)arb_extent_item_e_refs(&ei) + 1);
-	arb_set_extent_item_e_refs(&ei, arb_extent_item_e_refs(&ei) + 1);
-	return arb_update_item(t, er, &k, &ei, sizeof(ei));
+	       (unsigned long long)arb_extent_item_e_refs(ei),
+	       (unsigned long long)arb_extent_item_e_refs(ei) + 1);
+	arb_set_extent_item_e_refs(ei, arb_extent_item_e_refs(ei) + 1);
+	return arb_update_item(t, er, &k, buf, (uint32_t)ret);
 }
 
 static int overlap(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
@@ -375,6 +380,17 @@ int main(int argc, char **argv)
 			ret = del_backref(fs, t,
 					  arb_file_extent_f_disk_bytenr(&fe),
 					  tg.ino);
+	} else if (!strcmp(kind, "tree-refcount")) {
+		uint64_t leaf = 0;
+		ret = inode_leaf(fs, tg.ino, &leaf);
+		if (ret == -EXDEV)
+			ret = 0; /* the root leaf is fine here */
+		if (!ret) {
+			printf("inode %llu: leaf %llu\n",
+			       (unsigned long long)tg.ino,
+			       (unsigned long long)leaf);
+			ret = bump_refs(fs, t, leaf, fs->vol->nodesize);
+		}
 	} else if (!strcmp(kind, "overlapping-extents")) {
 		ret = overlap(fs, t, tg.ino);
 	} else if (!strcmp(kind, "bad-data-csum")) {

@@ -13,12 +13,15 @@
  *     is then incomplete and no count is compared)
  *   - tree-block-refcount: a node's count or (owner, level) is wrong, or a
  *     tree block extent no pointer reaches
+ *   - extent-missing: a node or data extent in use without an extent item
+ *     (the allocator sees it as free: repair refuses to run)
  *   - extent-refcount / extent-backref / extent-leak / extent-missing /
  *     extent-overlap for data extents
  *   - data-csum (optional): every sector of every data extent that has a
  *     checksum is read and compared
- * With a fix transaction, data extent items and their back-references are
- * rewritten to what the trees say (leaks deleted with their checksums);
+ * With a fix transaction, extent items (tree nodes: count, owner, level;
+ * data: count and back-references) are rewritten to what the committed
+ * trees say, and leaks deleted (data: with their checksums);
  * this must run on a fresh open, before any other change of the
  * transaction, so the trees and the extent tree describe the same state
  * and no reference change is pending.
@@ -48,6 +51,10 @@ struct xtab {
 struct xfix {
 	uint64_t addr, len, refs;
 	bool leak;
+	/* a tree node: owner and level of its header */
+	bool tree;
+	uint64_t owner;
+	int level;
 };
 
 struct xc {
@@ -247,6 +254,19 @@ struct rref {
 	uint32_t count;
 };
 
+static void add_fix(struct xc *c, const struct xfix *f)
+{
+	if (c->nfix == c->capfix) {
+		size_t cap = c->capfix ? c->capfix * 2 : 16;
+		struct xfix *n = realloc(c->fix, cap * sizeof(*n));
+		if (!n)
+			return;
+		c->fix = n;
+		c->capfix = cap;
+	}
+	c->fix[c->nfix++] = *f;
+}
+
 /* compare one data extent's recorded state with the trees */
 static void check_data_extent(struct xc *c, uint64_t addr, uint64_t len,
 			      uint64_t refs, const struct rref *rr, size_t nr,
@@ -327,35 +347,28 @@ static void check_data_extent(struct xc *c, uint64_t addr, uint64_t len,
 	if (!bad_refs && !bad_back)
 		return;
 want_fix:
-	if (!fix)
-		return;
-	if (c->nfix == c->capfix) {
-		size_t cap = c->capfix ? c->capfix * 2 : 16;
-		struct xfix *n = realloc(c->fix, cap * sizeof(*n));
-		if (!n)
-			return;
-		c->fix = n;
-		c->capfix = cap;
+	if (fix) {
+		struct xfix f = { .addr = addr, .len = len,
+				  .refs = e ? e->count : 0,
+				  .leak = !e || !e->count };
+		add_fix(c, &f);
 	}
-	c->fix[c->nfix].addr = addr;
-	c->fix[c->nfix].len = len;
-	c->fix[c->nfix].refs = e ? e->count : 0;
-	c->fix[c->nfix].leak = !e || !e->count;
-	c->nfix++;
 }
 
 static void check_tree_block(struct xc *c, uint64_t addr, uint64_t len,
-			     uint64_t refs, const void *data, uint32_t size)
+			     uint64_t refs, const void *data, uint32_t size,
+			     bool fix)
 {
 	const struct arb_tree_block_ref *tr =
 		(const void *)((const uint8_t *)data +
 			       sizeof(struct arb_extent_item));
 	uint64_t key[4] = { addr, 0, 0, 0 };
 	struct xe *e = xget(&c->nodes, key, false);
+	struct xfix f = { .addr = addr, .len = len, .tree = true };
 
 	if (size < sizeof(struct arb_extent_item) + sizeof(*tr) ||
 	    len != c->vol->nodesize) {
-		xproblem(c, ARB_PB_TREE_REFS, 0, addr,
+		xproblem(c, ARB_PB_TREE, 0, addr,
 			 "tree block extent %llu malformed",
 			 (unsigned long long)addr);
 		return;
@@ -365,17 +378,25 @@ static void check_tree_block(struct xc *c, uint64_t addr, uint64_t len,
 			 "tree block %llu: %llu references, no pointer "
 			 "reaches it",
 			 (unsigned long long)addr, (unsigned long long)refs);
-		return;
+		f.leak = true;
+		goto want_fix;
 	}
 	e->matched = true;
-	if (e->count != refs)
-		xproblem(c, ARB_PB_TREE_REFS, 0, addr,
-			 "tree block %llu: %llu references recorded, %llu exist",
-			 (unsigned long long)addr, (unsigned long long)refs,
-			 (unsigned long long)e->count);
+	f.refs = e->count;
+	f.owner = e->owner;
+	f.level = e->level;
+	if (e->count != refs) {
+		struct arb_problem *p = xproblem(
+			c, ARB_PB_TREE_REFS, 0, addr,
+			"tree block %llu: %llu references recorded, %llu exist",
+			(unsigned long long)addr, (unsigned long long)refs,
+			(unsigned long long)e->count);
+		p->expect = e->count;
+		goto want_fix;
+	}
 	if (e->visited && e->owner &&
 	    (arb_tree_block_ref_t_owner(tr) != e->owner ||
-	     arb_tree_block_ref_t_level(tr) != e->level))
+	     arb_tree_block_ref_t_level(tr) != e->level)) {
 		xproblem(c, ARB_PB_TREE_REFS, 0, addr,
 			 "tree block %llu: back-reference owner %llu level %u, "
 			 "node says %llu/%d",
@@ -383,6 +404,13 @@ static void check_tree_block(struct xc *c, uint64_t addr, uint64_t len,
 			 (unsigned long long)arb_tree_block_ref_t_owner(tr),
 			 arb_tree_block_ref_t_level(tr),
 			 (unsigned long long)e->owner, e->level);
+		goto want_fix;
+	}
+	return;
+want_fix:
+	/* a node that did not read has no trustworthy owner/level */
+	if (fix && (f.leak || (e->visited && e->owner)))
+		add_fix(c, &f);
 }
 
 static int scan_extent_tree(struct xc *c, bool fix)
@@ -460,7 +488,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		uint64_t flags = arb_extent_item_e_flags(ei);
 		if (flags & ARB_EXTENT_TREE_BLOCK) {
 			check_tree_block(c, k.objectid, k.offset,
-					 arb_extent_item_e_refs(ei), d, size);
+					 arb_extent_item_e_refs(ei), d, size, fix);
 		} else if (flags & ARB_EXTENT_DATA) {
 			in_data = true;
 			cur = k.objectid;
@@ -498,20 +526,24 @@ static int scan_extent_tree(struct xc *c, bool fix)
 	}
 	for (size_t i = 0; i < c->nodes.size; i++) {
 		struct xe *e = &c->nodes.e[i];
-		if (e->k[0] && !e->matched)
-			xproblem(c, ARB_PB_TREE_REFS, 0, e->k[0],
+		if (e->k[0] && !e->matched) {
+			xproblem(c, ARB_PB_EXTENT_NOITEM, 0, e->k[0],
 				 "tree block %llu is referenced but has no "
 				 "extent item",
 				 (unsigned long long)e->k[0]);
+			c->r->space_unsafe = true;
+		}
 	}
 	for (size_t i = 0; i < c->data.size; i++) {
 		struct xe *e = &c->data.e[i];
-		if (e->k[0] && !e->matched)
+		if (e->k[0] && !e->matched) {
 			xproblem(c, ARB_PB_EXTENT_NOITEM, e->owner, e->k[0],
 				 "data extent %llu (inode %llu) is used but has "
 				 "no extent item",
 				 (unsigned long long)e->k[0],
 				 (unsigned long long)e->owner);
+			c->r->space_unsafe = true;
+		}
 	}
 	return 0;
 }
@@ -653,6 +685,25 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	size_t lo, hi;
 	int ret;
 
+	if (f->tree) {
+		uint8_t buf[sizeof(ei) + sizeof(struct arb_tree_block_ref)];
+		struct arb_tree_block_ref *tr = (void *)(buf + sizeof(ei));
+
+		/* the count of the committed trees: changes this transaction
+		 * queues (shadowing) are applied on top of it at commit */
+		if (f->leak)
+			return arb_del_item(t, er, &k);
+		ret = arb_lookup_item(er, &k, buf, sizeof(buf));
+		if (ret < 0)
+			return ret;
+		if (ret < (int)sizeof(buf))
+			return -EUCLEAN;
+		arb_set_extent_item_e_refs((struct arb_extent_item *)buf,
+					   f->refs);
+		arb_set_tree_block_ref_t_owner(tr, f->owner);
+		arb_set_tree_block_ref_t_level(tr, (uint8_t)f->level);
+		return arb_update_item(t, er, &k, buf, sizeof(buf));
+	}
 	/* back-references: all go, the expected ones come back */
 	ret = del_key_range(t, er, f->addr, ARB_EXTENT_DATA_REF, 0, UINT64_MAX);
 	if (ret)
@@ -738,11 +789,12 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 			if (ret)
 				goto out;
 			if (fix_out)
-				fprintf(fix_out,
-					"repair: data extent %llu: %s\n",
+				fprintf(fix_out, "repair: %s %llu: %s\n",
+					c.fix[i].tree ? "tree block"
+						      : "data extent",
 					(unsigned long long)c.fix[i].addr,
 					c.fix[i].leak
-						? "deleted (no file uses it)"
+						? "deleted (nothing uses it)"
 						: "count and back-references "
 						  "rebuilt from the trees");
 			(*fixed)++;

@@ -4,9 +4,10 @@
  * transaction, and undo of the last repair.
  *
  * Repair policy (the table in docs/DESIGN.md):
- *   - extent-refcount, extent-backref, extent-leak: the data extent's item
- *     and back-references are rewritten from the file extent items of the
- *     trees (fs_extcheck.c), first, before anything else changes
+ *   - tree-block-refcount, extent-refcount, extent-backref, extent-leak:
+ *     the extent item (and a data extent's back-references) is rewritten
+ *     from the committed trees (fs_extcheck.c), first, before anything
+ *     else changes; a leak is deleted
  *   - then rounds of "check the fs tree as it is now, fix":
  *     a round with link problems fixes only those (dangling-dir-entry
  *     removed; dir-index-missing / dir-item-missing rebuilt from the
@@ -21,7 +22,8 @@
  *     written by a repair on top of G-1 (the undo record, see FORMAT.md)
  * Anything else is reported and left alone.  A check that could not see
  * every tree (an unreadable node) is not repaired at all: dangling and
- * leaked things would be guesses.
+ * leaked things would be guesses.  Nor is one that found an extent in use
+ * without an extent item: the repair's own allocations could overwrite it.
  */
 #include <endian.h>
 #include <stddef.h>
@@ -494,10 +496,11 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 	*fixed = 0;
 	if (fs->readonly)
 		return -EROFS;
-	if (r->incomplete)
+	if (r->incomplete || r->space_unsafe)
 		return -EUCLEAN;
 	for (size_t i = 0; i < r->nr; i++)
-		if (r->pb[i].id == ARB_PB_EXTENT_REFS ||
+		if (r->pb[i].id == ARB_PB_TREE_REFS ||
+		    r->pb[i].id == ARB_PB_EXTENT_REFS ||
 		    r->pb[i].id == ARB_PB_EXTENT_BACKREF ||
 		    r->pb[i].id == ARB_PB_EXTENT_LEAK)
 			ext = true;

@@ -29,6 +29,7 @@ unlinked          d1/small5          unlinked-inode        1    d1/small5
 orphan-item       d1/small1          orphan-item           1    -
 refcount          big                extent-refcount       1    -
 missing-backref   big2               extent-backref        1    -
+tree-refcount     many/f150          tree-block-refcount   1    -
 overlapping-extents big              file-extent-overlap   4    big
 bad-data-csum     big2               data-csum             4    big2
 bad-node-csum     many/f150          node-unreadable       4    many/*

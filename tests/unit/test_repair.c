@@ -245,6 +245,52 @@ START_TEST(test_refcount_repair)
 }
 END_TEST
 
+/* a tree node's count one too high, and its owner wrong: rewritten */
+START_TEST(test_tree_refcount_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k;
+	uint8_t buf[sizeof(struct arb_extent_item) +
+		    sizeof(struct arb_tree_block_ref)];
+	struct arb_extent_item *ei = (struct arb_extent_item *)buf;
+	struct arb_tree_block_ref *tr = (void *)(ei + 1);
+	struct arb_txn *t;
+	size_t total;
+
+	fs_lock(fs);
+	k.objectid = fs->root->node->bytenr;
+	k.type = ARB_EXTENT_ITEM;
+	k.offset = fs->vol->nodesize;
+	ck_assert_int_eq(arb_lookup_item(fs->vol->extent_root, &k, buf,
+					 sizeof(buf)),
+			 (int)sizeof(buf));
+	arb_set_extent_item_e_refs(ei, arb_extent_item_e_refs(ei) + 1);
+	arb_set_tree_block_ref_t_owner(tr, 77);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->vol->extent_root, &k, buf,
+					 sizeof(buf)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_ge(count(ARB_PB_TREE_REFS, &total), 1);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_TREE_REFS, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	/* and the repaired image keeps working */
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_mknod(fs, ARB_ROOT_INO, "h", S_IFREG | 0644, 0,
+				      NULL, NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_eq(count(ARB_PB_TREE, &total), 0);
+	ck_assert_uint_eq(total, 0);
+}
+END_TEST
+
 /* a file extent item deleted without its reference: the extent leaks, the
  * file's nbytes is wrong; both repaired, the space freed */
 START_TEST(test_leak_repair)
@@ -292,6 +338,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_nlink_repair_undo);
 	tcase_add_test(tc, test_refcount_repair);
 	tcase_add_test(tc, test_leak_repair);
+	tcase_add_test(tc, test_tree_refcount_repair);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -236,7 +236,7 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	  "storage core check failed (tree shape, space map, counts)")          \
 	x(NODE_BAD, 2, "node-unreadable", 0,                                   \
 	  "a tree node does not read or validate (checksum, header)")          \
-	x(TREE_REFS, 3, "tree-block-refcount", 0,                              \
+	x(TREE_REFS, 3, "tree-block-refcount", 1,                              \
 	  "tree node reference count or back-reference is wrong")              \
 	x(EXTENT_REFS, 4, "extent-refcount", 1,                                \
 	  "data extent reference count differs from the file extents using it")\
@@ -245,7 +245,7 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(EXTENT_LEAK, 6, "extent-leak", 1,                                    \
 	  "data extent allocated but used by no file")                         \
 	x(EXTENT_NOITEM, 7, "extent-missing", 0,                               \
-	  "file extent points at a data extent the extent tree lacks")         \
+	  "a data extent or tree node in use has no extent item")              \
 	x(EXTENT_OVERLAP, 8, "extent-overlap", 0,                              \
 	  "extents overlap in the extent tree")                                \
 	x(DATA_CSUM, 9, "data-csum", 0,                                        \
@@ -315,6 +315,9 @@ struct arb_check_result {
 	/* the walk could not see every tree (unreadable node or subtree):
 	 * repair refuses to act on a partial picture */
 	bool incomplete;
+	/* an extent in use has no extent item, so the allocator would hand
+	 * it out: repair (which allocates) refuses */
+	bool space_unsafe;
 };
 
 const char *arb_problem_name(enum arb_problem_id id);
