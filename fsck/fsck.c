@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fsck.arborfs - check an arborfs image, following fsck(8) conventions.
+ * fsck.arborfs - check and repair an arborfs image, following fsck(8).
  *
  *   fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] IMAGE
+ *   fsck.arborfs --undo-repair IMAGE
+ *   fsck.arborfs --list-problems
  *
  * Exit status (fsck(8)): 0 no errors, 1 errors corrected, 4 errors left
  * uncorrected, 8 operational error, 16 usage error.
  *
- * The image is opened read-only unless a repair was asked for (-y/-p); the
- * library takes a shared lock on it, so an image mounted read-write (the
- * daemon holds an exclusive lock) is refused instead of being read while it
- * changes.  Repairs are not implemented yet: with -y/-p the problems found
- * are reported and the exit status is 4, never a silent "fixed".
+ * Read-only by default; the library takes a shared lock on the image, so
+ * an image mounted read-write (the daemon holds an exclusive lock) is
+ * refused.  With -y/-p: check read-only; if something is wrong, reopen
+ * read-write (exclusive lock, orphans kept), check again, repair in one
+ * transaction (lib/fs/fs_repair.c), then check the result read-only: the
+ * exit status says what that final check found.  The engine and the table
+ * of problems are in the library; this file parses arguments and prints.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,99 +36,257 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] IMAGE\n"
-		"  -n          check only, never write (default)\n"
-		"  -y, -p      repair what can be repaired (not implemented yet:\n"
-		"              problems are reported, exit status 4)\n"
-		"  -f          check even if the image looks clean (always done)\n"
-		"  -v          list every problem (default: the first 50)\n"
-		"  --progress  accepted for compatibility\n"
+		"       fsck.arborfs --undo-repair IMAGE\n"
+		"  -n             check only, never write (default)\n"
+		"  -y, -p         repair what can be repaired, in one transaction\n"
+		"                 (the generation before it stays on disk until\n"
+		"                 the next write: see --undo-repair)\n"
+		"  -f             check even if the image looks clean (always done)\n"
+		"  -v             list every problem (default: the first 50)\n"
+		"  --progress     print each phase on stderr\n"
+		"  --undo-repair  go back to the generation before the last repair,\n"
+		"                 if nothing was written since\n"
+		"  --list-problems  print the table of problems and exit\n"
 		"exit status: 0 clean, 1 corrected, 4 uncorrected, 8 operational"
 		" error, 16 usage error\n");
 }
 
-int main(int argc, char **argv)
+static bool progress;
+
+static void phase(const char *what)
 {
-	static const struct option lo[] = { { "progress", 0, 0, 'P' },
-					    { "help", 0, 0, 'h' },
-					    { 0, 0, 0, 0 } };
+	if (progress)
+		fprintf(stderr, "fsck.arborfs: %s\n", what);
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* open the image; 0 or an fsck exit status */
+static int open_image(const char *image, bool rw, struct arb_fs **fs)
+{
 	struct arb_fs_opts o;
 	struct arb_dev *dev;
-	struct arb_fs *fs;
-	const char *why = NULL, *image;
-	bool repair = false, verbose = false;
-	char *report = NULL;
-	size_t report_len = 0;
-	struct timespec t0, t1;
-	FILE *mem;
-	int c, ret, nproblems = 0;
+	const char *why = NULL;
+	int ret;
 
-	while ((c = getopt_long(argc, argv, "nypfvah", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': repair = false; break;
-		case 'y': case 'p': case 'a': repair = true; break;
-		case 'f': case 'P': break;
-		case 'v': verbose = true; break;
-		case 'h': usage(stdout); return FSCK_OK;
-		default: usage(stderr); return FSCK_USAGE;
-		}
-	}
-	if (optind + 1 != argc) {
-		usage(stderr);
-		return FSCK_USAGE;
-	}
-	image = argv[optind];
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-
-	ret = arb_dev_open_file(image, true, 0, &dev);
+	ret = arb_dev_open_file(image, !rw, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
-			ret == -EBUSY ? "image is in use (mounted read-write?)"
+			ret == -EBUSY ? "image is in use (mounted?)"
 				      : strerror(-ret));
 		return FSCK_OPERROR;
 	}
 	arb_fs_opts_default(&o);
-	o.readonly = true;
-	ret = arb_fs_open(dev, &o, &fs, &why);
+	o.readonly = !rw;
+	o.commit_interval = 0;
+	o.keep_orphans = true;
+	ret = arb_fs_open(dev, &o, fs, &why);
 	if (ret) {
+		arb_dev_destroy(dev);
 		fprintf(stderr, "fsck.arborfs: %s: cannot open: %s\n", image,
 			why ? why : strerror(-ret));
 		/* a damaged superblock or root is a filesystem error */
 		return ret == -EUCLEAN || ret == -EIO ? FSCK_UNCORRECTED
 						       : FSCK_OPERROR;
 	}
-	mem = open_memstream(&report, &report_len);
+	return 0;
+}
+
+/* check; prints the problems; 0 or an fsck exit status */
+static int check(const char *image, bool rw, bool verbose, struct arb_fs **fsp,
+		 struct arb_check_result *r)
+{
+	struct arb_fs *fs;
+	char *text = NULL;
+	size_t len = 0, n = 0;
+	FILE *mem;
+	int ret;
+
+	ret = open_image(image, rw, &fs);
+	if (ret)
+		return ret;
+	mem = open_memstream(&text, &len);
 	if (!mem) {
 		arb_fs_close(fs);
 		return FSCK_OPERROR;
 	}
-	ret = arb_fs_check(fs, mem);
+	ret = arb_fs_check_records(fs, r, mem);
 	fclose(mem);
-	arb_fs_close(fs);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-
-	for (char *p = report, *nl; p && *p; p = nl + 1) {
+	for (char *p = text, *nl; p && *p; p = nl + 1, n++) {
 		nl = strchr(p, '\n');
 		if (!nl)
 			nl = p + strlen(p) - 1;
-		if (verbose || nproblems < 50)
-			fprintf(stdout, "%.*s\n", (int)(nl - p), p);
-		nproblems++;
+		if (verbose || n < 50)
+			printf("%.*s\n", (int)(nl - p), p);
+		else if (n == 50)
+			printf("... (-v lists them all)\n");
 	}
-	free(report);
+	free(text);
 	if (ret && ret != -EUCLEAN) {
 		fprintf(stderr, "fsck.arborfs: %s: check failed: %s\n", image,
 			strerror(-ret));
+		arb_fs_close(fs);
 		return FSCK_OPERROR;
 	}
-	if (ret == -EUCLEAN && nproblems == 0)
-		nproblems = 1;
-	printf("%s: %s, %d problem%s found, 0 fixed, %.2fs\n", image,
-	       nproblems ? "ERRORS" : "clean", nproblems,
-	       nproblems == 1 ? "" : "s",
-	       (double)(t1.tv_sec - t0.tv_sec) +
-		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-	if (nproblems && repair)
-		fprintf(stderr, "fsck.arborfs: repair is not implemented yet; "
-				"nothing was changed\n");
-	return nproblems ? FSCK_UNCORRECTED : FSCK_OK;
+	if (fsp)
+		*fsp = fs;
+	else
+		arb_fs_close(fs);
+	return 0;
+}
+
+static size_t nfixable(const struct arb_check_result *r)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nr; i++)
+		n += arb_problem_fixable(r->pb[i].id);
+	return n;
+}
+
+static int undo(const char *image)
+{
+	struct arb_dev *dev;
+	const char *why = NULL;
+	int ret;
+
+	ret = arb_dev_open_file(image, false, 0, &dev);
+	if (ret) {
+		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
+			ret == -EBUSY ? "image is in use (mounted?)"
+				      : strerror(-ret));
+		return FSCK_OPERROR;
+	}
+	ret = arb_undo_repair(dev, stdout, &why);
+	arb_dev_destroy(dev);
+	if (ret) {
+		fprintf(stderr, "fsck.arborfs: %s: cannot undo: %s\n", image,
+			why ? why : strerror(-ret));
+		return FSCK_OPERROR;
+	}
+	return FSCK_OK;
+}
+
+static void list_problems(void)
+{
+	for (int id = 1; id < ARB_PB_MAX; id++)
+		printf("%2d %-22s %-6s %s\n", id, arb_problem_name(id),
+		       arb_problem_fixable(id) ? "fix" : "report",
+		       arb_problem_message(id));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "progress", 0, 0, 'P' },
+					    { "undo-repair", 0, 0, 'U' },
+					    { "list-problems", 0, 0, 'L' },
+					    { "help", 0, 0, 'h' },
+					    { 0, 0, 0, 0 } };
+	struct arb_check_result r1 = { 0 }, r2 = { 0 }, r3 = { 0 };
+	struct arb_fs *fs;
+	const char *image;
+	bool repair = false, verbose = false, do_undo = false;
+	uint64_t fixed = 0;
+	struct timespec t0;
+	int c, ret, status;
+
+	while ((c = getopt_long(argc, argv, "nypfvah", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': repair = false; break;
+		case 'y': case 'p': case 'a': repair = true; break;
+		case 'f': break;
+		case 'P': progress = true; break;
+		case 'U': do_undo = true; break;
+		case 'L': list_problems(); return FSCK_OK;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return FSCK_OK;
+		default: usage(stderr); return FSCK_USAGE;
+		}
+	}
+	if (optind + 1 != argc || (do_undo && repair)) {
+		usage(stderr);
+		return FSCK_USAGE;
+	}
+	image = argv[optind];
+	if (do_undo)
+		return undo(image);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	phase("checking");
+	status = check(image, false, verbose, NULL, &r1);
+	if (status)
+		return status;
+	if (!r1.nr || !repair) {
+		printf("%s: %s, %llu nodes, %llu items, %llu data sectors "
+		       "checked, %zu problem%s found, 0 fixed, %.2fs\n",
+		       image, r1.nr ? "ERRORS" : "clean",
+		       (unsigned long long)r1.nodes,
+		       (unsigned long long)r1.items,
+		       (unsigned long long)r1.sectors, r1.nr,
+		       r1.nr == 1 ? "" : "s", since(&t0));
+		status = r1.nr ? FSCK_UNCORRECTED : FSCK_OK;
+		arb_check_result_free(&r1);
+		return status;
+	}
+
+	/* repair: the same check on a read-write open, then the fixes */
+	if (r1.incomplete || r1.space_unsafe || !nfixable(&r1)) {
+		printf("%s: ERRORS LEFT, %llu nodes, %llu items, %llu data "
+		       "sectors checked, %zu problem%s found, 0 fixed, %.2fs: "
+		       "%s\n",
+		       image, (unsigned long long)r1.nodes,
+		       (unsigned long long)r1.items,
+		       (unsigned long long)r1.sectors, r1.nr,
+		       r1.nr == 1 ? "" : "s", since(&t0),
+		       r1.incomplete ? "part of the trees is unreadable, no "
+				       "repair attempted"
+		       : r1.space_unsafe
+			       ? "an extent in use is missing from the extent "
+				 "tree, no repair attempted (it would allocate "
+				 "over it)"
+			       : "none of these is repaired automatically");
+		status = FSCK_UNCORRECTED;
+		goto out;
+	}
+	{
+		phase("repairing");
+		status = open_image(image, true, &fs);
+		if (status)
+			goto out;
+		ret = arb_fs_check_records(fs, &r2, NULL);
+		if (ret == 0 || ret == -EUCLEAN)
+			ret = arb_fs_repair(fs, &r2, stdout, &fixed);
+		if (ret)
+			fprintf(stderr, "fsck.arborfs: %s: repair failed: %s\n",
+				image, strerror(-ret));
+		ret = arb_fs_close(fs) ? -EIO : ret;
+		if (ret) {
+			status = FSCK_OPERROR;
+			goto out;
+		}
+	}
+	phase("checking the result");
+	printf("fsck.arborfs: checking the result\n");
+	status = check(image, false, verbose, NULL, &r3);
+	if (status)
+		goto out;
+	printf("%s: %s, %llu nodes, %llu items, %llu data sectors checked, "
+	       "%zu problem%s found, %zu fixed, %zu left, %.2fs\n",
+	       image, r3.nr ? "ERRORS LEFT" : "repaired",
+	       (unsigned long long)r1.nodes, (unsigned long long)r1.items,
+	       (unsigned long long)r1.sectors, r1.nr, r1.nr == 1 ? "" : "s",
+	       r1.nr > r3.nr ? r1.nr - r3.nr : 0, r3.nr, since(&t0));
+	status = r3.nr ? FSCK_UNCORRECTED : FSCK_CORRECTED;
+out:
+	arb_check_result_free(&r1);
+	arb_check_result_free(&r2);
+	arb_check_result_free(&r3);
+	return status;
 }

@@ -4,7 +4,7 @@
  *
  * The free-space bitmap (alloc.c) knows only used or free; the kind of an
  * allocated range is in its EXTENT_ITEM (ARB_EXTENT_FLAG_TREE_BLOCK or
- * ARB_EXTENT_DATA), so data and metadata come from a walk of the extent
+ * ARB_EXTENT_FLAG_DATA), so data and metadata come from a walk of the extent
  * tree.  What the bitmap counts as used beyond those items was allocated
  * by the running transaction.
  */

@@ -320,9 +320,9 @@ static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
 
 /* Add the three items of a link; updates din (size, seq, times), which
  * the caller writes. */
-static int link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
-		    const char *name, size_t len, uint64_t ino, uint8_t type,
-		    const struct timespec *now)
+int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t ino, uint8_t type,
+		const struct timespec *now)
 {
 	size_t elen = fs_dent_size(len, 0);
 	uint8_t ent[sizeof(struct arb_dir_entry) + ARB_NAME_MAX];
@@ -688,7 +688,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		if (ret)
 			goto out_end;
 	}
-	ret = link_add(fs, t, &din, name, len, in.ino, mode_dt(mode), &now);
+	ret = fs_link_add(fs, t, &din, name, len, in.ino, mode_dt(mode), &now);
 	if (ret)
 		goto out_end;
 	if (S_ISDIR(mode))
@@ -831,7 +831,7 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 	if (ret)
 		goto out;
 	fs_now(&now);
-	ret = link_add(fs, t, &din, newname, len, ino, mode_dt(in.mode), &now);
+	ret = fs_link_add(fs, t, &din, newname, len, ino, mode_dt(in.mode), &now);
 	if (ret)
 		goto out_end;
 	in.nlink++;
@@ -1074,10 +1074,10 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		if (!ret)
 			ret = link_del(fs, t, nd, newname, nlen, dst_ino, &now);
 		if (!ret)
-			ret = link_add(fs, t, nd, newname, nlen, src_ino,
+			ret = fs_link_add(fs, t, nd, newname, nlen, src_ino,
 				       mode_dt(src.mode), &now);
 		if (!ret)
-			ret = link_add(fs, t, od, name, len, dst_ino,
+			ret = fs_link_add(fs, t, od, name, len, dst_ino,
 				       mode_dt(dst.mode), &now);
 		if (ret)
 			goto out_end;
@@ -1116,7 +1116,7 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		}
 		ret = link_del(fs, t, od, name, len, src_ino, &now);
 		if (!ret)
-			ret = link_add(fs, t, nd, newname, nlen, src_ino,
+			ret = fs_link_add(fs, t, nd, newname, nlen, src_ino,
 				       mode_dt(src.mode), &now);
 		if (ret)
 			goto out_end;

@@ -524,7 +524,7 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 
 	if (!fs->readonly) {
 		fs_lock(fs);
-		ret = fs_free_orphans(fs);
+		ret = o->keep_orphans ? 0 : fs_free_orphans(fs);
 		fs_unlock(fs);
 		if (ret) {
 			if (why)
@@ -845,7 +845,7 @@ int arb_fs_check(struct arb_fs *fs, FILE *out)
 	rep.out = out;
 	fs_lock(fs);
 	ret = arb_check_vol(fs->vol, &rep);
-	ret2 = fs_check_tree(fs, out, &errors);
+	ret2 = fs_check_tree(fs, out, &errors, NULL);
 	fs_unlock(fs);
 	if (ret && ret != -EUCLEAN)
 		return ret;

@@ -16,6 +16,10 @@
  *     i_nbytes = bytes they map
  * Collected per inode while its items go by; cross references are checked
  * with lookups.  Delayed data (not yet in the tree) is not seen.
+ *
+ * Each problem is raised once, as a named record (ARB_PB_*, arbor.h) that
+ * carries what repair needs: the directory, index and name of a link, the
+ * expected count or size (fs_repair.c acts on them).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,6 +31,9 @@
 struct chk {
 	struct arb_fs *fs;
 	FILE *out;
+	/* records, or NULL (then dummy takes them) */
+	struct arb_check_result *res;
+	struct arb_problem dummy;
 	uint64_t errors;
 	uint8_t *buf; /* max item size */
 	/* the inode being collected */
@@ -38,19 +45,44 @@ struct chk {
 	bool inline_seen;
 };
 
-__attribute__((format(printf, 3, 4))) static void
-problem(struct chk *c, uint64_t ino, const char *fmt, ...)
+/*
+ * Raise problem id about ino.  Returns its record (a scratch one without a
+ * result list, or out of memory) for the caller to fill in what repair
+ * needs (dir, index, name, expected value).
+ */
+__attribute__((format(printf, 4, 5))) static struct arb_problem *
+problem(struct chk *c, enum arb_problem_id id, uint64_t ino, const char *fmt,
+	...)
 {
+	struct arb_problem *p = fs_problem_add(c->res, id, ino);
+	int n;
 	va_list ap;
 
 	c->errors++;
-	if (!c->out)
-		return;
-	fprintf(c->out, "fs tree: inode %llu: ", (unsigned long long)ino);
+	if (!p) {
+		p = &c->dummy;
+		memset(p, 0, sizeof(*p));
+		p->id = id;
+		p->ino = ino;
+	}
+	n = snprintf(p->detail, sizeof(p->detail), "inode %llu: ",
+		     (unsigned long long)ino);
 	va_start(ap, fmt);
-	vfprintf(c->out, fmt, ap);
+	vsnprintf(p->detail + n, sizeof(p->detail) - (size_t)n, fmt, ap);
 	va_end(ap);
-	fputc('\n', c->out);
+	if (c->out && c->res)
+		fs_problem_print(c->out, p);
+	else if (c->out)
+		fprintf(c->out, "fs tree: %s\n", p->detail);
+	return p;
+}
+
+static void set_name(struct arb_problem *p, uint64_t dir, uint64_t index,
+		     const char *name)
+{
+	p->dir = dir;
+	p->index = index;
+	snprintf(p->name, sizeof(p->name), "%s", name);
 }
 
 static bool orphan_exists(struct chk *c, uint64_t ino)
@@ -63,38 +95,78 @@ static void finish_inode(struct chk *c)
 {
 	struct arb_inode *in = &c->in;
 	uint64_t ino = c->ino;
+	struct arb_problem *p;
 
 	if (!c->have_inode)
 		return;
 	c->have_inode = false;
 	if (in->nlink == 0) {
-		if (!orphan_exists(c, ino))
-			problem(c, ino, "nlink 0 without an orphan item");
-		return;
+		if (orphan_exists(c, ino))
+			return;
+		if (c->refs == 0) {
+			problem(c, ARB_PB_UNLINKED, ino,
+				"nlink 0, no name and no orphan item");
+			return;
+		}
 	}
 	if (S_ISDIR(in->mode)) {
-		if (in->nlink != 2 + c->subdirs)
-			problem(c, ino, "directory nlink %u, expected %llu",
-				in->nlink, (unsigned long long)(2 + c->subdirs));
-		if (ino == ARB_ROOT_INO ? c->refs != 0 : c->refs != 1)
-			problem(c, ino, "directory has %llu names",
+		if (ino != ARB_ROOT_INO && c->refs == 0) {
+			problem(c, ARB_PB_UNLINKED, ino,
+				"directory has no name");
+		} else if (ino == ARB_ROOT_INO ? c->refs != 0 : c->refs != 1) {
+			problem(c, ARB_PB_DIR_NAMES, ino,
+				"directory has %llu names",
 				(unsigned long long)c->refs);
-		if (in->size != 2 * c->name_bytes)
-			problem(c, ino, "directory size %llu, expected %llu",
-				(unsigned long long)in->size,
-				(unsigned long long)(2 * c->name_bytes));
-		if (c->max_index && in->seq <= c->max_index)
-			problem(c, ino, "next index %llu <= used index %llu",
-				(unsigned long long)in->seq,
-				(unsigned long long)c->max_index);
+		}
+		if (in->nlink != 2 + c->subdirs) {
+			p = problem(c, ARB_PB_NLINK, ino,
+				    "directory nlink %u, expected %llu",
+				    in->nlink,
+				    (unsigned long long)(2 + c->subdirs));
+			p->expect = 2 + c->subdirs;
+		}
+		if (in->size != 2 * c->name_bytes) {
+			p = problem(c, ARB_PB_DIR_SIZE, ino,
+				    "directory size %llu, expected %llu",
+				    (unsigned long long)in->size,
+				    (unsigned long long)(2 * c->name_bytes));
+			p->expect = 2 * c->name_bytes;
+		}
+		if (c->max_index && in->seq <= c->max_index) {
+			p = problem(c, ARB_PB_DIR_SEQ, ino,
+				    "next index %llu <= used index %llu",
+				    (unsigned long long)in->seq,
+				    (unsigned long long)c->max_index);
+			p->expect = c->max_index + 1;
+		}
+	} else if (c->refs == 0) {
+		problem(c, ARB_PB_UNLINKED, ino,
+			"nlink %u, but no name and no orphan item", in->nlink);
 	} else if (in->nlink != c->refs) {
-		problem(c, ino, "nlink %u, but %llu names", in->nlink,
-			(unsigned long long)c->refs);
+		p = problem(c, ARB_PB_NLINK, ino, "nlink %u, but %llu names",
+			    in->nlink, (unsigned long long)c->refs);
+		p->expect = c->refs;
 	}
-	if (c->ext_bytes != in->nbytes)
-		problem(c, ino, "nbytes %llu, extents map %llu",
-			(unsigned long long)in->nbytes,
-			(unsigned long long)c->ext_bytes);
+	if (c->ext_bytes != in->nbytes) {
+		p = problem(c, ARB_PB_NBYTES, ino,
+			    "nbytes %llu, extents map %llu",
+			    (unsigned long long)in->nbytes,
+			    (unsigned long long)c->ext_bytes);
+		p->expect = c->ext_bytes;
+	}
+}
+
+static bool inode_exists(struct chk *c, uint64_t ino)
+{
+	struct arb_key k = { ino, ARB_INODE_ITEM, 0 };
+	return fs_item_exists(c->fs->root, &k);
+}
+
+/* is there a DIR_INDEX item (dir, index) at all */
+static bool dir_index_exists(struct chk *c, uint64_t dir, uint64_t index)
+{
+	struct arb_key k = { dir, ARB_DIR_INDEX, index };
+	return fs_item_exists(c->fs->root, &k);
 }
 
 /* does the DIR_INDEX (dir, index) hold {ino, name}? */
@@ -165,29 +237,41 @@ static void check_inode_ref(struct chk *c, const struct arb_key *k,
 		uint64_t index;
 
 		if (size - pos < sizeof(*r)) {
-			problem(c, k->objectid, "truncated inode ref");
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"truncated inode ref");
 			return;
 		}
 		r = (const struct arb_inode_ref *)(d + pos);
 		nl = arb_inode_ref_r_name_len(r);
 		index = arb_inode_ref_r_index(r);
 		if (nl == 0 || nl > ARB_NAME_MAX || pos + sizeof(*r) + nl > size) {
-			problem(c, k->objectid, "bad inode ref name length");
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"bad inode ref name length");
 			return;
 		}
 		memcpy(name, d + pos + sizeof(*r), nl);
 		name[nl] = 0;
 		c->refs++;
 		if (!dir_index_matches(c, k->offset, index, k->objectid, name,
-				       nl))
-			problem(c, k->objectid,
-				"name '%s' in dir %llu: no matching dir index %llu",
+				       nl)) {
+			bool absent = !dir_index_exists(c, k->offset, index);
+			struct arb_problem *p = problem(
+				c, absent ? ARB_PB_DIR_INDEX_MISSING
+					  : ARB_PB_BAD_ENTRY,
+				k->objectid,
+				"name '%s' in dir %llu: %s dir index %llu",
 				name, (unsigned long long)k->offset,
+				absent ? "no" : "another name in", 
 				(unsigned long long)index);
-		if (!dir_item_has(c, k->offset, k->objectid, name, nl))
-			problem(c, k->objectid,
+			set_name(p, k->offset, index, name);
+		}
+		if (!dir_item_has(c, k->offset, k->objectid, name, nl)) {
+			struct arb_problem *p = problem(
+				c, ARB_PB_DIR_ITEM_MISSING, k->objectid,
 				"name '%s' in dir %llu: no dir item", name,
 				(unsigned long long)k->offset);
+			set_name(p, k->offset, index, name);
+		}
 		pos += sizeof(*r) + nl;
 	}
 }
@@ -205,14 +289,16 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 		uint64_t child;
 
 		if (size - pos < sizeof(*e)) {
-			problem(c, k->objectid, "truncated entry");
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"truncated entry");
 			return;
 		}
 		e = (const struct arb_dir_entry *)(d + pos);
 		nl = arb_dir_entry_d_name_len(e);
 		el = fs_dent_size(nl, arb_dir_entry_d_data_len(e));
 		if (nl == 0 || nl > ARB_NAME_MAX || el > size - pos) {
-			problem(c, k->objectid, "bad entry length");
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"bad entry length");
 			return;
 		}
 		memcpy(name, d + pos + sizeof(*e), nl);
@@ -221,7 +307,8 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 		n++;
 		if (k->type != ARB_DIR_INDEX &&
 		    arb_name_hash(name, nl) != k->offset)
-			problem(c, k->objectid, "entry '%s' under wrong hash",
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"entry '%s' under wrong hash",
 				name);
 		if (k->type == ARB_DIR_INDEX) {
 			c->name_bytes += nl;
@@ -230,26 +317,57 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			if (arb_dir_entry_d_type(e) == (S_IFDIR >> 12))
 				c->subdirs++;
 			if (!iref_has(c, child, k->objectid, k->offset, name,
-				      nl))
-				problem(c, k->objectid,
-					"dir index %llu '%s' -> %llu: child "
-					"does not name it",
+				      nl)) {
+				bool gone = !inode_exists(c, child);
+				struct arb_problem *p = problem(
+					c,
+					gone ? ARB_PB_DANGLING
+					     : ARB_PB_INODE_REF_MISSING,
+					k->objectid,
+					"dir index %llu '%s' -> %llu: %s",
 					(unsigned long long)k->offset, name,
-					(unsigned long long)child);
+					(unsigned long long)child,
+					gone ? "no such inode"
+					     : "child does not name it");
+				set_name(p, k->objectid, k->offset, name);
+				p->ino = child;
+				p->type = ARB_DIR_INDEX;
+			}
 		} else if (k->type == ARB_DIR_ITEM) {
-			if (!iref_has(c, child, k->objectid, 0, name, nl))
-				problem(c, k->objectid,
+			/* a missing INODE_REF is raised (with its index) by
+			 * the DIR_INDEX; here only what that cannot see */
+			if (!iref_has(c, child, k->objectid, 0, name, nl) &&
+			    !inode_exists(c, child)) {
+				struct arb_problem *p = problem(
+					c, ARB_PB_DANGLING, k->objectid,
+					"dir item '%s' -> %llu: no such inode",
+					name, (unsigned long long)child);
+				set_name(p, k->objectid, 0, name);
+				p->ino = child;
+				p->type = ARB_DIR_ITEM;
+			} else if (!iref_has(c, child, k->objectid, 0, name,
+					     nl)) {
+				/* index 0: rebuilt from the DIR_INDEX, which
+				 * raises its own record with the index */
+				struct arb_problem *p = problem(
+					c, ARB_PB_INODE_REF_MISSING,
+					k->objectid,
 					"dir item '%s' -> %llu: child does not "
 					"name it",
 					name, (unsigned long long)child);
+				set_name(p, k->objectid, 0, name);
+				p->ino = child;
+			}
 		}
 		pos += el;
 	}
 	if (k->type == ARB_DIR_INDEX && n != 1)
-		problem(c, k->objectid, "dir index %llu holds %u entries",
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"dir index %llu holds %u entries",
 			(unsigned long long)k->offset, n);
 	if (k->type != ARB_XATTR_ITEM && !S_ISDIR(c->in.mode))
-		problem(c, k->objectid, "directory entries in a non-directory");
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"directory entries in a non-directory");
 }
 
 static void check_extent(struct chk *c, const struct arb_key *k,
@@ -260,26 +378,27 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 	uint8_t type;
 
 	if (size < ARB_FILE_EXTENT_INLINE_HDR) {
-		problem(c, k->objectid, "short extent item at %llu",
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid, "short extent item at %llu",
 			(unsigned long long)k->offset);
 		return;
 	}
 	type = arb_file_extent_f_type(fe);
 	if (k->offset < c->ext_end)
-		problem(c, k->objectid, "extent at %llu overlaps the previous",
+		problem(c, ARB_PB_FILE_OVERLAP, k->objectid,
+			"extent at %llu overlaps the previous",
 			(unsigned long long)k->offset);
 	if (type == ARB_FILE_EXTENT_INLINE) {
 		len = size - ARB_FILE_EXTENT_INLINE_HDR;
 		if (k->offset != 0)
-			problem(c, k->objectid, "inline extent at %llu",
+			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "inline extent at %llu",
 				(unsigned long long)k->offset);
 		if (arb_file_extent_f_ram_bytes(fe) != len)
-			problem(c, k->objectid, "inline extent length mismatch");
+			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "inline extent length mismatch");
 		c->inline_seen = true;
 	} else if (type == ARB_FILE_EXTENT_REG ||
 		   type == ARB_FILE_EXTENT_PREALLOC) {
 		if (size < sizeof(*fe)) {
-			problem(c, k->objectid, "short extent item at %llu",
+			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "short extent item at %llu",
 				(unsigned long long)k->offset);
 			return;
 		}
@@ -287,25 +406,26 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 		if (!len || !arb_file_extent_f_disk_bytenr(fe) ||
 		    arb_file_extent_f_offset(fe) + len >
 			    arb_file_extent_f_disk_num_bytes(fe))
-			problem(c, k->objectid, "bad extent at %llu",
+			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "bad extent at %llu",
 				(unsigned long long)k->offset);
 		if (k->offset % c->fs->bs || len % c->fs->bs)
-			problem(c, k->objectid, "unaligned extent at %llu",
+			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "unaligned extent at %llu",
 				(unsigned long long)k->offset);
 	} else {
-		problem(c, k->objectid, "unknown extent type %u at %llu", type,
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid, "unknown extent type %u at %llu", type,
 			(unsigned long long)k->offset);
 		return;
 	}
 	if (S_ISLNK(c->in.mode) && type != ARB_FILE_EXTENT_INLINE)
-		problem(c, k->objectid, "symlink with a regular extent");
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid, "symlink with a regular extent");
 	else if (!S_ISREG(c->in.mode) && !S_ISLNK(c->in.mode))
-		problem(c, k->objectid, "file extent in a non-file");
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid, "file extent in a non-file");
 	c->ext_end = k->offset + len;
 	c->ext_bytes += len;
 }
 
-int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
+		  struct arb_check_result *res)
 {
 	struct arb_key key = { 0, 0, 0 }, k;
 	struct chk c;
@@ -315,6 +435,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
 	memset(&c, 0, sizeof(c));
 	c.fs = fs;
 	c.out = out;
+	c.res = res;
 	c.buf = malloc(arb_max_item_size(fs->vol));
 	if (!c.buf)
 		return -ENOMEM;
@@ -325,6 +446,8 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
 		uint32_t size = arb_iter_size(&it);
 
 		arb_iter_key(&it, &k);
+		if (res)
+			res->items++;
 		if (k.objectid != c.ino) {
 			finish_inode(&c);
 			c.ino = k.objectid;
@@ -334,23 +457,31 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
 		}
 		if (k.objectid == ARB_ORPHAN_OBJECTID) {
 			struct arb_inode oin;
+			int oret;
 			if (k.type != ARB_ORPHAN_ITEM)
-				problem(&c, k.objectid, "unknown item type %u",
+				problem(&c, ARB_PB_UNEXPECTED, k.objectid,
+					"unknown item type %u",
 					k.type);
-			else if (fs_inode_read(fs, k.offset, &oin) == 0 &&
+			else if ((oret = fs_inode_read(fs, k.offset, &oin)) ==
+					 0 &&
 				 oin.nlink != 0)
-				problem(&c, k.offset,
+				problem(&c, ARB_PB_ORPHAN, k.offset,
 					"orphan item for a linked inode");
+			else if (oret == -ENOENT)
+				problem(&c, ARB_PB_ORPHAN, k.offset,
+					"orphan item for a missing inode");
 		} else if (k.type == ARB_INODE_ITEM) {
 			if (size < sizeof(struct arb_inode_item)) {
-				problem(&c, k.objectid, "short inode item");
+				problem(&c, ARB_PB_BAD_ENTRY, k.objectid,
+					"short inode item");
 			} else {
 				fs_inode_unpack(&c.in, k.objectid,
 						(const struct arb_inode_item *)d);
 				c.have_inode = true;
 			}
 		} else if (!c.have_inode) {
-			problem(&c, k.objectid, "%s item without an inode",
+			problem(&c, ARB_PB_NO_INODE, k.objectid,
+				"%s item without an inode",
 				arb_item_type_name(k.type));
 		} else {
 			switch (k.type) {
@@ -366,7 +497,8 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors)
 				check_extent(&c, &k, d, size);
 				break;
 			default:
-				problem(&c, k.objectid, "unexpected item type %u",
+				problem(&c, ARB_PB_UNEXPECTED, k.objectid,
+					"unexpected item type %u",
 					k.type);
 			}
 		}

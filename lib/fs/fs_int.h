@@ -14,6 +14,9 @@
  *   xattr.c    extended attributes
  *   acl.c      POSIX ACLs: parsing, mode <-> ACL consistency, inheritance
  *   fs_check.c checks of the fs tree (links, nlink, sizes, extents)
+ *   fs_problem.c  the table of named fsck problems, the record list
+ *   fs_extcheck.c data extent counts, back-references, data checksums
+ *   fs_repair.c   fsck's check as records, repair, undo of a repair
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
  * everything below (struct arb_fs fields included) is protected by it.
@@ -217,6 +220,11 @@ int fs_check_name(const char *name, size_t *len);
 /* find name in dir: 0 (with ino, index, type), or -ENOENT */
 int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 		uint64_t *ino, uint64_t *index, uint8_t *type);
+/* Add the three items of a link (DIR_ITEM, DIR_INDEX at din->seq,
+ * INODE_REF); updates din (size, seq, times), which the caller writes. */
+int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t ino, uint8_t type,
+		const struct timespec *now);
 /* parent of a directory (itself for the root) */
 int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 
@@ -342,6 +350,27 @@ int fs_acl_inherit_apply(struct arb_fs *fs, struct arb_txn *t, uint64_t ino,
 void fs_acl_new_free(struct fs_acl_new *n);
 
 /* ---- fs_check.c ---- */
-int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors);
+/* res (may be NULL) receives a record per problem */
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
+		  struct arb_check_result *res);
+
+/* ---- fs_problem.c ---- */
+/* Append a zeroed record of id for ino (NULL when out of memory). */
+struct arb_problem *fs_problem_add(struct arb_check_result *r,
+				   enum arb_problem_id id, uint64_t ino);
+/* "name: detail" line */
+void fs_problem_print(FILE *out, const struct arb_problem *p);
+
+/* ---- fs_extcheck.c ---- */
+/*
+ * Data extents against the trees: counts, back-references, leaks, overlaps,
+ * tree node counts, unreadable nodes, and (with csums) every data sector
+ * against its checksum.  With fix (a transaction of a fresh open, nothing
+ * else changed yet) wrong data extent items are rewritten on the way (each
+ * said on fix_out) and *fixed counts them.  0 or <0 on failure.
+ */
+int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
+		     bool csums, struct arb_txn *fix, FILE *fix_out,
+		     uint64_t *fixed);
 
 #endif

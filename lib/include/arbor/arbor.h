@@ -59,6 +59,9 @@ struct arb_fs_opts {
 	 * 0 = never grow.
 	 */
 	uint64_t autogrow_max;
+	/* do not free orphan inodes at a read-write open (fsck repair: its
+	 * changes must all go into one transaction) */
+	bool keep_orphans;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
@@ -326,6 +329,134 @@ int arb_fs_resize(struct arb_fs *fs, uint64_t size, const char **why);
 /* Consistency check of the whole image (fsck's engine). 0 clean,
  * -EUCLEAN problems (printed to out when not NULL). */
 int arb_fs_check(struct arb_fs *fs, FILE *out);
+
+/* ---- fsck: named problems, repair, undo (lib/fs/fs_problem.c,
+ * fs_extcheck.c, fs_repair.c) ---------------------------------------------
+ *
+ * Every problem the checker can raise has a stable id, a stable short name
+ * (what fsck prints and scripts grep for), whether repair fixes it, and a
+ * message.  The numbers and names never change; new problems go at the end.
+ */
+#define ARB_PROBLEMS(x)                                                        \
+	x(TREE, 1, "tree-structure", 0,                                        \
+	  "storage core check failed (tree shape, space map, counts)")          \
+	x(NODE_BAD, 2, "node-unreadable", 0,                                   \
+	  "a tree node does not read or validate (checksum, header)")          \
+	x(TREE_REFS, 3, "tree-block-refcount", 1,                              \
+	  "tree node reference count or back-reference is wrong")              \
+	x(EXTENT_REFS, 4, "extent-refcount", 1,                                \
+	  "data extent reference count differs from the file extents using it")\
+	x(EXTENT_BACKREF, 5, "extent-backref", 1,                              \
+	  "data extent back-reference missing, extra or miscounted")           \
+	x(EXTENT_LEAK, 6, "extent-leak", 1,                                    \
+	  "data extent allocated but used by no file")                         \
+	x(EXTENT_NOITEM, 7, "extent-missing", 0,                               \
+	  "a data extent or tree node in use has no extent item")              \
+	x(EXTENT_OVERLAP, 8, "extent-overlap", 0,                              \
+	  "extents overlap in the extent tree")                                \
+	x(DATA_CSUM, 9, "data-csum", 0,                                        \
+	  "data sector does not match its checksum (its data is lost)")        \
+	x(NO_INODE, 10, "item-without-inode", 0,                               \
+	  "items of an inode that has no inode item")                          \
+	x(NLINK, 11, "nlink-mismatch", 1,                                      \
+	  "link count differs from the names of the inode")                    \
+	x(DIR_INDEX_MISSING, 12, "dir-index-missing", 1,                       \
+	  "a name has no DIR_INDEX (rebuilt from INODE_REF)")                  \
+	x(DIR_ITEM_MISSING, 13, "dir-item-missing", 1,                         \
+	  "a name has no DIR_ITEM (rebuilt from INODE_REF)")                   \
+	x(INODE_REF_MISSING, 14, "inode-ref-missing", 1,                       \
+	  "a name has no INODE_REF (rebuilt from DIR_INDEX)")                  \
+	x(DANGLING, 15, "dangling-dir-entry", 1,                               \
+	  "directory entry names an inode that does not exist")                \
+	x(ORPHAN, 16, "orphan-item", 1,                                        \
+	  "orphan item of a linked or missing inode")                          \
+	x(UNLINKED, 17, "unlinked-inode", 1,                                   \
+	  "inode with no name and no orphan item (moved to /lost+found)")      \
+	x(DIR_NAMES, 18, "dir-names", 0,                                       \
+	  "directory with more than one name")                                 \
+	x(DIR_SIZE, 19, "dir-size", 1,                                         \
+	  "directory size differs from its names")                             \
+	x(DIR_SEQ, 20, "dir-next-index", 1,                                    \
+	  "directory's next index is not above the indexes in use")            \
+	x(NBYTES, 21, "nbytes-mismatch", 1,                                    \
+	  "inode's allocated bytes differ from its extents")                   \
+	x(BAD_ENTRY, 22, "bad-entry", 0,                                       \
+	  "malformed or inconsistent directory entry or inode ref")            \
+	x(FILE_EXTENT, 23, "bad-file-extent", 0,                               \
+	  "malformed file extent item")                                        \
+	x(FILE_OVERLAP, 24, "file-extent-overlap", 0,                          \
+	  "file extent items of one file overlap")                             \
+	x(UNEXPECTED, 25, "unexpected-item", 0,                                \
+	  "item of an unexpected type")
+
+enum arb_problem_id {
+#define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
+	ARB_PROBLEMS(ARB_PB_ENUM)
+#undef ARB_PB_ENUM
+	ARB_PB_MAX
+};
+
+/* One finding: what, where, and what repair needs to act on it. */
+struct arb_problem {
+	enum arb_problem_id id;
+	/* inode concerned (0: none) */
+	uint64_t ino;
+	/* directory of a name, or a disk address (extents, nodes) */
+	uint64_t dir, addr;
+	/* DIR_INDEX sequence of a name; item type of a dangling entry */
+	uint64_t index, type;
+	/* expected value (nlink, size, next index, nbytes, refs) */
+	uint64_t expect;
+	/* the name of a link problem (NUL terminated) */
+	char name[ARB_NAME_MAX + 1];
+	/* human readable details */
+	char detail[200];
+};
+
+struct arb_check_result {
+	struct arb_problem *pb;
+	size_t nr, cap;
+	/* items checked: tree nodes, items, data sectors */
+	uint64_t nodes, items, sectors;
+	/* the walk could not see every tree (unreadable node or subtree):
+	 * repair refuses to act on a partial picture */
+	bool incomplete;
+	/* an extent in use has no extent item, so the allocator would hand
+	 * it out: repair (which allocates) refuses */
+	bool space_unsafe;
+};
+
+const char *arb_problem_name(enum arb_problem_id id);
+const char *arb_problem_message(enum arb_problem_id id);
+bool arb_problem_fixable(enum arb_problem_id id);
+void arb_check_result_free(struct arb_check_result *r);
+
+/*
+ * The whole check as records: the core's structural check (its findings
+ * become tree-structure / node-unreadable records), data extent counts and
+ * back-references, data checksums, and the filesystem tree.  Problems are
+ * also printed to out (may be NULL), one per line, "name: detail".
+ * 0 clean, -EUCLEAN problems, other <0 on failure.
+ */
+int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
+			 FILE *out);
+/*
+ * Repair what the records of a check of this (read-write, keep_orphans)
+ * open say, in one transaction, committed with an undo record in the
+ * superblock (see arb_undo_repair).  Refuses (-EUCLEAN) when the check was
+ * incomplete.  *fixed counts the records acted on.  Actions are printed to
+ * out.  0 committed (or nothing to do), <0 error (nothing committed).
+ */
+int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
+		  FILE *out, uint64_t *fixed);
+/*
+ * Go back to the generation before the last repair: only when the newest
+ * superblock is the one the repair wrote (generation G) and the other slot
+ * still holds generation G-1 whose trees open.  dev is opened read-write
+ * by the caller and stays the caller's.  0 done, -EALREADY nothing to undo
+ * (*why says why), other <0 errors.
+ */
+int arb_undo_repair(struct arb_dev *dev, FILE *out, const char **why);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,204 @@
+#!/bin/bash
+# fsck.sh - fsck.arborfs finds, names and repairs damage crafted by
+# arbor-corrupt, and --undo-repair returns to the damaged generation.
+#
+# One populated image is made once (mount, shell tools, unmount) and copied
+# for each kind of damage.  For each kind:
+#   - fsck -n exits 4 and names the expected problem
+#   - the daemon mounts the damaged image: every file outside the damage
+#     reads back as written; the damaged one fails (EIO/ENOENT/...) where
+#     the kind makes it unreadable (column "hurt")
+#   - fsck -y exits 1 for kinds it fixes, then fsck -n exits 0;
+#     4 for kinds it leaves (column "fix": data-csum, overlap, bad node,
+#     truncated image are reported, never guessed at)
+# and for one kind --undo-repair brings the damage back, once.
+. "$(dirname "$0")/lib.sh" "$@"
+
+CORRUPT=$BUILD/tests/arbor-corrupt
+[ -x "$CORRUPT" ] || skip "arbor-corrupt not built (tests disabled)"
+[ -x "$FSCK" ] || fail "$FSCK not built"
+
+# kind            path               expected problem      fix  hurt
+KINDS="
+nlink             d1/hard1           nlink-mismatch        1    -
+dangling-dir-item d1/small2          dangling-dir-entry    1    d1/small2
+missing-dir-index d1/small3          dir-index-missing     1    -
+missing-dir-item  d1/small4          dir-item-missing      1    d1/small4
+missing-inode-ref d2/sub/deep        inode-ref-missing     1    -
+unlinked          d1/small5          unlinked-inode        1    d1/small5
+orphan-item       d1/small1          orphan-item           1    -
+refcount          big                extent-refcount       1    -
+missing-backref   big2               extent-backref        1    -
+tree-refcount     many/f150          tree-block-refcount   1    -
+overlapping-extents big              file-extent-overlap   4    big
+bad-data-csum     big2               data-csum             4    big2
+bad-node-csum     many/f150          node-unreadable       4    many/*
+truncate          -                  -                     4    *
+"
+
+# ---- the populated image, made once ----
+log "populating a fresh image"
+fs_mkfs -s 64M
+fs_mount -o commit=0
+(
+	cd "$MNT" || exit 1
+	mkdir -p d1 d2/sub many
+	for i in 1 2 3 4 5; do echo "small file $i" >"d1/small$i"; done
+	echo "hard linked" >d1/hard1
+	ln d1/hard1 d2/hard2
+	ln d1/hard1 d1/hard3
+	echo deep >d2/sub/deep
+	ln -s ../d1/small1 d2/link
+	head -c 3M /dev/urandom >big
+	head -c 1M /dev/urandom >big2
+	for i in $(seq 1 300); do echo "file $i" >"many/f$i"; done
+)
+fs_umount
+check_fsck
+cp "$IMG" "$TMP/pristine.img"
+# the expected content: sha256 of every file
+fs_mount -o ro
+(cd "$MNT" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$TMP/sums"
+fs_umount
+
+# read_all HURT: every file but HURT reads back as written; HURT (a path
+# or a glob) must fail to read or read wrong (a glob: at least one of the
+# files)
+read_all() {
+	local hurt=$1 bad=0 failed=0
+	while read -r sum path; do
+		path=${path#./}
+		# shellcheck disable=SC2053
+		if [[ $path == $hurt ]]; then
+			got=$(sha256sum "$MNT/$path" 2>/dev/null | cut -d' ' -f1) || true
+			if [ "$got" = "$sum" ]; then
+				[[ $hurt == *'*'* ]] ||
+					soft_fail "$kind: $path reads although damaged"
+			else
+				failed=$((failed + 1))
+			fi
+			continue
+		fi
+		got=$(sha256sum "$MNT/$path" 2>/dev/null | cut -d' ' -f1) || true
+		if [ "$got" != "$sum" ]; then
+			bad=$((bad + 1))
+			[ $bad -gt 3 ] || echo "  $path: got '${got:-error}'" >&2
+		fi
+	done <"$TMP/sums.k"
+	[ $bad = 0 ] || soft_fail "$kind: $bad undamaged file(s) read wrong"
+	[ "$hurt" = - ] || [ $failed -gt 0 ] ||
+		soft_fail "$kind: no damaged file fails"
+	log "$kind: mounted: $failed damaged file(s) fail, the others read back"
+}
+
+# fsck_expect WANT ARGS...: run fsck, check the exit status, keep output
+fsck_expect() {
+	local want=$1 st=0
+	shift
+	"$FSCK" "$@" "$IMG" >"$TMP/fsck.out" 2>&1 || st=$?
+	if [ $st != "$want" ]; then
+		sed 's/^/  | /' "$TMP/fsck.out" | head -n 30 >&2
+		soft_fail "$kind: fsck $* exit $st, expected $want"
+		return 1
+	fi
+	return 0
+}
+
+while read -r kind path problem fix hurt; do
+	[ -n "$kind" ] || continue
+	log "$kind"
+	cp "$TMP/pristine.img" "$IMG"
+	cp "$TMP/sums" "$TMP/sums.k"
+	if [ "$path" = - ]; then
+		"$CORRUPT" "$IMG" "$kind" >"$TMP/corrupt.out" 2>&1 ||
+			{ cat "$TMP/corrupt.out" >&2; fail "$kind: arbor-corrupt failed"; }
+	else
+		"$CORRUPT" "$IMG" "$kind" "$path" >"$TMP/corrupt.out" 2>&1 ||
+			{ cat "$TMP/corrupt.out" >&2; fail "$kind: arbor-corrupt failed"; }
+	fi
+	sed 's/^/  corrupt: /' "$TMP/corrupt.out"
+
+	fsck_expect 4 -n || continue
+	if [ "$problem" != - ] && ! grep -q "^$problem: " "$TMP/fsck.out"; then
+		sed 's/^/  | /' "$TMP/fsck.out" | head -n 20 >&2
+		soft_fail "$kind: fsck -n does not name $problem"
+	fi
+	tail -n 1 "$TMP/fsck.out" | sed 's/^/  /'
+
+	# the daemon on the damaged image
+	if [ "$hurt" = "*" ]; then
+		if "$DAEMON" -f "$IMG" "$MNT" >>"$DAEMON_LOG" 2>&1; then
+			force_unmount "$MNT"
+			soft_fail "$kind: the daemon mounted a truncated image"
+		fi
+	else
+		fs_mount -o ro
+		read_all "$hurt"
+		fs_umount
+	fi
+
+	cp "$IMG" "$TMP/damaged.img"
+	fsck_expect "$fix" -y || continue
+	{ grep '^repair:' "$TMP/fsck.out" || true; } | head -n 5 | sed 's/^/  /'
+	tail -n 1 "$TMP/fsck.out" | sed 's/^/  /'
+	if [ "$fix" = 1 ]; then
+		fsck_expect 0 -n || continue
+		if [ "$hurt" != - ]; then
+			# what failed reads back again (a dangling name is gone)
+			[ "$kind" != dangling-dir-item ] ||
+				sed -i '/d1\/small2$/d' "$TMP/sums.k"
+			fs_mount -o ro
+			if [ "$kind" = unlinked ]; then
+				# the file is in /lost+found, named after its inode
+				ino=$(sed -n 's/.*: inode \([0-9]*\), name.*/\1/p' "$TMP/corrupt.out")
+				want=$(grep ' ./d1/small5$' "$TMP/sums.k" | cut -d' ' -f1)
+				got=$(sha256sum "$MNT/lost+found/#$ino" | cut -d' ' -f1) || true
+				[ "$got" = "$want" ] ||
+					soft_fail "unlinked: lost+found/#$ino is not d1/small5"
+				log "unlinked: found again as lost+found/#$ino"
+				sed -i '/d1\/small5$/d' "$TMP/sums.k"
+			fi
+			read_all -
+			fs_umount
+		fi
+	else
+		# what it cannot fix is still there, and reported the same way
+		fsck_expect 4 -n || true
+	fi
+
+	if [ "$kind" = missing-dir-index ]; then
+		log "$kind: undo the repair"
+		fsck_expect 0 --undo-repair || continue
+		sed 's/^/  /' "$TMP/fsck.out"
+		fsck_expect 4 -n &&
+			{ grep -q "^dir-index-missing: " "$TMP/fsck.out" ||
+				soft_fail "undo: the damage is not back"; }
+		fsck_expect 8 --undo-repair &&
+			sed 's/^/  second undo: /' "$TMP/fsck.out"
+		# repair again, then a write makes the undo impossible
+		fsck_expect 1 -y || true
+		fs_mount
+		echo after >"$MNT/after-repair"
+		fs_umount
+		fsck_expect 8 --undo-repair || true
+		fsck_expect 0 -n || true
+	fi
+done <<<"$KINDS"
+
+# a mounted image is refused (the daemon holds the lock)
+log "mounted image"
+cp "$TMP/pristine.img" "$IMG"
+fs_mount
+kind=mounted
+fsck_expect 8 -n || true
+fsck_expect 8 -y || true
+fs_umount
+
+# usage errors
+kind=usage
+st=0
+"$FSCK" >/dev/null 2>&1 || st=$?
+[ $st = 16 ] || soft_fail "fsck without an image: exit $st, expected 16"
+"$FSCK" --list-problems | grep -q nlink-mismatch ||
+	soft_fail "--list-problems does not list nlink-mismatch"
+finish

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_repair.c - lib/fs/fs_problem.c, fs_extcheck.c, fs_repair.c: the
+ * problem table, check records, repair in one commit, undo of a repair.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "arbor/arbor.h"
+#include "core.h"
+#include "fs/fs_int.h"
+#include "testutil.h"
+
+#define MiB (1024ULL * 1024)
+
+/* a memory device lent to arb_fs_open (which destroys what it gets) */
+static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
+		   enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pread(l, buf, len, off, kind);
+}
+static int b_pwrite(struct arb_dev *d, const void *buf, size_t len,
+		    uint64_t off, enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pwrite(l, buf, len, off, kind);
+}
+static int b_flush(struct arb_dev *d)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->flush(l);
+}
+static void b_destroy(struct arb_dev *d)
+{
+	free(d);
+}
+static const struct arb_dev_ops borrow_ops = {
+	.pread = b_pread,
+	.pwrite = b_pwrite,
+	.flush = b_flush,
+	.destroy = b_destroy,
+};
+static struct arb_dev *borrow(struct arb_dev *mem)
+{
+	struct arb_dev *d = calloc(1, sizeof(*d));
+	ck_assert_ptr_nonnull(d);
+	d->ops = &borrow_ops;
+	d->size = mem->size;
+	d->priv = mem;
+	return d;
+}
+
+static struct arb_dev *mem;
+
+static struct arb_fs *open_fs(bool rw)
+{
+	struct arb_fs_opts o;
+	struct arb_fs *fs;
+	int ret;
+
+	arb_fs_opts_default(&o);
+	o.commit_interval = 0;
+	o.readonly = !rw;
+	o.keep_orphans = true;
+	ret = arb_fs_open(borrow(mem), &o, &fs, NULL);
+	ck_assert_int_eq(ret, 0);
+	return fs;
+}
+
+/* count records of id in a fresh check */
+static size_t count(enum arb_problem_id id, size_t *total)
+{
+	struct arb_check_result r = { 0 };
+	struct arb_fs *fs = open_fs(false);
+	size_t n = 0;
+	int ret = arb_fs_check_records(fs, &r, NULL);
+
+	ck_assert(ret == 0 || ret == -EUCLEAN);
+	for (size_t i = 0; i < r.nr; i++)
+		n += r.pb[i].id == id;
+	if (total)
+		*total = r.nr;
+	arb_check_result_free(&r);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	return n;
+}
+
+static void repair(void)
+{
+	struct arb_check_result r = { 0 };
+	struct arb_fs *fs = open_fs(true);
+	uint64_t fixed = 0;
+	int ret = arb_fs_check_records(fs, &r, NULL);
+
+	ck_assert(ret == 0 || ret == -EUCLEAN);
+	ck_assert_int_eq(arb_fs_repair(fs, &r, NULL, &fixed), 0);
+	ck_assert_uint_gt(fixed, 0);
+	arb_check_result_free(&r);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+}
+
+static void setup(void)
+{
+	struct arb_mkfs_opts mo;
+	struct arb_dev *d;
+	struct arb_stat st;
+	struct arb_fs *fs;
+	static const struct arb_cred cr = { 0, 0 };
+	char buf[8192];
+
+	arb_log_level = ARB_LOG_ERR;
+	ck_assert_int_eq(arb_dev_open_mem(64 * MiB, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	d = borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_mkdir(fs, ARB_ROOT_INO, "d", 0755, &cr, &st), 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, st.ino, "f", S_IFREG | 0644, 0, &cr,
+				      &st),
+			 0);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(arb_fs_write(fs, st.ino, buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+}
+
+static void teardown(void)
+{
+	arb_dev_destroy(mem);
+	mem = NULL;
+}
+
+/* inode of d/f */
+static uint64_t file_ino(struct arb_fs *fs)
+{
+	struct arb_stat st;
+	ck_assert_int_eq(arb_fs_lookup(fs, ARB_ROOT_INO, "d", &st), 0);
+	ck_assert_int_eq(arb_fs_lookup(fs, st.ino, "f", &st), 0);
+	return st.ino;
+}
+
+START_TEST(test_table)
+{
+	for (int i = 1; i < ARB_PB_MAX; i++) {
+		ck_assert_str_ne(arb_problem_name(i), "unknown-problem");
+		ck_assert_str_ne(arb_problem_message(i), "unknown problem");
+		for (int j = 1; j < i; j++)
+			ck_assert_str_ne(arb_problem_name(i),
+					 arb_problem_name(j));
+	}
+	ck_assert_str_eq(arb_problem_name(ARB_PB_NLINK), "nlink-mismatch");
+	ck_assert(arb_problem_fixable(ARB_PB_NLINK));
+	ck_assert(!arb_problem_fixable(ARB_PB_DATA_CSUM));
+	ck_assert_str_eq(arb_problem_name(0), "unknown-problem");
+}
+END_TEST
+
+START_TEST(test_nlink_repair_undo)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_inode in;
+	struct arb_txn *t;
+	const char *why;
+	size_t total;
+
+	ck_assert_uint_eq(count(ARB_PB_NLINK, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	/* damage, committed */
+	fs_lock(fs);
+	ck_assert_int_eq(fs_inode_read(fs, file_ino(fs), &in), 0);
+	in.nlink = 5;
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(fs_inode_write(fs, t, &in), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_NLINK, &total), 1);
+	ck_assert_uint_eq(total, 1);
+	/* nothing to undo yet */
+	ck_assert_int_eq(arb_undo_repair(mem, NULL, &why), -EALREADY);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_NLINK, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	/* undo brings the damage back, once */
+	ck_assert_int_eq(arb_undo_repair(mem, NULL, &why), 0);
+	ck_assert_uint_eq(count(ARB_PB_NLINK, NULL), 1);
+	ck_assert_int_eq(arb_undo_repair(mem, NULL, &why), -EALREADY);
+	/* repair again; a later commit makes undo impossible */
+	repair();
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_mknod(fs, ARB_ROOT_INO, "g", S_IFREG | 0644, 0,
+				      NULL, NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_int_eq(arb_undo_repair(mem, NULL, &why), -EALREADY);
+	ck_assert_uint_eq(count(ARB_PB_NLINK, &total), 0);
+	ck_assert_uint_eq(total, 0);
+}
+END_TEST
+
+START_TEST(test_refcount_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k = { 0, 0, 0 };
+	struct arb_extent_item ei;
+	struct arb_iter it;
+	struct arb_txn *t;
+	size_t total;
+
+	/* the data extent: the first EXTENT_ITEM flagged DATA */
+	fs_lock(fs);
+	arb_iter_init(&it, fs->vol->extent_root);
+	for (int ret = arb_iter_seek(&it, &k); ret == 0;
+	     ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		memcpy(&ei, arb_iter_data(&it), sizeof(ei));
+		if (k.type == ARB_EXTENT_ITEM &&
+		    (arb_extent_item_e_flags(&ei) & ARB_EXTENT_FLAG_DATA))
+			break;
+	}
+	arb_iter_release(&it);
+	ck_assert(arb_extent_item_e_flags(&ei) & ARB_EXTENT_FLAG_DATA);
+	arb_set_extent_item_e_refs(&ei, 3);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->vol->extent_root, &k, &ei,
+					 sizeof(ei)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_REFS, &total), 1);
+	/* the core's line about the same extent is not a second record */
+	ck_assert_uint_eq(total, 1);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_REFS, &total), 0);
+	ck_assert_uint_eq(total, 0);
+}
+END_TEST
+
+/* a tree node's count one too high, and its owner wrong: rewritten */
+START_TEST(test_tree_refcount_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k;
+	uint8_t buf[sizeof(struct arb_extent_item) +
+		    sizeof(struct arb_tree_block_ref)];
+	struct arb_extent_item *ei = (struct arb_extent_item *)buf;
+	struct arb_tree_block_ref *tr = (void *)(ei + 1);
+	struct arb_txn *t;
+	size_t total;
+
+	fs_lock(fs);
+	k.objectid = fs->root->node->bytenr;
+	k.type = ARB_EXTENT_ITEM;
+	k.offset = fs->vol->nodesize;
+	ck_assert_int_eq(arb_lookup_item(fs->vol->extent_root, &k, buf,
+					 sizeof(buf)),
+			 (int)sizeof(buf));
+	arb_set_extent_item_e_refs(ei, arb_extent_item_e_refs(ei) + 1);
+	arb_set_tree_block_ref_t_owner(tr, 77);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->vol->extent_root, &k, buf,
+					 sizeof(buf)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_ge(count(ARB_PB_TREE_REFS, &total), 1);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_TREE_REFS, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	/* and the repaired image keeps working */
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_mknod(fs, ARB_ROOT_INO, "h", S_IFREG | 0644, 0,
+				      NULL, NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_eq(count(ARB_PB_TREE, &total), 0);
+	ck_assert_uint_eq(total, 0);
+}
+END_TEST
+
+/* a file extent item deleted without its reference: the extent leaks, the
+ * file's nbytes is wrong; both repaired, the space freed */
+START_TEST(test_leak_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k;
+	struct arb_txn *t;
+	uint64_t free_before, free_after;
+	size_t total;
+
+	fs_lock(fs);
+	k.objectid = file_ino(fs);
+	k.type = ARB_EXTENT_DATA;
+	k.offset = 0;
+	ck_assert(fs_item_exists(fs->root, &k));
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_del_item(t, fs->root, &k), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	free_before = arb_free_bytes(fs->vol);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_LEAK, &total), 1);
+	ck_assert_uint_eq(count(ARB_PB_NBYTES, NULL), 1);
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_LEAK, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs = open_fs(false);
+	free_after = arb_free_bytes(fs->vol);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_gt(free_after, free_before);
+}
+END_TEST
+
+static Suite *repair_suite(void)
+{
+	Suite *s = suite_create("repair");
+	TCase *tc = tcase_create("repair");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_table);
+	tcase_add_test(tc, test_nlink_repair_undo);
+	tcase_add_test(tc, test_refcount_repair);
+	tcase_add_test(tc, test_leak_repair);
+	tcase_add_test(tc, test_tree_refcount_repair);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(repair_suite());
+}
