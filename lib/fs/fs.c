@@ -100,7 +100,8 @@ uint64_t fs_avail_bytes(struct arb_fs *fs)
 
 static uint64_t op_meta_bytes(struct arb_fs *fs)
 {
-	return (uint64_t)ARB_OP_META_NODES * fs->vol->nodesize;
+	/* every node costs its copies (duplicated metadata) */
+	return (uint64_t)ARB_OP_META_NODES * arb_node_alloc_bytes(fs->vol);
 }
 
 static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
@@ -388,12 +389,14 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 		cap = fs->bs;
 	fs->max_inline = o->max_inline < cap ? o->max_inline : (uint32_t)cap;
 
-	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB */
+	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB;
+	 * times the copies of each node (duplicated metadata) */
 	fs->reserve = fs->vol->total_bytes / 32;
 	if (fs->reserve < (1ULL << 20) + 32ULL * fs->vol->nodesize)
 		fs->reserve = (1ULL << 20) + 32ULL * fs->vol->nodesize;
 	if (fs->reserve > (256ULL << 20))
 		fs->reserve = 256ULL << 20;
+	fs->reserve *= fs->vol->meta_copies;
 
 	/* data allocations leave half of it to tree nodes */
 	if (!fs->readonly)
@@ -546,6 +549,7 @@ int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o)
 	}
 	memset(&fo, 0, sizeof(fo));
 	fo.nodesize = o->nodesize;
+	fo.meta_copies = o->meta_copies;
 	memcpy(fo.uuid, o->uuid, sizeof(fo.uuid));
 	fo.label = o->label;
 	fo.init_fs_tree = mkfs_init_fs_tree;
@@ -671,6 +675,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->user_bytes_written = fs->user_bytes_written;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
+	s->meta_copies = fs->vol->meta_copies;
+	arb_vol_heal_stats(fs->vol, &s->nodes_healed, &s->nodes_unrecoverable);
 	fs_unlock(fs);
 	return 0;
 }
