@@ -555,6 +555,34 @@ START_TEST(test_dup_single)
 }
 END_TEST
 
+/* A version 1 image (before duplicated metadata) is refused. */
+START_TEST(test_dup_v1_refused)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_super sb;
+	const char *why = NULL;
+	int slot, level = arb_log_level;
+
+	tu_vol_new(8ULL << 20, 4096, &dev, &vol);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	for (int i = 0; i < 2; i++) {
+		uint64_t off = i ? ARB_SUPER_OFFSET1 : ARB_SUPER_OFFSET0;
+		memcpy(&sb, arb_dev_mem_data(dev) + off, sizeof(sb));
+		arb_set_super_s_version(&sb, 1);
+		arb_csum_block(ARB_CSUM_CRC32C, &sb, sizeof(sb), sb.s_csum);
+		memcpy(arb_dev_mem_data(dev) + off, &sb, sizeof(sb));
+	}
+	arb_log_level = -1;
+	ck_assert_int_eq(arb_vol_open(dev, NULL, &vol), -EPROTONOSUPPORT);
+	arb_log_level = level;
+	ck_assert_int_eq(arb_read_super(dev, &sb, &slot, &why),
+			 -EPROTONOSUPPORT);
+	ck_assert_ptr_nonnull(strstr(why, "version 1"));
+	arb_dev_destroy(dev);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dup");
@@ -566,6 +594,7 @@ int main(void)
 	tcase_add_test(tc, test_dup_both_copies);
 	tcase_add_test(tc, test_dup_read_error);
 	tcase_add_test(tc, test_dup_single);
+	tcase_add_test(tc, test_dup_v1_refused);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
