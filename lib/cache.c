@@ -376,7 +376,8 @@ static int read_mirror(struct arb_vol *vol, uint8_t *buf, uint64_t bytenr,
 		return ret1;
 	}
 	vol->nr_healed++;
-	if (vol->readonly) {
+	if (vol->readonly || vol->fatal_error) {
+		/* read-only (fsck -n) or a failed commit: write nothing */
 		arb_log(ARB_LOG_WARN,
 			"node %llu (tree %llu, level %d): first copy bad (%s); "
 			"read the second copy at %llu; not rewritten: read-only",

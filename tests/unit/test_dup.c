@@ -555,6 +555,44 @@ START_TEST(test_dup_single)
 }
 END_TEST
 
+/* Read-only: the second copy answers, nothing is written. */
+START_TEST(test_dup_readonly)
+{
+	struct img im;
+	uint64_t rng = tu_seed("dup readonly");
+	struct arb_vol_opts ro = { 0, true };
+	struct arb_check_report rep = { 0 };
+	struct arb_vol *vol;
+	struct arb_root *r;
+	uint8_t *copy;
+	char why[256] = "";
+	int level = arb_log_level;
+
+	img_make(&im, 8ULL << 20, TU_SCALE(600, 6000), rng, 2, 1);
+	for (size_t i = 0; i < im.nr_nodes; i++)
+		im.data[im.nodes[i].bytenr + 100] ^= 1;
+	copy = malloc(im.dev_size);
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, im.data, im.dev_size);
+	arb_log_level = -1;
+	ck_assert_int_eq(arb_vol_open(im.dev, &ro, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TREE, &r), 0);
+	ck_assert_int_eq(tm_compare(r, &im.tree, why, sizeof(why)), 0);
+	ck_assert_int_eq(arb_root_get(vol, CLONE, &r), 0);
+	ck_assert_int_eq(tm_compare(r, &im.clone, why, sizeof(why)), 0);
+	/* the checker names every first copy, still bad on disk */
+	ck_assert_int_eq(arb_check_vol(vol, &rep), -EUCLEAN);
+	ck_assert_uint_eq(rep.errors, im.nr_nodes);
+	ck_assert_uint_eq(vol->nr_healed, im.nr_nodes);
+	ck_assert_uint_eq(vol->nr_unrecoverable, 0);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_log_level = level;
+	ck_assert_int_eq(memcmp(copy, im.data, im.dev_size), 0);
+	free(copy);
+	img_free(&im);
+}
+END_TEST
+
 /* A version 1 image (before duplicated metadata) is refused. */
 START_TEST(test_dup_v1_refused)
 {
@@ -595,6 +633,7 @@ int main(void)
 	tcase_add_test(tc, test_dup_read_error);
 	tcase_add_test(tc, test_dup_single);
 	tcase_add_test(tc, test_dup_v1_refused);
+	tcase_add_test(tc, test_dup_readonly);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
