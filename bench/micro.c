@@ -3,7 +3,7 @@
  * micro.c - storage-core benchmark: in-process B-tree rates.
  *
  *   bench/micro [-n N[,N...]] [-s NODESIZE] [-c COMMIT_EVERY] [-f IMAGE]
- *               [--json FILE]
+ *               [-m single|dup] [--json FILE]
  *
  * For each N: insert N random keys (24-byte items) committing every
  * COMMIT_EVERY inserts, look all of them up in random order, scan them in
@@ -24,6 +24,9 @@
 #include "core.h"
 
 #define TREE 300ULL
+
+/* -m: copies of every tree node (0 = the library default, dup) */
+static unsigned meta_copies;
 
 static double now(void)
 {
@@ -74,6 +77,7 @@ static void run(uint64_t n, uint32_t nodesize, uint64_t commit_every,
 	if (ret)
 		die(path, ret);
 	fo.nodesize = nodesize;
+	fo.meta_copies = meta_copies;
 	ret = arb_vol_format(dev, &fo);
 	if (!ret)
 		ret = arb_vol_open(dev, NULL, &vol);
@@ -194,16 +198,18 @@ int main(int argc, char **argv)
 	int c;
 	bool first = true;
 
-	while ((c = getopt_long(argc, argv, "n:s:c:f:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:c:f:m:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': list = optarg; break;
 		case 's': nodesize = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'c': commit_every = strtoull(optarg, NULL, 0); break;
 		case 'f': path = optarg; break;
+		case 'm': meta_copies = strcmp(optarg, "single") ? 2 : 1; break;
 		case 'j': json_path = optarg; break;
 		default:
 			fprintf(stderr, "usage: micro [-n N[,N...]] [-s NODESIZE] "
-					"[-c COMMIT_EVERY] [-f IMAGE] [--json FILE]\n");
+					"[-c COMMIT_EVERY] [-f IMAGE] [-m single|dup] "
+					"[--json FILE]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}

@@ -33,7 +33,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: arbor usage --image IMG\n"
 		   "       arbor dump --image IMG [TREE-ID]\n"
-		   "       arbor scrub --image IMG [-q]\n"
+		   "       arbor scrub --image IMG [-r] [-q]\n"
 		   "       arbor filesystem stats [--json] [--reset] PATH\n"
 		   "       arbor filesystem usage [--json] PATH\n"
 		   "       arbor filesystem sync [--json] PATH\n"
@@ -84,6 +84,17 @@ static void print_item(const struct arb_key *k, const void *data,
 		       arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK
 			       ? "tree"
 			       : "data");
+		if ((arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK) &&
+		    size >= sizeof(*e) + sizeof(struct arb_tree_block_ref)) {
+			const struct arb_tree_block_ref *tr =
+				(const void *)(e + 1);
+			printf(" owner %" PRIu64 " level %u",
+			       arb_tree_block_ref_t_owner(tr),
+			       arb_tree_block_ref_t_level(tr));
+			if (arb_tree_block_ref_t_mirror(tr))
+				printf(" copy %" PRIu64,
+				       arb_tree_block_ref_t_mirror(tr));
+		}
 	} else if (k->type == ARB_EXTENT_DATA &&
 		   size >= ARB_FILE_EXTENT_INLINE_HDR) {
 		const struct arb_file_extent *f = data;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * arbor scrub --image IMG: verify every tree node and data block of an
- * unmounted image against its checksum (lib/fs/scrub.c), print each
- * problem with the paths of the affected files and a summary.
+ * arbor scrub --image IMG [-r]: verify every tree node and data block of
+ * an unmounted image against its checksum (lib/fs/scrub.c), rewrite a bad
+ * copy of a tree node from its good copy (duplicated metadata; not with
+ * -r, which opens the image read-only), print each problem with the paths
+ * of the affected files and a summary.
  *
  * Exit status: 0 no errors, 1 operational error (cannot open, I/O error
  * of the walk itself), 2 usage, 3 uncorrectable errors found.
@@ -27,10 +29,15 @@ static void print_line(void *arg, const char *line)
 
 static void scrub_usage(FILE *f)
 {
-	fprintf(f, "usage: arbor scrub --image IMG [-q]\n"
+	fprintf(f, "usage: arbor scrub --image IMG [-r] [-q]\n"
 		   "  read every tree node and data block and verify its "
 		   "checksum;\n"
-		   "  exit 0 clean, 3 uncorrectable errors, 1 failure\n");
+		   "  a bad copy of a tree node is rewritten from the good "
+		   "one\n"
+		   "  -r  read-only: report, repair nothing\n"
+		   "  -q  summary only\n"
+		   "  exit 0 clean (or all corrected), 3 uncorrectable errors, "
+		   "1 failure\n");
 }
 
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs)
@@ -63,13 +70,14 @@ int cli_scrub(int argc, char **argv)
 	struct arb_fs *fs;
 	struct timespec t0, t1;
 	const char *image = NULL, *why = NULL;
-	bool quiet = false;
+	bool quiet = false, readonly = false;
 	int c, ret;
 
 	optind = 2;
-	while ((c = getopt_long(argc, argv, "i:qh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:qrh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'i': image = optarg; break;
+		case 'r': readonly = true; break;
 		case 'q': quiet = true; break;
 		case 'h': scrub_usage(stdout); return 0;
 		default: scrub_usage(stderr); return 2;
@@ -79,7 +87,7 @@ int cli_scrub(int argc, char **argv)
 		scrub_usage(stderr);
 		return 2;
 	}
-	ret = arb_dev_open_file(image, true, 0, &dev);
+	ret = arb_dev_open_file(image, readonly, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: %s\n", image,
 			ret == -EBUSY ? "image is in use (mounted?)"
@@ -87,7 +95,7 @@ int cli_scrub(int argc, char **argv)
 		return 1;
 	}
 	arb_fs_opts_default(&o);
-	o.readonly = true;
+	o.readonly = readonly;
 	ret = arb_fs_open(dev, &o, &fs, &why);
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: cannot open: %s\n", image,

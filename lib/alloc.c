@@ -21,6 +21,14 @@
  * (nothing committed can point at it), otherwise it stays pinned until the
  * commit that freed it is durable (arb_free_space_unpin), so the last
  * committed generation is never overwritten.
+ *
+ * Duplicated metadata: a tree node's second copy is allocated with it,
+ * searched from its own cursor that starts in the middle of the space (so
+ * the two copies of a node are far apart, and the second copies of one
+ * commit are contiguous and written in few large writes).  The node's
+ * EXTENT_ITEM records it (arb_tree_block_ref.t_mirror) and covers it: the
+ * free-space map marks it used at open, and it is released (or pinned)
+ * together with the first copy.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,7 @@ struct arb_free_space {
 	uint64_t nbits;
 	uint64_t free;    /* sectors */
 	uint64_t meta_cursor, data_cursor; /* sector numbers */
+	uint64_t mirror_cursor; /* second copies of tree nodes */
 	uint64_t reserve; /* sectors kept for tree nodes */
 	struct range { uint64_t start, len; } *pinned; /* sectors */
 	size_t nr_pinned, cap_pinned;
@@ -48,6 +57,8 @@ struct dref_head {
 	int64_t delta;
 	bool is_tree, is_new;
 	uint64_t owner;
+	/* second copy of a tree node allocated in this transaction */
+	uint64_t mirror;
 	int level;
 	struct data_delta *dd;
 	size_t nr_dd, cap_dd;
@@ -163,6 +174,7 @@ int arb_free_space_load(struct arb_vol *vol)
 	bits_set(f, 0, ARB_DATA_START / vol->sectorsize, true);
 	f->meta_cursor = ARB_DATA_START / vol->sectorsize;
 	f->data_cursor = f->nbits / 16;
+	f->mirror_cursor = f->meta_cursor + (f->nbits - f->meta_cursor) / 2;
 	vol->fsp = f;
 	if (!vol->extent_root)
 		return 0; /* a volume being formatted */
@@ -184,6 +196,27 @@ int arb_free_space_load(struct arb_vol *vol)
 		}
 		bits_set(f, k.objectid / vol->sectorsize,
 			 k.offset / vol->sectorsize, true);
+		if (arb_iter_size(&it) >= sizeof(struct arb_extent_item) +
+					      sizeof(struct arb_tree_block_ref)) {
+			const struct arb_extent_item *ei = arb_iter_data(&it);
+			const struct arb_tree_block_ref *tr =
+				(const void *)(ei + 1);
+			uint64_t m = arb_tree_block_ref_t_mirror(tr);
+			if (!(arb_extent_item_e_flags(ei) &
+			      ARB_EXTENT_FLAG_TREE_BLOCK) || !m)
+				continue;
+			if (m % vol->sectorsize || m < ARB_DATA_START ||
+			    m + vol->nodesize > vol->total_bytes) {
+				arb_log(ARB_LOG_ERR,
+					"tree block %llu: second copy %llu out "
+					"of range", (unsigned long long)k.objectid,
+					(unsigned long long)m);
+				ret = -EUCLEAN;
+				break;
+			}
+			bits_set(f, m / vol->sectorsize,
+				 vol->nodesize / vol->sectorsize, true);
+		}
 	}
 	arb_iter_release(&it);
 	if (ret < 0) {
@@ -444,11 +477,11 @@ int arb_extent_refs(struct arb_txn *t, uint64_t bytenr, uint64_t *refs)
 }
 
 int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
-			 uint64_t *bytenr)
+			 uint64_t *bytenr, uint64_t *mirror)
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_free_space *f = vol->fsp;
-	uint64_t n = vol->nodesize / vol->sectorsize, got, s;
+	uint64_t n = vol->nodesize / vol->sectorsize, got, s, m = 0;
 	struct dref_head *h;
 
 	if (t->error)
@@ -459,14 +492,27 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
 		return arb_txn_fail(t, -ENOSPC);
 	}
 	bits_set(f, s, n, true);
+	if (vol->meta_copies > 1) {
+		m = find_run(f, f->mirror_cursor, n, n, n, &got);
+		if (m == UINT64_MAX) {
+			bits_set(f, s, n, false);
+			arb_log(ARB_LOG_ERR,
+				"no space left for a tree node's second copy");
+			return arb_txn_fail(t, -ENOSPC);
+		}
+		bits_set(f, m, n, true);
+		f->mirror_cursor = m + n;
+	}
 	f->meta_cursor = s + n;
 	*bytenr = s * vol->sectorsize;
+	*mirror = m * vol->sectorsize;
 	h = dref_get(vol, *bytenr);
 	if (!h)
 		return arb_txn_fail(t, -ENOMEM);
 	h->is_tree = true;
 	h->is_new = true;
 	h->num_bytes = vol->nodesize;
+	h->mirror = *mirror;
 	h->owner = owner;
 	h->level = level;
 	h->delta += 1;
@@ -538,19 +584,27 @@ int arb_leaf_data_refs(struct arb_txn *t, struct arb_node *leaf, uint64_t root,
 
 /* ---- applying delayed references ----------------------------------------- */
 
+/* mirror: the second copy of a tree node (len bytes too), or 0 */
 static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
-			  uint64_t gen, bool is_tree)
+			  uint64_t gen, bool is_tree, uint64_t mirror)
 {
 	struct arb_vol *vol = t->vol;
+	int ret;
 
 	if (is_tree)
 		arb_node_forget(vol, bytenr);
 	if (gen == t->transid) {
 		bits_set(vol->fsp, bytenr / vol->sectorsize,
 			 len / vol->sectorsize, false);
+		if (mirror)
+			bits_set(vol->fsp, mirror / vol->sectorsize,
+				 len / vol->sectorsize, false);
 		return 0;
 	}
-	return pin_range(vol, bytenr, len);
+	ret = pin_range(vol, bytenr, len);
+	if (!ret && mirror)
+		ret = pin_range(vol, mirror, len);
+	return ret;
 }
 
 /* delete the checksums of a freed data extent */
@@ -690,7 +744,8 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 	if (ret == -ENOENT) {
 		if (h->delta == 0 && h->is_new)
 			return release_extent(t, h->bytenr, h->num_bytes,
-					      t->transid, h->is_tree);
+					      t->transid, h->is_tree,
+					      h->mirror);
 		if (h->delta <= 0 || !h->is_new) {
 			if (h->delta == 0 && h->nr_dd == 0)
 				return 0;
@@ -710,6 +765,7 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 		if (h->is_tree) {
 			arb_set_tree_block_ref_t_owner(tr, h->owner);
 			arb_set_tree_block_ref_t_level(tr, (uint8_t)h->level);
+			arb_set_tree_block_ref_t_mirror(tr, h->mirror);
 		}
 		ret = arb_insert_item(t, er, &k, buf, size);
 		if (!ret && !h->is_tree)
@@ -722,6 +778,8 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 		return -EUCLEAN;
 	/* ret is reused below: remember the item's size for the update */
 	item_size = (uint32_t)ret;
+	if (h->is_tree && item_size < sizeof(buf))
+		return -EUCLEAN;
 	refs = (int64_t)arb_extent_item_e_refs(ei) + h->delta;
 	gen = arb_extent_item_e_generation(ei);
 	if (refs < 0) {
@@ -740,7 +798,9 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 			ret = drop_csums(t, h->bytenr, h->num_bytes);
 		if (!ret)
 			ret = release_extent(t, h->bytenr, h->num_bytes, gen,
-					     h->is_tree);
+					     h->is_tree,
+					     h->is_tree ? arb_tree_block_ref_t_mirror(tr)
+							: 0);
 		return ret;
 	}
 	if (h->delta == 0)

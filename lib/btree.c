@@ -103,15 +103,16 @@ static int new_node(struct arb_txn *t, struct arb_root *root, int level,
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_node *n;
-	uint64_t bytenr;
+	uint64_t bytenr, mirror;
 	int ret;
 
-	ret = arb_alloc_tree_block(t, root->id, level, &bytenr);
+	ret = arb_alloc_tree_block(t, root->id, level, &bytenr, &mirror);
 	if (ret)
 		return ret;
 	ret = arb_node_create(vol, bytenr, &n);
 	if (ret)
 		return arb_txn_fail(t, ret);
+	n->mirror = mirror;
 	memcpy(arb_hdr(n)->h_uuid, vol->uuid, ARB_UUID_SIZE);
 	arb_set_node_header_h_bytenr(arb_hdr(n), bytenr);
 	arb_set_node_header_h_generation(arb_hdr(n), t->transid);
@@ -206,6 +207,7 @@ static int cow_node(struct arb_txn *t, struct arb_root *root,
 		ARB_ASSERT(node_writable(t, root, parent));
 		arb_set_key_ptr_p_blockptr(p, c->bytenr);
 		arb_set_key_ptr_p_generation(p, t->transid);
+		arb_set_key_ptr_p_mirror(p, c->mirror);
 		arb_node_mark_dirty(vol, parent);
 	} else {
 		arb_node_pin(c);
@@ -253,15 +255,16 @@ static void fixup_low_keys(struct arb_vol *vol, struct arb_path *p, int level,
 /* ---- raw node edits (node already writable) ----------------------------- */
 
 static void ptr_insert(struct arb_vol *vol, struct arb_node *n, int slot,
-		       const struct arb_key *key, uint64_t bytenr, uint64_t gen)
+		       const struct arb_key *key, const struct arb_node *child)
 {
 	uint32_t nr = arb_nritems(n);
 	struct arb_key_ptr *p = arb_ptr_nr(n, slot);
 
 	memmove(p + 1, p, (nr - slot) * PTR);
 	arb_key_to_disk(&p->p_key, key);
-	arb_set_key_ptr_p_blockptr(p, bytenr);
-	arb_set_key_ptr_p_generation(p, gen);
+	arb_set_key_ptr_p_blockptr(p, child->bytenr);
+	arb_set_key_ptr_p_generation(p, arb_node_gen(child));
+	arb_set_key_ptr_p_mirror(p, child->mirror);
 	set_nritems(n, nr + 1);
 	arb_node_mark_dirty(vol, n);
 }
@@ -366,7 +369,7 @@ static int grow_root(struct arb_txn *t, struct arb_root *root,
 	if (ret)
 		return ret;
 	arb_node_key(old, 0, &k);
-	ptr_insert(t->vol, n, 0, &k, old->bytenr, arb_node_gen(old));
+	ptr_insert(t->vol, n, 0, &k, old);
 	/* the root's reference moves from the root item to the new root: no
 	 * count change for old */
 	root->node = n; /* takes new_node's pin; old's pin goes to the path */
@@ -403,8 +406,7 @@ static int split_node(struct arb_txn *t, struct arb_root *root,
 	set_nritems(n, mid);
 	arb_node_mark_dirty(vol, n);
 	arb_node_key(r, 0, &k);
-	ptr_insert(vol, p->nodes[level + 1], p->slots[level + 1] + 1, &k,
-		   r->bytenr, t->transid);
+	ptr_insert(vol, p->nodes[level + 1], p->slots[level + 1] + 1, &k, r);
 	arb_node_put(vol, r);
 	return 0;
 }
@@ -465,7 +467,7 @@ static int split_leaf(struct arb_txn *t, struct arb_root *root,
 	} else {
 		arb_node_key(r, 0, &k);
 	}
-	ptr_insert(vol, p->nodes[1], p->slots[1] + 1, &k, r->bytenr, t->transid);
+	ptr_insert(vol, p->nodes[1], p->slots[1] + 1, &k, r);
 	arb_node_put(vol, r);
 	return 0;
 }
@@ -528,8 +530,8 @@ again:
 			arb_path_release(vol, p);
 			goto again;
 		}
-		ret = arb_node_read(vol,
-				    arb_child_bytenr(n, slot),
+		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
+				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1,
 				    &p->nodes[level - 1]);
 		if (ret)
@@ -631,6 +633,7 @@ static int collapse_root(struct arb_txn *t, struct arb_root *root)
 	while (arb_level(root->node) > 0 && arb_nritems(root->node) == 1) {
 		struct arb_node *old = root->node, *child, *c;
 		ret = arb_node_read(vol, arb_child_bytenr(old, 0),
+				    arb_child_mirror(old, 0),
 				    arb_child_gen(old, 0), arb_level(old) - 1,
 				    &child);
 		if (ret)
@@ -681,6 +684,7 @@ static int rebalance(struct arb_txn *t, struct arb_root *root,
 		return 0;
 	if (pslot > 0) {
 		ret = arb_node_read(vol, arb_child_bytenr(parent, pslot - 1),
+				    arb_child_mirror(parent, pslot - 1),
 				    arb_child_gen(parent, pslot - 1), level,
 				    &sib);
 		if (ret)
@@ -702,6 +706,7 @@ static int rebalance(struct arb_txn *t, struct arb_root *root,
 	}
 	if ((uint32_t)pslot + 1 < arb_nritems(parent)) {
 		ret = arb_node_read(vol, arb_child_bytenr(parent, pslot + 1),
+				    arb_child_mirror(parent, pslot + 1),
 				    arb_child_gen(parent, pslot + 1), level,
 				    &sib);
 		if (ret)
@@ -888,6 +893,7 @@ int arb_next_leaf(struct arb_root *root, struct arb_path *p)
 		struct arb_node *n = p->nodes[level], *c;
 		slot = p->slots[level];
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
+				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1, &c);
 		if (ret)
 			return ret;
@@ -916,6 +922,7 @@ int arb_prev_leaf(struct arb_root *root, struct arb_path *p)
 		struct arb_node *n = p->nodes[level], *c;
 		slot = p->slots[level];
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
+				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1, &c);
 		if (ret)
 			return ret;
@@ -1057,6 +1064,7 @@ void arb_root_free(struct arb_vol *vol, struct arb_root *r)
 static void root_fill_item(struct arb_root *r)
 {
 	arb_set_root_item_r_bytenr(&r->item, r->node->bytenr);
+	arb_set_root_item_r_mirror(&r->item, r->node->mirror);
 	arb_set_root_item_r_generation(&r->item, arb_node_gen(r->node));
 	arb_set_root_item_r_level(&r->item, (uint8_t)arb_level(r->node));
 	arb_set_root_item_r_last_snapshot(&r->item, r->last_snapshot);
@@ -1115,6 +1123,7 @@ int arb_root_load(struct arb_vol *vol, uint64_t id,
 	r->item = *item;
 	r->last_snapshot = arb_root_item_r_last_snapshot(item);
 	ret = arb_node_read(vol, arb_root_item_r_bytenr(item),
+			    arb_root_item_r_mirror(item),
 			    arb_root_item_r_generation(item),
 			    arb_root_item_r_level(item), &r->node);
 	if (ret) {
@@ -1272,8 +1281,8 @@ fail:
 }
 
 /* Drop one reference to the subtree at bytenr; free what is unshared. */
-static int drop_subtree(struct arb_txn *t, uint64_t bytenr, uint64_t gen,
-			int level)
+static int drop_subtree(struct arb_txn *t, uint64_t bytenr, uint64_t mirror,
+			uint64_t gen, int level)
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_node *n;
@@ -1285,12 +1294,13 @@ static int drop_subtree(struct arb_txn *t, uint64_t bytenr, uint64_t gen,
 		return ret;
 	if (refs > 1)
 		return arb_ref_tree_block(t, bytenr, 0, level, -1);
-	ret = arb_node_read(vol, bytenr, gen, level, &n);
+	ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
 	if (ret)
 		return ret;
 	if (level > 0) {
 		for (uint32_t i = 0; i < arb_nritems(n) && !ret; i++)
 			ret = drop_subtree(t, arb_child_bytenr(n, i),
+					   arb_child_mirror(n, i),
 					   arb_child_gen(n, i), level - 1);
 	} else {
 		ret = arb_leaf_data_refs(t, n, arb_node_owner(n), -1);
@@ -1312,7 +1322,8 @@ int arb_root_drop(struct arb_txn *t, struct arb_root *root)
 		return t->error;
 	if (root == vol->tree_root || root == vol->extent_root)
 		return -EINVAL;
-	ret = drop_subtree(t, root->node->bytenr, arb_node_gen(root->node),
+	ret = drop_subtree(t, root->node->bytenr, root->node->mirror,
+			   arb_node_gen(root->node),
 			   arb_level(root->node));
 	if (!ret)
 		ret = arb_del_item(t, vol->tree_root, &k);

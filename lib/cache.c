@@ -10,7 +10,15 @@
  *   clean    on the LRU list, evicted first when the cache is over its bound
  * Nodes read from disk are validated before anyone sees them (see
  * arb_node_validate); a node that fails gives -EUCLEAN and a log line with
- * its address and the reason.  A freed node is unhashed and marked STALE so
+ * its address and the reason.
+ *
+ * Duplicated metadata: a node may have a second copy (node->mirror, from
+ * the pointer that reaches it), byte-identical to the first.  The commit
+ * writes both.  A read whose first copy fails (I/O error, checksum, uuid,
+ * address, generation/level against the parent's pointer, structure) reads
+ * the second; if that one validates it is used and written back over the
+ * first (self-heal), counted in vol->nr_healed and logged.  Only when no
+ * copy validates does the read fail (vol->nr_unrecoverable).  A freed node is unhashed and marked STALE so
  * that the address can be reused at once, and its memory goes with its last
  * pin.
  */
@@ -266,9 +274,17 @@ int arb_node_validate(struct arb_vol *vol, const uint8_t *buf, uint64_t bytenr,
 			arb_key_from_disk(&k, &p[i].p_key);
 			if (i && arb_key_cmp(&prev, &k) >= 0)
 				BAD("keys out of order in internal node");
+			uint64_t m = arb_key_ptr_p_mirror(&p[i]);
 			if (b < ARB_DATA_START || b % vol->sectorsize ||
 			    b + vol->nodesize > vol->total_bytes)
 				BAD("child pointer out of range");
+			if (vol->meta_copies < 2 && m)
+				BAD("second-copy pointer on a single-copy volume");
+			if (vol->meta_copies >= 2 &&
+			    (m < ARB_DATA_START || m % vol->sectorsize ||
+			     m + vol->nodesize > vol->total_bytes ||
+			     (m < b + vol->nodesize && b < m + vol->nodesize)))
+				BAD("second-copy pointer out of range");
 			if (arb_key_ptr_p_generation(&p[i]) >
 			    arb_node_header_h_generation(h))
 				BAD("child generation newer than parent");
@@ -301,8 +317,92 @@ bad:
 	return -EUCLEAN;
 }
 
-int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
-		  int expect_level, struct arb_node **out)
+int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
+		       uint64_t bytenr, uint64_t expect_gen, int expect_level,
+		       const char **why)
+{
+	int ret;
+
+	ret = arb_dev_read(vol->dev, buf, vol->nodesize, addr, ARB_IO_NODE);
+	if (ret) {
+		*why = "read error";
+		return ret;
+	}
+	ret = arb_node_validate(vol, buf, bytenr, why);
+	if (ret)
+		return ret;
+	if ((expect_gen != (uint64_t)-1 &&
+	     arb_node_header_h_generation((const void *)buf) != expect_gen) ||
+	    (expect_level >= 0 &&
+	     arb_node_header_h_level((const void *)buf) != expect_level)) {
+		*why = "generation or level differs from the parent's pointer "
+		       "(lost or misplaced write)";
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static bool addr_ok(const struct arb_vol *vol, uint64_t a)
+{
+	return a >= ARB_DATA_START && a % vol->sectorsize == 0 &&
+	       a + vol->nodesize <= vol->total_bytes;
+}
+
+/*
+ * The first copy at bytenr failed (ret, why1): answer from the second copy
+ * at mirror into buf, and rewrite the first from it.
+ */
+static int read_mirror(struct arb_vol *vol, uint8_t *buf, uint64_t bytenr,
+		       uint64_t mirror, uint64_t expect_gen, int expect_level,
+		       int ret1, const char *why1)
+{
+	const char *why2 = NULL;
+	int ret;
+
+	if (!addr_ok(vol, mirror)) {
+		arb_log(ARB_LOG_ERR, "node %llu: second copy address %llu out "
+			"of range", (unsigned long long)bytenr,
+			(unsigned long long)mirror);
+		return ret1;
+	}
+	ret = arb_node_read_copy(vol, buf, mirror, bytenr, expect_gen,
+				 expect_level, &why2);
+	if (ret) {
+		arb_log(ARB_LOG_ERR,
+			"node %llu: both copies bad: first: %s; second (at "
+			"%llu): %s", (unsigned long long)bytenr, why1,
+			(unsigned long long)mirror, why2);
+		/* report the first copy's error, as with a single copy */
+		return ret1;
+	}
+	vol->nr_healed++;
+	if (vol->readonly || vol->fatal_error) {
+		/* read-only (fsck -n) or a failed commit: write nothing */
+		arb_log(ARB_LOG_WARN,
+			"node %llu (tree %llu, level %d): first copy bad (%s); "
+			"read the second copy at %llu; not rewritten: read-only",
+			(unsigned long long)bytenr,
+			(unsigned long long)arb_node_header_h_owner((void *)buf),
+			arb_node_header_h_level((void *)buf), why1,
+			(unsigned long long)mirror);
+		return 0;
+	}
+	/* the copies are identical and the node is reachable from the last
+	 * commit: rewriting the first copy with the same bytes is safe */
+	ret = arb_dev_write(vol->dev, buf, vol->nodesize, bytenr, ARB_IO_NODE);
+	arb_log(ARB_LOG_WARN,
+		"node %llu (tree %llu, level %d): first copy bad (%s); healed "
+		"from the second copy at %llu%s",
+		(unsigned long long)bytenr,
+		(unsigned long long)arb_node_header_h_owner((void *)buf),
+		arb_node_header_h_level((void *)buf), why1,
+		(unsigned long long)mirror,
+		ret ? ", but rewriting the first copy failed" : "");
+	return 0;
+}
+
+int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
+		  uint64_t expect_gen, int expect_level, struct arb_node **out)
 {
 	struct arb_cache *c = &vol->cache;
 	struct arb_node *n = hash_find(c, bytenr);
@@ -316,30 +416,31 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
 		n->pins++;
 	} else {
 		c->misses++;
-		if (bytenr < ARB_DATA_START || bytenr % vol->sectorsize ||
-		    bytenr + vol->nodesize > vol->total_bytes) {
+		if (!addr_ok(vol, bytenr)) {
 			arb_log(ARB_LOG_ERR, "node %llu: address out of range",
 				(unsigned long long)bytenr);
+			vol->nr_unrecoverable++;
 			return -EUCLEAN;
 		}
 		n = node_alloc(vol, bytenr);
 		if (!n)
 			return -ENOMEM;
-		ret = arb_dev_read(vol->dev, n->data, vol->nodesize, bytenr,
-				   ARB_IO_NODE);
+		ret = arb_node_read_copy(vol, n->data, bytenr, bytenr,
+					 expect_gen, expect_level, &why);
+		if (ret && mirror)
+			ret = read_mirror(vol, n->data, bytenr, mirror,
+					  expect_gen, expect_level, ret, why);
+		else if (ret)
+			arb_log(ARB_LOG_ERR, "node %llu: %s: %s (%d)",
+				(unsigned long long)bytenr,
+				ret == -EUCLEAN ? "corrupt" : "unreadable", why,
+				ret);
 		if (ret) {
-			arb_log(ARB_LOG_ERR, "node %llu: read error %d",
-				(unsigned long long)bytenr, ret);
+			vol->nr_unrecoverable++;
 			node_free(n);
 			return ret;
 		}
-		ret = arb_node_validate(vol, n->data, bytenr, &why);
-		if (ret) {
-			arb_log(ARB_LOG_ERR, "node %llu: corrupt: %s",
-				(unsigned long long)bytenr, why);
-			node_free(n);
-			return ret;
-		}
+		n->mirror = mirror;
 		n->pins = 1;
 		hash_add(c, n);
 	}
@@ -358,6 +459,15 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
 	return 0;
 }
 
+void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,
+			uint64_t *failed)
+{
+	if (healed)
+		*healed = vol->nr_healed;
+	if (failed)
+		*failed = vol->nr_unrecoverable;
+}
+
 int arb_node_create(struct arb_vol *vol, uint64_t bytenr, struct arb_node **out)
 {
 	struct arb_node *n;
@@ -374,28 +484,34 @@ int arb_node_create(struct arb_vol *vol, uint64_t bytenr, struct arb_node **out)
 	return 0;
 }
 
-static int cmp_node_addr(const void *a, const void *b)
+struct node_write {
+	uint64_t addr;
+	struct arb_node *n;
+};
+
+static int cmp_write_addr(const void *a, const void *b)
 {
-	const struct arb_node *x = *(struct arb_node *const *)a;
-	const struct arb_node *y = *(struct arb_node *const *)b;
-	return x->bytenr < y->bytenr ? -1 : x->bytenr > y->bytenr;
+	const struct node_write *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 /*
- * Write every dirty node, in address order, merging neighbours into one
- * write of up to 1 MiB.  Nodes stay dirty until all writes succeeded.
+ * Write every dirty node, both copies, in address order, merging
+ * neighbours into one write of up to 1 MiB.  Nodes stay dirty until all
+ * writes succeeded.
  */
 int arb_cache_write_dirty(struct arb_vol *vol)
 {
 	struct arb_cache *c = &vol->cache;
-	struct arb_node **v, *n;
+	struct node_write *v;
+	struct arb_node *n;
 	size_t nr = 0, i, j, max_run = (1 << 20) / vol->nodesize;
 	uint8_t *buf = NULL;
 	int ret = 0;
 
 	if (!c->nr_dirty)
 		return 0;
-	v = malloc(c->nr_dirty * sizeof(*v));
+	v = malloc(2 * c->nr_dirty * sizeof(*v));
 	buf = malloc((size_t)max_run * vol->nodesize);
 	if (!v || !buf) {
 		ret = -ENOMEM;
@@ -404,33 +520,38 @@ int arb_cache_write_dirty(struct arb_vol *vol)
 	for (n = c->dirty_head; n; n = n->dirty_next) {
 		arb_csum_block(vol->csum_type, n->data, vol->nodesize,
 			       arb_hdr(n)->h_csum);
-		v[nr++] = n;
+		v[nr++] = (struct node_write){ n->bytenr, n };
+		if (n->mirror)
+			v[nr++] = (struct node_write){ n->mirror, n };
 	}
-	qsort(v, nr, sizeof(*v), cmp_node_addr);
+	qsort(v, nr, sizeof(*v), cmp_write_addr);
 	for (i = 0; i < nr; i = j) {
 		j = i + 1;
 		while (j < nr && j - i < max_run &&
-		       v[j]->bytenr == v[j - 1]->bytenr + vol->nodesize)
+		       v[j].addr == v[j - 1].addr + vol->nodesize)
 			j++;
 		if (j - i == 1) {
-			ret = arb_dev_write(vol->dev, v[i]->data, vol->nodesize,
-					    v[i]->bytenr, ARB_IO_NODE);
+			ret = arb_dev_write(vol->dev, v[i].n->data,
+					    vol->nodesize, v[i].addr,
+					    ARB_IO_NODE);
 		} else {
 			for (size_t k = i; k < j; k++)
 				memcpy(buf + (k - i) * vol->nodesize,
-				       v[k]->data, vol->nodesize);
+				       v[k].n->data, vol->nodesize);
 			ret = arb_dev_write(vol->dev, buf,
 					    (j - i) * vol->nodesize,
-					    v[i]->bytenr, ARB_IO_NODE);
+					    v[i].addr, ARB_IO_NODE);
 		}
 		if (ret) {
 			arb_log(ARB_LOG_ERR, "writing node %llu failed: %d",
-				(unsigned long long)v[i]->bytenr, ret);
+				(unsigned long long)v[i].addr, ret);
 			goto out;
 		}
 	}
 	for (i = 0; i < nr; i++) {
-		n = v[i];
+		n = v[i].n;
+		if (!(n->flags & ARB_NODE_DIRTY))
+			continue; /* the other copy of a node done already */
 		dirty_del(c, n);
 		if (n->pins == 0)
 			lru_add_tail(c, n);

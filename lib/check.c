@@ -14,9 +14,13 @@
  *   - each data extent's count equals the file extent items pointing at
  *     it, and its EXTENT_DATA_REF items equal, one for one, the
  *     (leaf owner, inode, offset) of those items
- *   - extents do not overlap; the free-space map marks exactly what the
- *     extent tree covers
- * Collects: a table of referenced nodes and a table of data references.
+ *   - both copies of every node (duplicated metadata) read, validate and
+ *     are identical; every pointer to a node names the same second copy,
+ *     and so does the node's extent item
+ *   - extents (and the second copies of tree nodes) do not overlap; the
+ *     free-space map marks exactly what the extent tree covers
+ * Collects: a table of referenced nodes, a table of data references and
+ * the list of allocated ranges.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,6 +35,11 @@ struct ck_ent {
 	int level;
 	bool visited, matched;
 	uint64_t num_bytes;
+	uint64_t mirror; /* second copy named by the first pointer */
+};
+
+struct ck_range {
+	uint64_t start, len;
 };
 
 struct ck_table {
@@ -44,6 +53,9 @@ struct ck {
 	struct ck_table nodes; /* key: bytenr */
 	struct ck_table data;  /* key: bytenr (count of file extent items) */
 	struct ck_table drefs; /* key: bytenr, root, ino, offset */
+	struct ck_range *ranges; /* every extent and second copy */
+	size_t nr_ranges, cap_ranges;
+	uint8_t *buf[2]; /* raw copies of a node */
 	int io_error;
 };
 
@@ -112,9 +124,9 @@ static void problem(struct ck *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
-		const struct arb_key *lo, const struct arb_key *hi, bool is_root,
-		uint64_t tree);
+static int walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
+		int level, const struct arb_key *lo, const struct arb_key *hi,
+		bool is_root, uint64_t tree);
 
 static void collect_leaf(struct ck *c, struct arb_node *n)
 {
@@ -175,14 +187,56 @@ static void collect_roots(struct ck *c, struct arb_node *n)
 			continue;
 		}
 		ri = arb_item_ptr(n, (int)i);
-		walk(c, arb_root_item_r_bytenr(ri), arb_root_item_r_generation(ri),
-		     arb_root_item_r_level(ri), NULL, NULL, true, k.objectid);
+		walk(c, arb_root_item_r_bytenr(ri), arb_root_item_r_mirror(ri),
+		     arb_root_item_r_generation(ri), arb_root_item_r_level(ri),
+		     NULL, NULL, true, k.objectid);
 	}
 }
 
-static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
-		const struct arb_key *lo, const struct arb_key *hi, bool is_root,
-		uint64_t tree)
+/*
+ * Read both copies of a committed node straight from the device: each must
+ * validate (against the pointer's generation and level) and they must be
+ * identical.  A first copy that arb_node_read healed reads good by now.
+ */
+static void check_copies(struct ck *c, struct arb_node *n, uint64_t mirror,
+			 uint64_t gen, int level, uint64_t tree)
+{
+	struct arb_vol *vol = c->vol;
+	const char *why = NULL;
+	int ret[2];
+
+	if (n->flags & ARB_NODE_DIRTY)
+		return; /* not written yet */
+	if (!c->buf[0]) {
+		c->buf[0] = malloc(vol->nodesize);
+		c->buf[1] = malloc(vol->nodesize);
+		if (!c->buf[0] || !c->buf[1])
+			return;
+	}
+	ret[0] = arb_node_read_copy(vol, c->buf[0], n->bytenr, n->bytenr, gen,
+				    level, &why);
+	if (ret[0])
+		problem(c, "tree %llu: node %llu: first copy bad: %s",
+			(unsigned long long)tree, (unsigned long long)n->bytenr,
+			why);
+	if (!mirror)
+		return;
+	ret[1] = arb_node_read_copy(vol, c->buf[1], mirror, n->bytenr, gen,
+				    level, &why);
+	if (ret[1])
+		problem(c, "tree %llu: node %llu: second copy at %llu bad: %s",
+			(unsigned long long)tree, (unsigned long long)n->bytenr,
+			(unsigned long long)mirror, why);
+	else if (!ret[0] && memcmp(c->buf[0], c->buf[1], vol->nodesize))
+		problem(c, "tree %llu: node %llu: second copy at %llu differs "
+			   "from the first",
+			(unsigned long long)tree, (unsigned long long)n->bytenr,
+			(unsigned long long)mirror);
+}
+
+static int walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
+		int level, const struct arb_key *lo, const struct arb_key *hi,
+		bool is_root, uint64_t tree)
 {
 	struct arb_vol *vol = c->vol;
 	uint64_t key[4] = { bytenr, 0, 0, 0 };
@@ -194,10 +248,24 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
 	if (!e)
 		return -ENOMEM;
 	e->count++;
-	if (e->visited)
+	if (e->visited) {
+		if (e->mirror != mirror)
+			problem(c, "node %llu: pointers name different second "
+				   "copies (%llu, %llu)",
+				(unsigned long long)bytenr,
+				(unsigned long long)e->mirror,
+				(unsigned long long)mirror);
 		return 0;
+	}
 	e->visited = true;
-	ret = arb_node_read(vol, bytenr, gen, level, &n);
+	e->mirror = mirror;
+	if ((vol->meta_copies > 1) != (mirror != 0))
+		problem(c, "tree %llu: node %llu: %s second copy on a volume "
+			   "with %u cop%s of metadata",
+			(unsigned long long)tree, (unsigned long long)bytenr,
+			mirror ? "a" : "no", vol->meta_copies,
+			vol->meta_copies > 1 ? "ies" : "y");
+	ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
 	if (ret) {
 		problem(c, "tree %llu: node %llu unreadable (%s)",
 			(unsigned long long)tree, (unsigned long long)bytenr,
@@ -205,6 +273,7 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
 		return 0;
 	}
 	c->rep->nodes++;
+	check_copies(c, n, mirror, gen, level, tree);
 	e->owner = arb_node_owner(n);
 	e->level = arb_level(n);
 	if (arb_nritems(n) == 0 && !is_root)
@@ -236,6 +305,7 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
 			if (i + 1 < arb_nritems(n))
 				arb_node_key(n, (int)i + 1, &nk);
 			walk(c, arb_child_bytenr(n, (int)i),
+			     arb_child_mirror(n, (int)i),
 			     arb_child_gen(n, (int)i), level - 1, &k,
 			     i + 1 < arb_nritems(n) ? &nk : hi, false, tree);
 		}
@@ -244,12 +314,51 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t gen, int level,
 	return 0;
 }
 
+static void add_range(struct ck *c, uint64_t start, uint64_t len)
+{
+	if (c->nr_ranges == c->cap_ranges) {
+		size_t cap = c->cap_ranges ? c->cap_ranges * 2 : 1024;
+		void *p = realloc(c->ranges, cap * sizeof(*c->ranges));
+		if (!p) {
+			c->io_error = -ENOMEM;
+			return;
+		}
+		c->ranges = p;
+		c->cap_ranges = cap;
+	}
+	c->ranges[c->nr_ranges++] = (struct ck_range){ start, len };
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct ck_range *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* extents and second copies must not overlap one another */
+static void check_overlaps(struct ck *c)
+{
+	uint64_t prev_end = ARB_DATA_START;
+
+	qsort(c->ranges, c->nr_ranges, sizeof(*c->ranges), cmp_range);
+	for (size_t i = 0; i < c->nr_ranges; i++) {
+		struct ck_range *r = &c->ranges[i];
+		if (r->start < prev_end)
+			problem(c, "allocated range %llu+%llu overlaps the "
+				   "previous one",
+				(unsigned long long)r->start,
+				(unsigned long long)r->len);
+		if (r->start + r->len > prev_end)
+			prev_end = r->start + r->len;
+	}
+}
+
 static void check_extents(struct ck *c)
 {
 	struct arb_vol *vol = c->vol;
 	struct arb_iter it;
 	struct arb_key k = { 0, 0, 0 };
-	uint64_t prev_end = ARB_DATA_START, used_sectors = 0;
+	uint64_t used_sectors = 0;
 	int ret;
 
 	arb_iter_init(&it, vol->extent_root);
@@ -299,12 +408,7 @@ static void check_extents(struct ck *c)
 		}
 		refs = arb_extent_item_e_refs(ei);
 		flags = arb_extent_item_e_flags(ei);
-		if (k.objectid < prev_end)
-			problem(c, "extent %llu+%llu overlaps the previous one",
-				(unsigned long long)k.objectid,
-				(unsigned long long)k.offset);
-		if (k.objectid + k.offset > prev_end)
-			prev_end = k.objectid + k.offset;
+		add_range(c, k.objectid, k.offset);
 		if (!arb_free_space_test(vol, k.objectid, k.offset, false))
 			problem(c, "extent %llu+%llu is free in the space map",
 				(unsigned long long)k.objectid,
@@ -328,6 +432,26 @@ static void check_extents(struct ck *c)
 				continue;
 			}
 			e->matched = true;
+			if (arb_tree_block_ref_t_mirror(tr)) {
+				uint64_t m = arb_tree_block_ref_t_mirror(tr);
+				add_range(c, m, vol->nodesize);
+				used_sectors += vol->nodesize / vol->sectorsize;
+				if (!arb_free_space_test(vol, m, vol->nodesize,
+							 false))
+					problem(c, "tree block %llu: second "
+						   "copy %llu is free in the "
+						   "space map",
+						(unsigned long long)k.objectid,
+						(unsigned long long)m);
+			}
+			if (e->visited &&
+			    arb_tree_block_ref_t_mirror(tr) != e->mirror)
+				problem(c, "tree block %llu: extent item names "
+					   "second copy %llu, pointers %llu",
+					(unsigned long long)k.objectid,
+					(unsigned long long)
+						arb_tree_block_ref_t_mirror(tr),
+					(unsigned long long)e->mirror);
 			if (e->count != refs)
 				problem(c, "tree block %llu: %llu references "
 					   "recorded, %llu exist",
@@ -376,6 +500,7 @@ static void check_extents(struct ck *c)
 	arb_iter_release(&it);
 	if (ret < 0)
 		problem(c, "extent tree unreadable (%s)", strerror(-ret));
+	check_overlaps(c);
 
 	for (size_t i = 0; i < c->nodes.size; i++) {
 		struct ck_ent *e = &c->nodes.e[i];
@@ -424,10 +549,16 @@ int arb_check_vol(struct arb_vol *vol, struct arb_check_report *rep)
 	c.vol = vol;
 	c.rep = rep;
 	/* the superblock's pointer to the root tree */
-	walk(&c, vol->tree_root->node->bytenr, arb_node_gen(vol->tree_root->node),
+	walk(&c, vol->tree_root->node->bytenr, vol->tree_root->node->mirror,
+	     arb_node_gen(vol->tree_root->node),
 	     arb_level(vol->tree_root->node), NULL, NULL, true,
 	     ARB_ROOT_TREE_ID);
 	check_extents(&c);
+	if (c.io_error)
+		problem(&c, "checker: out of memory");
+	free(c.buf[0]);
+	free(c.buf[1]);
+	free(c.ranges);
 	free(c.nodes.e);
 	free(c.data.e);
 	free(c.drefs.e);

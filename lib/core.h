@@ -99,6 +99,8 @@ struct arb_vol {
 	uint64_t total_bytes;
 	/* generation of the last durable commit */
 	uint64_t generation;
+	/* copies of every tree node: 1 (single) or 2 (dup), s_meta_copies */
+	unsigned meta_copies;
 
 	struct arb_cache cache;
 	struct arb_root *tree_root;
@@ -125,7 +127,20 @@ struct arb_vol {
 
 	/* statistics */
 	uint64_t nr_commits;
+	/* node reads since open whose first copy failed (I/O error or
+	 * validation) and that the second copy answered; and node reads
+	 * that no copy could answer */
+	uint64_t nr_healed, nr_unrecoverable;
 };
+
+/* Self-heal counters since open (see struct arb_vol); either may be NULL. */
+void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,
+			uint64_t *failed);
+/* Bytes of space one tree node takes: nodesize times the copies. */
+static inline uint64_t arb_node_alloc_bytes(const struct arb_vol *vol)
+{
+	return (uint64_t)vol->nodesize * vol->meta_copies;
+}
 
 int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 		 struct arb_vol **out);
@@ -137,6 +152,8 @@ struct arb_format_opts {
 	uint32_t nodesize;        /* 0 = ARB_DEFAULT_NODESIZE */
 	uint8_t uuid[ARB_UUID_SIZE]; /* all zero = generate */
 	const char *label;        /* may be NULL */
+	/* copies of every tree node: 1 single, 2 dup; 0 = default (2) */
+	unsigned meta_copies;
 	/* create an empty fs tree (ARB_FS_TREE_ID) with this callback filling
 	 * it; NULL = no fs tree (unit tests of the core) */
 	int (*init_fs_tree)(struct arb_txn *t, struct arb_root *fs_root,
@@ -160,6 +177,8 @@ enum arb_node_flags {
 
 struct arb_node {
 	uint64_t bytenr;
+	/* address of the second copy, written with the first; 0: none */
+	uint64_t mirror;
 	/* pins held by paths and roots; evictable when 0 and clean */
 	int pins;
 	unsigned flags;
@@ -173,11 +192,24 @@ int arb_cache_init(struct arb_vol *vol, size_t max_bytes);
 void arb_cache_destroy(struct arb_vol *vol);
 /*
  * Read (or find cached) the node at bytenr and validate it.  expect_gen and
- * expect_level are checked when != (uint64_t)-1 / -1.  Returns 0 and a pinned
- * node, or -EUCLEAN (validation failed; logged with the address) / -EIO.
+ * expect_level are checked when != (uint64_t)-1 / -1.  mirror is the
+ * address of the node's second copy (0: none): when the first copy cannot
+ * be read or fails validation, the second is read and, if it validates,
+ * rewritten over the first (self-heal, logged and counted; not on a
+ * read-only volume).  Returns 0 and a pinned node, or -EUCLEAN (no copy
+ * validates; logged with the address) / -EIO.
  */
-int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t expect_gen,
-		  int expect_level, struct arb_node **out);
+int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
+		  uint64_t expect_gen, int expect_level, struct arb_node **out);
+/*
+ * Read one copy of a node (at addr; bytenr is the node's address, the
+ * first copy's) straight from the device, bypassing the cache, and
+ * validate it like arb_node_read.  0, -EUCLEAN (*why says why) or an I/O
+ * error.  The checker uses it to verify both copies.
+ */
+int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
+		       uint64_t bytenr, uint64_t expect_gen, int expect_level,
+		       const char **why);
 /* A new zeroed, pinned, dirty node for a freshly allocated bytenr. */
 int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
 		    struct arb_node **out);
@@ -253,6 +285,10 @@ static inline uint64_t arb_child_bytenr(const struct arb_node *n, int slot)
 static inline uint64_t arb_child_gen(const struct arb_node *n, int slot)
 {
 	return arb_key_ptr_p_generation(arb_ptr_nr(n, slot));
+}
+static inline uint64_t arb_child_mirror(const struct arb_node *n, int slot)
+{
+	return arb_key_ptr_p_mirror(arb_ptr_nr(n, slot));
 }
 /* free bytes in a leaf */
 uint32_t arb_leaf_free_space(const struct arb_vol *vol,
@@ -389,9 +425,13 @@ bool arb_roots_dirty(struct arb_vol *vol);
 
 /* ---- alloc ------------------------------------------------------------- */
 
-/* Allocate a tree node for tree owner at level; returns its bytenr. */
+/*
+ * Allocate a tree node for tree owner at level; returns its bytenr and, on
+ * a volume with two copies of metadata, the address of its second copy
+ * (away from the first: searched from the other half of the space), else 0.
+ */
 int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
-			 uint64_t *bytenr);
+			 uint64_t *bytenr, uint64_t *mirror);
 /*
  * Allocate a data extent of between min_bytes and num_bytes (multiples of
  * the sector size), contiguous, near hint; *got is the length obtained.

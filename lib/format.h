@@ -21,7 +21,8 @@
  * An image is opened from the valid slot with the highest generation.
  *
  * Global invariant: every byte in [1 MiB, total_bytes) is either covered by
- * exactly one EXTENT_ITEM of the extent tree, or free.  Nothing reachable from
+ * exactly one EXTENT_ITEM of the extent tree or by the second copy recorded
+ * in exactly one tree block's EXTENT_ITEM (t_mirror), or free.  Nothing reachable from
  * the superblock of the last durable commit is ever written.
  */
 #ifndef ARB_FORMAT_H
@@ -38,7 +39,17 @@
 #define ARB_MAGIC 0x215346524f425241ULL
 /* written by mkfs first, replaced by ARB_MAGIC as mkfs's very last write */
 #define ARB_MAGIC_TEMPORARY 0x3f5346524f425241ULL /* "ARBORFS?" */
-#define ARB_FORMAT_VERSION 1
+/*
+ * Format versions:
+ *   1  first format (never released)
+ *   2  duplicated metadata: every pointer to a tree node (internal node
+ *      pointer, ROOT_ITEM, superblock) also carries the address of the
+ *      node's second copy; tree block extent items record it; the
+ *      superblock records the metadata profile (s_meta_copies)
+ */
+#define ARB_FORMAT_VERSION 2
+/* the oldest version this code opens */
+#define ARB_FORMAT_VERSION_MIN 2
 
 #define ARB_SUPER_OFFSET0 (64ULL * 1024)
 #define ARB_SUPER_OFFSET1 (128ULL * 1024)
@@ -141,14 +152,16 @@ const char *arb_item_type_name(unsigned type);
  *   104    4    format version (ARB_FORMAT_VERSION)
  *   108    2    checksum algorithm (enum arb_csum_type)
  *   110    1    level of the root tree's root node
- *   111    1    reserved, 0
+ *   111    1    copies of every tree node: 1 (mkfs -m single) or 2 (dup)
  *   112    8    incompatible feature flags: an unknown bit refuses to open
  *   120    8    read-only compatible feature flags: unknown bit => ro only
  *   128    8    compatible feature flags
  *   136    8    flags (ARB_SUPER_*)
  *   144    256  label, NUL padded
  *   400    8    generation of the root tree's root node
- *   408    3688 reserved, 0
+ *   408    8    byte address of the second copy of the root tree's root
+ *                node; 0 with one copy
+ *   416    3680 reserved, 0
  */
 struct arb_super {
 	uint8_t s_csum[ARB_CSUM_SIZE];
@@ -164,14 +177,15 @@ struct arb_super {
 	uint32_t s_version;
 	uint16_t s_csum_type;
 	uint8_t s_root_level;
-	uint8_t s_reserved0;
+	uint8_t s_meta_copies;
 	uint64_t s_incompat;
 	uint64_t s_ro_compat;
 	uint64_t s_compat;
 	uint64_t s_flags;
 	char s_label[ARB_LABEL_SIZE];
 	uint64_t s_root_generation;
-	uint8_t s_reserved[3688];
+	uint64_t s_root_mirror;
+	uint8_t s_reserved[3680];
 } ARB_PACKED;
 ARB_CHECK_SIZE(super, 4096);
 ARB_CHECK_OFF(super, s_magic, 32);
@@ -186,12 +200,15 @@ ARB_CHECK_OFF(super, s_sectorsize, 100);
 ARB_CHECK_OFF(super, s_version, 104);
 ARB_CHECK_OFF(super, s_csum_type, 108);
 ARB_CHECK_OFF(super, s_root_level, 110);
+ARB_CHECK_OFF(super, s_meta_copies, 111);
 ARB_CHECK_OFF(super, s_incompat, 112);
 ARB_CHECK_OFF(super, s_ro_compat, 120);
 ARB_CHECK_OFF(super, s_compat, 128);
 ARB_CHECK_OFF(super, s_flags, 136);
 ARB_CHECK_OFF(super, s_label, 144);
 ARB_CHECK_OFF(super, s_root_generation, 400);
+ARB_CHECK_OFF(super, s_root_mirror, 408);
+ARB_CHECK_OFF(super, s_reserved, 416);
 ARB_LE(super, s_magic, 64)
 ARB_LE(super, s_bytenr, 64)
 ARB_LE(super, s_generation, 64)
@@ -203,11 +220,13 @@ ARB_LE(super, s_sectorsize, 32)
 ARB_LE(super, s_version, 32)
 ARB_LE(super, s_csum_type, 16)
 ARB_LE(super, s_root_level, 8)
+ARB_LE(super, s_meta_copies, 8)
 ARB_LE(super, s_incompat, 64)
 ARB_LE(super, s_ro_compat, 64)
 ARB_LE(super, s_compat, 64)
 ARB_LE(super, s_flags, 64)
 ARB_LE(super, s_root_generation, 64)
+ARB_LE(super, s_root_mirror, 64)
 
 /* ------------------------------------------------------------------------ */
 /*
@@ -232,7 +251,9 @@ ARB_LE(disk_key, offset, 64)
  * Node header, 96 bytes, at the start of every tree node (leaf or internal).
  *   0   32  checksum of bytes [32, nodesize)
  *   32  16  filesystem UUID (a node of another filesystem is rejected)
- *   48  8   byte address of this node (detects misplaced writes)
+ *   48  8   byte address of this node (detects misplaced writes); both
+ *           copies of a duplicated node carry the first copy's address
+ *           and are byte-identical
  *   56  8   flags (ARB_NODE_*), 0 today
  *   64  8   generation of the transaction that wrote this node
  *   72  8   id of the tree that created this node (its owner)
@@ -287,25 +308,29 @@ ARB_LE(item, i_offset, 32)
 ARB_LE(item, i_size, 32)
 
 /*
- * Internal node pointer, 33 bytes.
+ * Internal node pointer, 41 bytes.
  *   0   17  lowest key of the child subtree
- *   17  8   byte address of the child node
+ *   17  8   byte address of the child node (its first copy)
  *   25  8   generation the child must carry (detects lost writes)
+ *   33  8   byte address of the child's second copy; 0 with one copy
  */
 struct arb_key_ptr {
 	struct arb_disk_key p_key;
 	uint64_t p_blockptr;
 	uint64_t p_generation;
+	uint64_t p_mirror;
 } ARB_PACKED;
-ARB_CHECK_SIZE(key_ptr, 33);
+ARB_CHECK_SIZE(key_ptr, 41);
 ARB_CHECK_OFF(key_ptr, p_blockptr, 17);
 ARB_CHECK_OFF(key_ptr, p_generation, 25);
+ARB_CHECK_OFF(key_ptr, p_mirror, 33);
 ARB_LE(key_ptr, p_blockptr, 64)
 ARB_LE(key_ptr, p_generation, 64)
+ARB_LE(key_ptr, p_mirror, 64)
 
 /* ------------------------------------------------------------------------ */
 /*
- * ROOT_ITEM, key (tree id, ROOT_ITEM, 0) in the root tree.  96 bytes.
+ * ROOT_ITEM, key (tree id, ROOT_ITEM, 0) in the root tree.  104 bytes.
  *   0   8   byte address of the tree's root node
  *   8   8   generation of that root node
  *   16  8   generation of the last clone (snapshot) of this tree; nodes
@@ -319,6 +344,8 @@ ARB_LE(key_ptr, p_generation, 64)
  *   56  8   generation in which this tree was created
  *   64  16  UUID of this tree (subvolumes), 0 otherwise
  *   80  16  UUID of the tree this one was cloned from, 0 if none
+ *   96  8   byte address of the second copy of the root node; 0 with one
+ *           copy
  */
 struct arb_root_item {
 	uint64_t r_bytenr;
@@ -333,8 +360,10 @@ struct arb_root_item {
 	uint64_t r_otransid;
 	uint8_t r_uuid[ARB_UUID_SIZE];
 	uint8_t r_parent_uuid[ARB_UUID_SIZE];
+	uint64_t r_mirror;
 } ARB_PACKED;
-ARB_CHECK_SIZE(root_item, 96);
+ARB_CHECK_SIZE(root_item, 104);
+ARB_CHECK_OFF(root_item, r_mirror, 96);
 ARB_CHECK_OFF(root_item, r_refs, 32);
 ARB_CHECK_OFF(root_item, r_level, 36);
 ARB_CHECK_OFF(root_item, r_root_dirid, 40);
@@ -348,12 +377,13 @@ ARB_LE(root_item, r_level, 8)
 ARB_LE(root_item, r_root_dirid, 64)
 ARB_LE(root_item, r_highest_objectid, 64)
 ARB_LE(root_item, r_otransid, 64)
+ARB_LE(root_item, r_mirror, 64)
 
 /* ------------------------------------------------------------------------ */
 /*
  * EXTENT_ITEM, key (disk address, EXTENT_ITEM, length in bytes) in the
  * extent tree.  24 bytes, followed for a tree node by struct
- * arb_tree_block_ref.
+ * arb_tree_block_ref (41 bytes in all).
  *   0   8   reference count: parent pointers (tree nodes) or file extent
  *           items (data) that point at this extent
  *   8   8   generation in which the extent was allocated
@@ -377,17 +407,23 @@ ARB_LE(extent_item, e_generation, 64)
 ARB_LE(extent_item, e_flags, 64)
 
 /*
- * Back-reference of a tree node, 9 bytes, right after its arb_extent_item.
+ * Back-reference of a tree node, 17 bytes, right after its arb_extent_item.
  *   0   8   owner: id of the tree that created the node (= node h_owner)
  *   8   1   level of the node (= node h_level)
+ *   9   8   byte address of the node's second copy, nodesize bytes that
+ *           this item also covers (allocated and freed with the first);
+ *           0 with one copy
  */
 struct arb_tree_block_ref {
 	uint64_t t_owner;
 	uint8_t t_level;
+	uint64_t t_mirror;
 } ARB_PACKED;
-ARB_CHECK_SIZE(tree_block_ref, 9);
+ARB_CHECK_SIZE(tree_block_ref, 17);
+ARB_CHECK_OFF(tree_block_ref, t_mirror, 9);
 ARB_LE(tree_block_ref, t_owner, 64)
 ARB_LE(tree_block_ref, t_level, 8)
+ARB_LE(tree_block_ref, t_mirror, 64)
 
 /*
  * EXTENT_DATA_REF, key (disk address, EXTENT_DATA_REF, hash) in the extent

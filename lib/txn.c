@@ -10,8 +10,10 @@
  *      into tree items)
  *   2. repeat until nothing changes: write the ROOT_ITEM of every tree whose
  *      root moved; apply the delayed reference counts to the extent tree
- *   3. write every dirty node (new blocks only: a block reachable from the
- *      last committed superblock is never written, see alloc.c)
+ *   3. write every dirty node, both copies when metadata is duplicated (new
+ *      blocks only: a block reachable from the last committed superblock
+ *      is never written, see alloc.c; the one exception is the self-heal
+ *      of cache.c, which rewrites a bad first copy with identical bytes)
  *   4. flush
  *   5. write the superblock, generation + 1, into slot (generation + 1) % 2;
  *      the other slot keeps the previous generation intact
@@ -125,6 +127,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	arb_set_super_s_magic(&sb, magic);
 	arb_set_super_s_generation(&sb, t->transid);
 	arb_set_super_s_root(&sb, vol->tree_root->node->bytenr);
+	arb_set_super_s_root_mirror(&sb, vol->tree_root->node->mirror);
 	arb_set_super_s_root_level(&sb, (uint8_t)arb_level(vol->tree_root->node));
 	arb_set_super_s_root_generation(&sb, arb_node_gen(vol->tree_root->node));
 	arb_set_super_s_bytes_used(&sb, arb_used_bytes(vol));
@@ -183,6 +186,7 @@ static int reload_committed(struct arb_vol *vol)
 	int ret;
 
 	ret = arb_node_read(vol, arb_super_s_root(&vol->super),
+			    arb_super_s_root_mirror(&vol->super),
 			    arb_super_s_root_generation(&vol->super),
 			    arb_super_s_root_level(&vol->super), &n);
 	if (ret)
@@ -196,6 +200,7 @@ static int reload_committed(struct arb_vol *vol)
 		ret = arb_lookup_item(vol->tree_root, &k, &item, sizeof(item));
 		if (ret == (int)sizeof(item))
 			ret = arb_node_read(vol, arb_root_item_r_bytenr(&item),
+					    arb_root_item_r_mirror(&item),
 					    arb_root_item_r_generation(&item),
 					    arb_root_item_r_level(&item), &n);
 		else if (ret >= 0)
@@ -220,6 +225,7 @@ static int reload_committed(struct arb_vol *vol)
 	if (ret != (int)sizeof(item))
 		return ret < 0 ? ret : -EUCLEAN;
 	ret = arb_node_read(vol, arb_root_item_r_bytenr(&item),
+			    arb_root_item_r_mirror(&item),
 			    arb_root_item_r_generation(&item),
 			    arb_root_item_r_level(&item), &n);
 	if (ret)
@@ -285,6 +291,12 @@ static int check_super(const struct arb_super *sb, uint64_t off,
 		*why = "format version newer than this arborfs supports";
 		return -EPROTONOSUPPORT;
 	}
+	if (arb_super_s_version(sb) < ARB_FORMAT_VERSION_MIN) {
+		*why = "format version 1 (from before duplicated metadata) is "
+		       "no longer supported: re-create the image with "
+		       "mkfs.arborfs";
+		return -EPROTONOSUPPORT;
+	}
 	if (arb_super_s_incompat(sb)) {
 		*why = "unknown incompatible feature flags";
 		return -EPROTONOSUPPORT;
@@ -294,6 +306,8 @@ static int check_super(const struct arb_super *sb, uint64_t off,
 	    arb_super_s_sectorsize(sb) != ARB_SECTORSIZE ||
 	    arb_super_s_generation(sb) == 0 ||
 	    arb_super_s_root_level(sb) >= ARB_MAX_LEVEL ||
+	    arb_super_s_meta_copies(sb) < 1 || arb_super_s_meta_copies(sb) > 2 ||
+	    (arb_super_s_meta_copies(sb) == 1) != !arb_super_s_root_mirror(sb) ||
 	    arb_super_s_total_bytes(sb) < ARB_DATA_START + 4 * ns) {
 		*why = "superblock fields out of range";
 		return -EUCLEAN;
@@ -399,6 +413,7 @@ static void vol_from_super(struct arb_vol *vol, const struct arb_super *sb)
 	vol->csum_type = arb_super_s_csum_type(sb);
 	vol->total_bytes = arb_super_s_total_bytes(sb);
 	vol->generation = arb_super_s_generation(sb);
+	vol->meta_copies = arb_super_s_meta_copies(sb);
 }
 
 int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
@@ -439,6 +454,7 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	vol->tree_root->id = ARB_ROOT_TREE_ID;
 	pthread_mutex_init(&vol->tree_root->lock, NULL);
 	ret = arb_node_read(vol, arb_super_s_root(&sb),
+			    arb_super_s_root_mirror(&sb),
 			    arb_super_s_root_generation(&sb),
 			    arb_super_s_root_level(&sb), &vol->tree_root->node);
 	if (ret) {
@@ -492,7 +508,11 @@ int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o)
 	static const uint8_t zero[ARB_UUID_SIZE];
 	int ret = 0;
 
+	unsigned copies = o && o->meta_copies ? o->meta_copies : 2;
+
 	if (ns < ARB_MIN_NODESIZE || ns > ARB_MAX_NODESIZE || (ns & (ns - 1)))
+		return -EINVAL;
+	if (copies > 2)
 		return -EINVAL;
 	if (total < ARB_DATA_START + 64 * (uint64_t)ns ||
 	    total < 4 * 1024 * 1024)
@@ -511,6 +531,7 @@ int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o)
 	arb_set_super_s_sectorsize(sb, ARB_SECTORSIZE);
 	arb_set_super_s_version(sb, ARB_FORMAT_VERSION);
 	arb_set_super_s_csum_type(sb, ARB_CSUM_CRC32C);
+	arb_set_super_s_meta_copies(sb, (uint8_t)copies);
 	if (o && o->label)
 		strncpy(sb->s_label, o->label, ARB_LABEL_SIZE - 1);
 	vol_from_super(vol, sb);

@@ -2,8 +2,8 @@
 /*
  * mkfs.c - mkfs.arborfs: format an image file or a block device.
  *
- *   mkfs.arborfs [-s SIZE] [-L LABEL] [-U UUID] [-n NODESIZE] [-r DIR] [-f] [-q]
- *                IMAGE
+ *   mkfs.arborfs [-s SIZE] [-L LABEL] [-U UUID] [-n NODESIZE] [-m single|dup]
+ *                [-r DIR] [-f] [-q] IMAGE
  *
  * Everything written to the disk is written by the library: arb_mkfs()
  * formats, and -r DIR fills the new filesystem with a copy of DIR through
@@ -44,6 +44,7 @@ struct mkfs_args {
 	const char *image;
 	uint64_t size; /* 0 = not given */
 	uint32_t nodesize; /* 0 = library default */
+	unsigned meta_copies; /* -m: 1 single, 2 dup; 0 = default (dup) */
 	const char *label;
 	const char *rootdir; /* -r: populate from this directory */
 	uuid_t uuid;
@@ -67,6 +68,10 @@ static void usage(FILE *f)
 		"  -U UUID      filesystem UUID (default: random)\n"
 		"  -n NODESIZE  tree node size, a power of two from 4K to 64K\n"
 		"               (default 16K)\n"
+		"  -m PROFILE   metadata profile: 'dup' keeps two copies of every\n"
+		"               tree node, far apart in the image, so a node whose\n"
+		"               first copy is damaged is read from the second and\n"
+		"               repaired; 'single' keeps one (default dup)\n"
 		"  -r DIR       copy DIR into the new filesystem: files (holes kept),\n"
 		"               directories, symlinks, hard links, special files,\n"
 		"               xattrs, modes, owners and times\n"
@@ -123,7 +128,7 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 	int c;
 
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt(argc, argv, "s:L:U:n:r:fqhV")) != -1) {
+	while ((c = getopt(argc, argv, "s:L:U:n:m:r:fqhV")) != -1) {
 		switch (c) {
 		case 's':
 			if (!parse_size(optarg, &v) || v == 0)
@@ -155,6 +160,15 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 				die_usage("invalid node size '%s': want a power of two from 4K to 64K",
 					  optarg);
 			a->nodesize = (uint32_t)v;
+			break;
+		case 'm':
+			if (!strcmp(optarg, "single"))
+				a->meta_copies = 1;
+			else if (!strcmp(optarg, "dup"))
+				a->meta_copies = 2;
+			else
+				die_usage("invalid metadata profile '%s': want single or dup",
+					  optarg);
 			break;
 		case 'r': {
 			struct stat rst;
@@ -687,6 +701,7 @@ int main(int argc, char **argv)
 	mo.size = a.size; /* 0: the whole file or device */
 	if (a.nodesize)
 		mo.nodesize = a.nodesize;
+	mo.meta_copies = a.meta_copies;
 	if (a.label)
 		mo.label = a.label;
 	memcpy(mo.uuid, a.uuid, sizeof(mo.uuid));
@@ -727,6 +742,8 @@ int main(int argc, char **argv)
 		printf("  Size:       %s (%" PRIu64 " bytes)\n", sbuf, size);
 		printf("  Node size:  %u\n",
 		       mo.nodesize ? mo.nodesize : 16384u);
+		printf("  Metadata:   %s\n",
+		       a.meta_copies == 1 ? "single" : "dup");
 	}
 	if (a.rootdir) {
 		/* populate() owns dev from here on */

@@ -186,7 +186,8 @@ uint64_t fs_avail_bytes(struct arb_fs *fs)
 
 static uint64_t op_meta_bytes(struct arb_fs *fs)
 {
-	return (uint64_t)ARB_OP_META_NODES * fs->vol->nodesize;
+	/* every node costs its copies (duplicated metadata) */
+	return (uint64_t)ARB_OP_META_NODES * arb_node_alloc_bytes(fs->vol);
 }
 
 static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
@@ -659,6 +660,7 @@ int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o)
 	}
 	memset(&fo, 0, sizeof(fo));
 	fo.nodesize = o->nodesize;
+	fo.meta_copies = o->meta_copies;
 	memcpy(fo.uuid, o->uuid, sizeof(fo.uuid));
 	fo.label = o->label;
 	fo.init_fs_tree = mkfs_init_fs_tree;
@@ -791,6 +793,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 		s->state |= ARB_FS_STATE_FAILED;
 		s->error = fs->error ? fs->error : -EIO;
 	}
+	s->meta_copies = fs->vol->meta_copies;
+	arb_vol_heal_stats(fs->vol, &s->nodes_healed, &s->nodes_unrecoverable);
 	fs_unlock(fs);
 	return 0;
 }

@@ -139,8 +139,8 @@ xproblem(struct xc *c, enum arb_problem_id id, uint64_t ino, uint64_t addr,
 	return p;
 }
 
-static void walk(struct xc *c, uint64_t bytenr, uint64_t gen, int level,
-		 uint64_t tree);
+static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
+		 uint64_t gen, int level, uint64_t tree);
 
 static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 {
@@ -155,6 +155,7 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 		    arb_item_size(n, (int)i) == sizeof(struct arb_root_item)) {
 			const struct arb_root_item *ri = arb_item_ptr(n, (int)i);
 			walk(c, arb_root_item_r_bytenr(ri),
+			     arb_root_item_r_mirror(ri),
 			     arb_root_item_r_generation(ri),
 			     arb_root_item_r_level(ri), k.objectid);
 			continue;
@@ -184,8 +185,8 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 	}
 }
 
-static void walk(struct xc *c, uint64_t bytenr, uint64_t gen, int level,
-		 uint64_t tree)
+static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
+		 uint64_t gen, int level, uint64_t tree)
 {
 	uint64_t key[4] = { bytenr, 0, 0, 0 };
 	struct xe *e = xget(&c->nodes, key, true);
@@ -198,7 +199,7 @@ static void walk(struct xc *c, uint64_t bytenr, uint64_t gen, int level,
 	if (e->visited)
 		return;
 	e->visited = true;
-	ret = arb_node_read(c->vol, bytenr, gen, level, &n);
+	ret = arb_node_read(c->vol, bytenr, mirror, gen, level, &n);
 	if (ret) {
 		xproblem(c, ARB_PB_NODE_BAD, 0, bytenr,
 			 "tree %llu: node %llu (level %d) unreadable: %s",
@@ -215,6 +216,7 @@ static void walk(struct xc *c, uint64_t bytenr, uint64_t gen, int level,
 	} else {
 		for (uint32_t i = 0; i < arb_nritems(n); i++)
 			walk(c, arb_child_bytenr(n, (int)i),
+			     arb_child_mirror(n, (int)i),
 			     arb_child_gen(n, (int)i), level - 1, tree);
 	}
 	arb_node_put(c->vol, n);
@@ -764,7 +766,7 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 	c.r = r;
 	c.out = out;
 	/* the superblock's pointer to the root tree */
-	walk(&c, vol->tree_root->node->bytenr,
+	walk(&c, vol->tree_root->node->bytenr, vol->tree_root->node->mirror,
 	     arb_node_gen(vol->tree_root->node),
 	     arb_level(vol->tree_root->node), ARB_ROOT_TREE_ID);
 	if (!r->incomplete) {

@@ -16,12 +16,15 @@
 /* the reserve for unlink/rmdir/rename/truncate on a full filesystem */
 void fs_set_reserve(struct arb_fs *fs)
 {
-	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB */
+	/* 1/32 of the image, at least 1 MiB + 32 nodes, at most 256 MiB,
+	 * times the copies of every node */
 	fs->reserve = fs->vol->total_bytes / 32;
 	if (fs->reserve < (1ULL << 20) + 32ULL * fs->vol->nodesize)
 		fs->reserve = (1ULL << 20) + 32ULL * fs->vol->nodesize;
 	if (fs->reserve > (256ULL << 20))
 		fs->reserve = 256ULL << 20;
+	/* times the copies of each node (duplicated metadata) */
+	fs->reserve *= fs->vol->meta_copies;
 	/* data allocations leave half of it to tree nodes */
 	if (!fs->readonly)
 		arb_set_meta_reserve(fs->vol, fs->reserve / 2);

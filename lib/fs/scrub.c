@@ -168,35 +168,82 @@ static void report_owners(struct scrub *s, uint64_t bytenr, uint64_t bad,
 		    what, bad, bytenr);
 }
 
-/* one tree node, read from the device and validated as a read would */
-static void scrub_node(struct scrub *s, uint64_t bytenr, uint64_t gen)
+/* read and validate one copy of node bytenr at addr into buf */
+static int node_copy_ok(struct scrub *s, uint8_t *buf, uint64_t addr,
+			uint64_t bytenr, uint64_t gen, int level,
+			const char **why)
+{
+	int ret = arb_node_read_copy(s->fs->vol, buf, addr, bytenr, gen, level,
+				     why);
+	if (ret == -EIO || (ret && ret != -EUCLEAN)) {
+		s->st->read_errors++;
+		*why = "read error";
+	} else if (ret) {
+		s->st->csum_errors++;
+	}
+	return ret;
+}
+
+/*
+ * One tree node: every copy read from the device and validated as a read
+ * would (checksum, address, generation and level its extent item records).
+ * A bad copy is rewritten from a good one (not on a read-only filesystem).
+ */
+static void scrub_node(struct scrub *s, uint64_t bytenr, uint64_t mirror,
+		       uint64_t gen, int level)
 {
 	struct arb_vol *vol = s->fs->vol;
-	const char *why = NULL;
-	int ret;
+	uint32_t ns = vol->nodesize;
+	const char *why1 = NULL, *why2 = NULL;
+	uint8_t *b1 = s->buf, *b2 = s->buf + ns;
+	int r1, r2 = -ENOENT;
 
 	s->st->nodes_checked++;
-	s->st->bytes_checked += vol->nodesize;
-	ret = arb_dev_read(vol->dev, s->buf, vol->nodesize, bytenr,
-			   ARB_IO_NODE);
-	if (ret) {
-		s->st->read_errors++;
+	s->st->bytes_checked += ns;
+	r1 = node_copy_ok(s, b1, bytenr, bytenr, gen, level, &why1);
+	if (mirror) {
+		s->st->bytes_checked += ns;
+		r2 = node_copy_ok(s, b2, mirror, bytenr, gen, level, &why2);
+	}
+	if (!r1 && (!mirror || !r2))
+		return;
+	if (r1 && r2) {
 		s->st->nodes_uncorrectable++;
-		say(s, "tree node %" PRIu64 ": read error: %s", bytenr,
-		    strerror(-ret));
+		if (mirror)
+			say(s, "tree node %" PRIu64 ": %s; second copy at %" PRIu64
+			       ": %s: uncorrectable",
+			    bytenr, why1 ? why1 : "invalid", mirror,
+			    why2 ? why2 : "invalid");
+		else
+			say(s, "tree node %" PRIu64 ": %s", bytenr,
+			    why1 ? why1 : "invalid");
 		return;
 	}
-	ret = arb_node_validate(vol, s->buf, bytenr, &why);
-	if (!ret && arb_node_header_h_generation(
-			    (const struct arb_node_header *)s->buf) != gen) {
-		ret = -EUCLEAN;
-		why = "generation differs from its extent item (lost write?)";
-	}
-	if (ret) {
-		s->st->csum_errors++;
-		s->st->nodes_uncorrectable++;
-		say(s, "tree node %" PRIu64 ": %s", bytenr,
-		    why ? why : "invalid");
+	/* one copy is good: rewrite the other from it */
+	{
+		uint64_t bad = r1 ? bytenr : mirror;
+		const uint8_t *good = r1 ? b2 : b1;
+		const char *why = r1 ? why1 : why2;
+		int ret = s->fs->readonly
+				  ? -EROFS
+				  : arb_dev_write(vol->dev, good, ns, bad,
+						  ARB_IO_NODE);
+
+		if (!ret)
+			ret = arb_dev_flush(vol->dev);
+		if (ret) {
+			s->st->nodes_uncorrectable++;
+			say(s, "tree node %" PRIu64 ": copy at %" PRIu64
+			       ": %s; not rewritten: %s",
+			    bytenr, bad, why ? why : "invalid",
+			    ret == -EROFS ? "read-only" : strerror(-ret));
+			return;
+		}
+		/* a cached copy read before is still right: same bytes */
+		s->st->nodes_corrected++;
+		say(s, "tree node %" PRIu64 ": copy at %" PRIu64 ": %s; "
+		       "rewritten from the good copy",
+		    bytenr, bad, why ? why : "invalid");
 	}
 }
 
@@ -247,7 +294,8 @@ static void scrub_data(struct scrub *s, uint64_t bytenr, uint64_t from,
 /* The first extent item at or after address from: 0, 1 when there is
  * none, or a negative errno. */
 static int next_extent(struct scrub *s, uint64_t from, uint64_t *bytenr,
-		       uint64_t *len, uint64_t *gen, bool *tree)
+		       uint64_t *len, uint64_t *gen, bool *tree,
+		       uint64_t *mirror, int *level)
 {
 	struct arb_key k = { from, ARB_EXTENT_ITEM, 0 }, fk;
 	struct arb_iter it;
@@ -264,6 +312,15 @@ static int next_extent(struct scrub *s, uint64_t from, uint64_t *bytenr,
 		*len = fk.offset;
 		*gen = arb_extent_item_e_generation(e);
 		*tree = arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK;
+		*mirror = 0;
+		*level = -1;
+		if (*tree && arb_iter_size(&it) >=
+				     sizeof(*e) + sizeof(struct arb_tree_block_ref)) {
+			const struct arb_tree_block_ref *tr =
+				(const void *)(e + 1);
+			*mirror = arb_tree_block_ref_t_mirror(tr);
+			*level = arb_tree_block_ref_t_level(tr);
+		}
 		break;
 	}
 	arb_iter_release(&it);
@@ -292,16 +349,18 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 	int ret = 0;
 
 	memset(st, 0, sizeof(*st));
-	s.buf = malloc(ARB_SCRUB_CHUNK > fs->vol->nodesize ? ARB_SCRUB_CHUNK
-							   : fs->vol->nodesize);
+	s.buf = malloc(ARB_SCRUB_CHUNK > 2 * fs->vol->nodesize
+			       ? ARB_SCRUB_CHUNK
+			       : 2 * fs->vol->nodesize);
 	if (!s.buf)
 		return -ENOMEM;
 	fs_lock(fs);
 	st->total_bytes = arb_used_bytes(fs->vol);
 	fs_unlock(fs);
 	for (;;) {
-		uint64_t b, len, gen, committed;
+		uint64_t b, len, gen, committed, mirror;
 		bool tree;
+		int level;
 
 		if (cancel && *cancel) {
 			ret = -ECANCELED;
@@ -325,7 +384,8 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 			fs_unlock(fs);
 			continue;
 		}
-		ret = next_extent(&s, cur, &b, &len, &gen, &tree);
+		ret = next_extent(&s, cur, &b, &len, &gen, &tree, &mirror,
+				  &level);
 		if (ret) {
 			fs_unlock(fs);
 			if (ret == 1)
@@ -338,7 +398,7 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 			st->skipped_uncommitted += len;
 			cur = b + len;
 		} else if (tree) {
-			scrub_node(&s, b, gen);
+			scrub_node(&s, b, mirror, gen, level);
 			cur = b + len;
 		} else {
 			ext = b;

@@ -99,6 +99,13 @@ grep -qi "version" <<<"$REFUSED_OUT" || soft_fail "version 999: the message does
 grep "$IMG" <<<"$REFUSED_OUT" | grep -qi "version" ||
 	soft_fail "version 999: the daemon's message (the library's *why) does not name the version: $(grep "$IMG" <<<"$REFUSED_OUT")"
 
+log "format version 1 (before duplicated metadata)"
+cp "$TMP/good" "$IMG"
+patch_super "$IMG" 104 I 1 recsum
+expect_refused "version 1"
+grep "$IMG" <<<"$REFUSED_OUT" | grep -qi "version 1" ||
+	fail "version 1: the daemon's message does not name the version: $(grep "$IMG" <<<"$REFUSED_OUT")"
+
 log "unknown incompatible feature"
 cp "$TMP/good" "$IMG"
 patch_super "$IMG" 112 Q 0x8000000000000000 recsum

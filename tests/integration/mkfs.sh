@@ -162,6 +162,118 @@ st=0
 log "mounted: $(cat "$TMP/err")"
 fs_umount
 
+# nodes PROG IMAGE [ARGS]: walk the image's trees in Python (independent of
+# the library) from the newest superblock; PROG sees the image (data, a
+# bytearray written back afterwards), ns (node size), copies (superblock
+# s_meta_copies) and found: (tree, level, first copy, second copy) of every
+# node.
+nodes() {
+	python3 - "$@" <<'EOF'
+import struct, sys
+prog, img = sys.argv[1], sys.argv[2]
+with open(img, "rb") as f:
+    data = bytearray(f.read())
+best = None
+for off in (64 << 10, 128 << 10):
+    gen = struct.unpack_from("<Q", data, off + 64)[0]
+    if data[off + 32:off + 40] == b"ARBORFS!" and (best is None or gen > best[1]):
+        best = (off, gen)
+sb = best[0]
+ns = struct.unpack_from("<I", data, sb + 96)[0]
+copies = data[sb + 111]
+found = []
+def walk(tree, addr, mirror):
+    level, nr = data[addr + 84], struct.unpack_from("<I", data, addr + 80)[0]
+    found.append((tree, level, addr, mirror))
+    for i in range(nr):
+        if level:
+            p = addr + 96 + 41 * i
+            walk(tree, struct.unpack_from("<Q", data, p + 17)[0],
+                 struct.unpack_from("<Q", data, p + 33)[0])
+        elif tree == 1:
+            it = addr + 96 + 25 * i
+            oid, typ = struct.unpack_from("<QB", data, it)
+            doff = struct.unpack_from("<I", data, it + 17)[0]
+            if typ == 132:
+                walk(oid, struct.unpack_from("<Q", data, addr + doff)[0],
+                     struct.unpack_from("<Q", data, addr + doff + 96)[0])
+walk(1, struct.unpack_from("<Q", data, sb + 72)[0],
+     struct.unpack_from("<Q", data, sb + 408)[0])
+exec(prog)
+with open(img, "r+b") as f:
+    f.write(data)
+EOF
+}
+
+log "metadata profiles: -m single, -m dup, default dup"
+must_fail "profile" -m raid1 "$IMG"
+"$MKFS" -h | grep -q -- '-m PROFILE' || fail "-h lacks -m"
+for prof in single dup default; do
+	rm -f "$IMG"
+	if [ $prof = default ]; then
+		out=$("$MKFS" -s 256M "$IMG")
+	else
+		out=$("$MKFS" -s 256M -m $prof "$IMG")
+	fi
+	want=$([ $prof = single ] && echo single || echo dup)
+	grep -q "Metadata: *$want" <<<"$out" || fail "-m $prof: mkfs says $(grep Metadata <<<"$out")"
+	fs_mount
+	mkdir "$MNT/d"
+	for i in $(seq 1 50); do echo "file $i" >"$MNT/d/f$i"; done
+	fs_umount
+	fs_mount
+	[ "$(cat "$MNT/d/f50")" = "file 50" ] || fail "-m $prof: contents after remount"
+	fs_umount
+	check_fsck
+	nodes 'copies_seen = {m != 0 for (_, _, _, m) in found}
+n = 2 if "'"$want"'" == "dup" else 1
+assert copies == n and copies_seen == {n == 2}, (copies, copies_seen)
+print("%d nodes, %d cop%s each" % (len(found), n, "ies" if n > 1 else "y"))' "$IMG" ||
+		fail "-m $prof: superblock or pointers do not match the profile"
+done
+
+log "self-heal: first copies damaged in every tree"
+fs_mkfs -s 256M
+fs_mount
+mkdir "$MNT/d"
+for i in $(seq 1 400); do
+	printf 'small file %d\n' $i >"$MNT/d/f$i"
+	[ $((i % 40)) -ne 0 ] || head -c $((i * 1000)) /dev/urandom >"$MNT/d/big$i"
+done
+manifest "$MNT" >"$TMP/heal.before"
+fs_umount
+# flip a bit in the first copy of every node (every tree, every level)
+nodes 'import random
+for tree, level, a, m in found:
+    assert m and data[a:a + ns] == data[m:m + ns]
+    data[a + random.randrange(ns)] ^= 1 << random.randrange(8)
+print("damaged the first copy of %d nodes in trees %s, levels up to %d" % (
+      len(found), sorted({t for t, *_ in found}), max(l for _, l, *_ in found)))
+open(sys.argv[3], "w").write("%d\n" % len(found))' "$IMG" "$TMP/damaged"
+damaged=$(cat "$TMP/damaged")
+[ "$damaged" -ge 8 ] || fail "only $damaged nodes"
+: >"$DAEMON_LOG"
+fs_mount
+manifest "$MNT" >"$TMP/heal.after"
+same_manifest "$TMP/heal.before" "$TMP/heal.after"
+fs_umount
+healed=$(grep -c "healed from the second copy" "$DAEMON_LOG" || true)
+log "daemon log: $healed heals, e.g. $(grep -m1 "healed from" "$DAEMON_LOG")"
+[ "$healed" -eq "$damaged" ] || fail "$damaged first copies damaged, $healed heals logged"
+nodes 'bad = [a for _, _, a, m in found if data[a:a + ns] != data[m:m + ns]]
+assert not bad, "first copies not rewritten: %s" % bad' "$IMG" ||
+	fail "the first copies were not rewritten"
+check_fsck
+if [ -x "$FSCK" ]; then
+	log "fsck -n reports a bad second copy"
+	nodes 'data[found[-1][3] + 200] ^= 4' "$IMG"
+	st=0
+	"$FSCK" -n "$IMG" >"$TMP/fsck.out" 2>&1 || st=$?
+	[ $st -ne 0 ] && grep -qi "second copy" "$TMP/fsck.out" ||
+		fail "fsck -n: status $st on a bad second copy: $(head -c 400 "$TMP/fsck.out")"
+	log "fsck: $(grep -i -m1 "second copy" "$TMP/fsck.out")"
+fi
+
 if [ -e /dev/loop-control ] && command -v losetup >/dev/null; then
 	log "block device"
 	truncate -s 128M "$TMP/loopback"

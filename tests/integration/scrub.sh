@@ -81,22 +81,8 @@ cmp "$MNT/other" "$TMP/other" || fail "other file damaged"
 diff -r "$SRCDIR/lib" "$MNT/lib" >/dev/null || fail "copied tree differs"
 fs_umount
 
-log "a damaged tree node (not a root) is reported"
-roots=$("$ARBOR" dump --image "$IMG" | sed -n 's/^tree [0-9]*: root node \([0-9]*\) .*/\1/p')
-# nodes read at open (roots, the path to the highest inode, ...) stop the
-# open itself; try tree nodes from the middle of the address range until
-# one of them is not on that path
-cands=$("$ARBOR" dump --image "$IMG" 2 |
-	sed -n 's/^  (\([0-9]*\) EXTENT_ITEM [0-9]*) .* tree$/\1/p' |
-	grep -vxF "$roots")
-total=$(wc -l <<<"$cands")
-[ "$total" -ge 10 ] || fail "only $total tree nodes other than the roots"
-cp "$IMG" "$TMP/saved.img"
-found=
-for i in $(seq $((total / 2)) $((total / 2 + 9))); do
-	node=$(sed -n "${i}p" <<<"$cands")
-	cp "$TMP/saved.img" "$IMG"
-	python3 - "$IMG" $((node + 300)) <<'EOF'
+flip() { # IMAGE OFFSET: invert one byte
+	python3 - "$1" "$2" <<'EOF'
 import sys
 p, off = sys.argv[1], int(sys.argv[2])
 with open(p, "r+b") as f:
@@ -105,16 +91,64 @@ with open(p, "r+b") as f:
     f.seek(off)
     f.write(bytes([b[0] ^ 0xff]))
 EOF
+}
+
+# tree nodes (not roots) with their second copies: "ADDR COPY"
+roots=$("$ARBOR" dump --image "$IMG" | sed -n 's/^tree [0-9]*: root node \([0-9]*\) .*/\1/p')
+cands=$("$ARBOR" dump --image "$IMG" 2 |
+	sed -n 's/^  (\([0-9]*\) EXTENT_ITEM [0-9]*) .* tree owner [0-9]* level [0-9]* copy \([0-9]*\)$/\1 \2/p' |
+	grep -v -F -f <(sed 's/$/ /' <<<"$roots"))
+total=$(wc -l <<<"$cands")
+[ "$total" -ge 10 ] || fail "only $total tree nodes with a second copy (not dup?)"
+cp "$IMG" "$TMP/saved.img"
+
+log "one copy of a tree node damaged: reported by -r, rewritten by scrub"
+node=$(sed -n "$((total / 2))p" <<<"$cands")
+read -r addr copy <<<"$node"
+flip "$IMG" $((addr + 300))
+st=0
+out=$("$ARBOR" scrub -r --image "$IMG" 2>&1) || st=$?
+echo "$out"
+[ $st = 3 ] || fail "scrub -r exit status $st after first-copy damage, want 3"
+grep -q "tree node $addr: copy at $addr: .*not rewritten: read-only" <<<"$out" ||
+	fail "damaged first copy of $addr not named"
+st=0
+out=$("$ARBOR" scrub --image "$IMG" 2>&1) || st=$?
+echo "$out"
+# the open may already have healed it (a read finds the bad copy first)
+grep -q "tree node $addr: copy at $addr: .*rewritten from the good copy" <<<"$out" ||
+	grep -q "corrected 0" <<<"$out" || fail "scrub did not rewrite $addr"
+cmp <(dd if="$IMG" bs=16384 skip=$((addr / 16384)) count=1 status=none) \
+	<(dd if="$IMG" bs=16384 skip=$((copy / 16384)) count=1 status=none) ||
+	fail "the two copies of $addr differ after scrub"
+out=$("$ARBOR" scrub -r --image "$IMG" 2>&1) || true
+grep -q "tree node $addr" <<<"$out" && fail "node $addr still reported after repair"
+"$FSCK" -n "$IMG" >/dev/null || true
+
+log "the second copy damaged: rewritten from the first"
+flip "$IMG" $((copy + 500))
+out=$("$ARBOR" scrub --image "$IMG" 2>&1) || true
+echo "$out"
+grep -q "tree node $addr: copy at $copy: .*rewritten from the good copy" <<<"$out" ||
+	fail "damaged second copy of $addr not rewritten"
+
+log "both copies damaged: uncorrectable"
+found=
+for i in $(seq $((total / 2 + 1)) $((total / 2 + 10))); do
+	read -r addr copy <<<"$(sed -n "${i}p" <<<"$cands")"
+	cp "$TMP/saved.img" "$IMG"
+	flip "$IMG" $((addr + 300))
+	flip "$IMG" $((copy + 300))
 	st=0
-	out=$("$ARBOR" scrub --image "$IMG" 2>&1) || st=$?
+	out=$("$ARBOR" scrub -r --image "$IMG" 2>&1) || st=$?
 	if [ $st = 1 ] && grep -q "cannot open" <<<"$out"; then
-		log "node $node is read at open; next"
+		log "node $addr is read at open; next"
 		continue
 	fi
 	echo "$out"
-	[ $st = 3 ] || fail "scrub exit status $st after node damage, want 3"
-	grep -q "tree node $node: .*checksum" <<<"$out" || fail "damaged node $node not named"
-	grep -q "uncorrectable 2 " <<<"$out" || fail "want 2 uncorrectable (1 node, 1 sector)"
+	[ $st = 3 ] || fail "scrub exit status $st after damage to both copies, want 3"
+	grep -q "tree node $addr: .*second copy at $copy: .*uncorrectable" <<<"$out" ||
+		fail "node $addr not reported uncorrectable"
 	found=1
 	break
 done

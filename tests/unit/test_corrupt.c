@@ -19,6 +19,10 @@
  *     its generation's trees; both slots bad: opening fails with -EUCLEAN
  *     or -EINVAL.
  * The byte is restored after each trial.
+ *
+ * The node trials use a volume with one copy of metadata (mkfs -m single):
+ * with two copies a flipped first copy is repaired from the second, which
+ * test_dup.c checks, together with flips of both copies.
  */
 #include "tu_model.h"
 
@@ -37,7 +41,8 @@ struct img {
 	uint64_t gen_a, gen_b;
 };
 
-static void img_make(struct img *im, size_t slots, uint64_t seed)
+static void img_make(struct img *im, size_t slots, uint64_t seed,
+		     unsigned meta_copies)
 {
 	struct arb_vol *vol;
 	struct arb_txn *t;
@@ -46,7 +51,7 @@ static void img_make(struct img *im, size_t slots, uint64_t seed)
 	uint64_t rng = seed;
 
 	memset(im, 0, sizeof(*im));
-	tu_vol_new(DEV_SIZE, 4096, &im->dev, &vol);
+	tu_vol_new_copies(DEV_SIZE, 4096, meta_copies, &im->dev, &vol);
 	im->nodesize = vol->nodesize;
 	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
 	ck_assert_int_eq(arb_root_create(t, TREE, &r), 0);
@@ -220,7 +225,7 @@ static void do_nodes(bool forge, uint32_t body_per_node)
 	int level = arb_log_level;
 	bool odd;
 
-	img_make(&im, TU_SCALE(1000, 12000), rng);
+	img_make(&im, TU_SCALE(1000, 12000), rng, 1);
 	fprintf(stderr, "%s: %zu nodes\n", forge ? "forged" : "flips",
 		im.nodes.n);
 	ck_assert_int_ge(im.nodes.n, 12);
@@ -232,7 +237,9 @@ static void do_nodes(bool forge, uint32_t body_per_node)
 		const struct arb_node_header *h = (const void *)(im.data + node);
 		uint32_t nr = arb_node_header_h_nritems(h);
 		uint32_t hdr_end = forge ? sizeof(*h) +
-						   nr * (h->h_level ? 33 : 25)
+						   nr * (h->h_level ?
+							 sizeof(struct arb_key_ptr) :
+							 sizeof(struct arb_item))
 					 : sizeof(*h);
 		uint32_t first = forge ? ARB_CSUM_SIZE : 0;
 
@@ -298,7 +305,7 @@ START_TEST(test_corrupt_super)
 	int level = arb_log_level;
 	char msg[400] = "";
 
-	img_make(&im, 1200, rng);
+	img_make(&im, 1200, rng, 2);
 	arb_log_level = -1;
 	for (int s = 0; s < 2; s++) {
 		uint8_t *sb = im.data + off[s];

@@ -19,6 +19,12 @@
  *     M1 when the commit went through -- or, for a failed final flush, may
  *     have) and the checker is clean.
  * Read errors while opening a volume are tried the same way.
+ *
+ * Metadata is duplicated (the default): a read error on a node's first copy
+ * that does not persist is answered by the second copy, so such a trial
+ * may see no error -- but only when the volume counted the heal, and the
+ * durable state is then checked like any other (the checker reads both
+ * copies).  A sticky error fails both copies and must reach the caller.
  */
 #include <stdarg.h>
 
@@ -153,7 +159,7 @@ static const char *kind_name(unsigned kind)
 }
 
 struct stats {
-	uint64_t trials, errors_seen, by_phase[4], new_gen;
+	uint64_t trials, errors_seen, by_phase[4], new_gen, healed;
 	uint64_t failures;
 	char first[400];
 };
@@ -250,7 +256,11 @@ static void do_faults(unsigned kind, size_t slots, unsigned nops,
 		arb_dev_fault_arm(fd, kind, n, -EIO, sticky);
 		ret = victim(vol, m, seed + 1, nops, &ph, &round);
 		s.by_phase[ph]++;
-		if (ret == 0) {
+		if (ret == 0 && kind == ARB_FAULT_READ && !sticky &&
+		    vol->nr_healed > 0 && vol->nr_unrecoverable == 0) {
+			/* the second copy answered the failed read */
+			s.healed++;
+		} else if (ret == 0) {
 			/* the victim is deterministic: the n-th operation
 			 * happened and failed, and nobody said so */
 			trial_fail(&s, "%s: the victim saw no error", what);
@@ -331,14 +341,16 @@ static void do_faults(unsigned kind, size_t slots, unsigned nops,
 	fprintf(stderr,
 		"%s faults: %llu trials, %llu errors returned (ops %llu, commit "
 		"%llu, lookup %llu, none %llu), %llu new generations after a "
-		"failed final flush, %llu failures\n",
+		"failed final flush, %llu healed from the second copy, %llu "
+		"failures\n",
 		kind_name(kind), (unsigned long long)s.trials,
 		(unsigned long long)s.errors_seen,
 		(unsigned long long)s.by_phase[PH_OPS],
 		(unsigned long long)s.by_phase[PH_COMMIT],
 		(unsigned long long)s.by_phase[PH_LOOKUP],
 		(unsigned long long)s.by_phase[PH_DONE],
-		(unsigned long long)s.new_gen, (unsigned long long)s.failures);
+		(unsigned long long)s.new_gen, (unsigned long long)s.healed,
+		(unsigned long long)s.failures);
 	ck_assert_msg(s.failures == 0, "%llu failures; first: %s",
 		      (unsigned long long)s.failures, s.first);
 	free(f.image);
@@ -370,7 +382,7 @@ END_TEST
 START_TEST(test_fault_open)
 {
 	struct fixture f;
-	uint64_t seed = tu_seed("open faults"), total, c0, bad = 0;
+	uint64_t seed = tu_seed("open faults"), total, c0, bad = 0, healed = 0;
 	struct arb_dev *fd;
 	struct arb_vol *vol;
 	struct stats s = { 0 };
@@ -388,8 +400,12 @@ START_TEST(test_fault_open)
 		arb_dev_fault_arm(fd, ARB_FAULT_READ, n, -EIO, n % 2);
 		ret = arb_vol_open(fd, &small_cache, &vol);
 		if (ret == 0) {
-			if (n <= total)
-				bad++; /* the n-th read happened in open */
+			/* the n-th read happened in open: only a node read
+			 * that the second copy answered may go unnoticed */
+			if (n <= total && n % 2 == 0 && vol->nr_healed > 0)
+				healed++;
+			else if (n <= total)
+				bad++;
 			arb_vol_close(vol);
 		} else if (ret != -EIO) {
 			bad++;
@@ -398,8 +414,9 @@ START_TEST(test_fault_open)
 		expect_state(&s, fd, &f.m0, "open fault");
 		arb_dev_destroy(fd);
 	}
-	fprintf(stderr, "open faults: %llu reads in open, %llu wrong results\n",
-		(unsigned long long)total, (unsigned long long)bad);
+	fprintf(stderr, "open faults: %llu reads in open, %llu healed, %llu "
+		"wrong results\n", (unsigned long long)total,
+		(unsigned long long)healed, (unsigned long long)bad);
 	ck_assert_uint_eq(bad, 0);
 	ck_assert_msg(s.failures == 0, "%s", s.first);
 	free(f.image);

@@ -57,10 +57,17 @@ int tu_run_suite(Suite *s)
 void tu_vol_new(uint64_t size, uint32_t nodesize, struct arb_dev **dev,
 		struct arb_vol **vol)
 {
+	tu_vol_new_copies(size, nodesize, 0, dev, vol);
+}
+
+void tu_vol_new_copies(uint64_t size, uint32_t nodesize, unsigned meta_copies,
+		       struct arb_dev **dev, struct arb_vol **vol)
+{
 	struct arb_format_opts fo = { 0 };
 	int ret;
 
 	fo.nodesize = nodesize;
+	fo.meta_copies = meta_copies;
 	ck_assert_int_eq(arb_dev_open_mem(size, dev), 0);
 	ret = arb_vol_format(*dev, &fo);
 	ck_assert_int_eq(ret, 0);

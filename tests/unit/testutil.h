@@ -32,6 +32,9 @@ struct arb_vol;
 /* Format a memory device of size bytes (nodesize 0 = default) and open it. */
 void tu_vol_new(uint64_t size, uint32_t nodesize, struct arb_dev **dev,
 		struct arb_vol **vol);
+/* The same with meta_copies copies of every node (0 = default, dup). */
+void tu_vol_new_copies(uint64_t size, uint32_t nodesize, unsigned meta_copies,
+		       struct arb_dev **dev, struct arb_vol **vol);
 /* Close (committing) and open again on the same device. */
 void tu_vol_reopen(struct arb_dev *dev, struct arb_vol **vol);
 /* Run the checker; fail the test with its report if it finds problems. */

@@ -345,11 +345,12 @@ static inline void tm_set_unique(struct tm_set *s)
  * NULL, every data extent (address, then length, pairs) its file extent
  * items reference.  Independent of check.c on purpose.
  */
-static inline void tm_walk(struct arb_vol *vol, uint64_t bytenr, uint64_t gen,
-			   int level, struct tm_set *nodes, struct tm_set *data)
+static inline void tm_walk(struct arb_vol *vol, uint64_t bytenr,
+			   uint64_t mirror, uint64_t gen, int level,
+			   struct tm_set *nodes, struct tm_set *data)
 {
 	struct arb_node *n;
-	int ret = arb_node_read(vol, bytenr, gen, level, &n);
+	int ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
 
 	ck_assert_msg(ret == 0, "walk: node %llu unreadable: %d",
 		      (unsigned long long)bytenr, ret);
@@ -358,6 +359,7 @@ static inline void tm_walk(struct arb_vol *vol, uint64_t bytenr, uint64_t gen,
 		struct arb_key k;
 		if (level > 0) {
 			tm_walk(vol, arb_child_bytenr(n, (int)s),
+				arb_child_mirror(n, (int)s),
 				arb_child_gen(n, (int)s), level - 1, nodes,
 				data);
 			continue;
@@ -385,7 +387,8 @@ static inline void tm_walk_all(struct arb_vol *vol, struct tm_set *nodes,
 	struct arb_key k = { 0, 0, 0 };
 	int ret;
 
-	tm_walk(vol, r->bytenr, arb_node_gen(r), arb_level(r), nodes, data);
+	tm_walk(vol, r->bytenr, r->mirror, arb_node_gen(r), arb_level(r), nodes,
+		data);
 	arb_iter_init(&it, vol->tree_root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		const struct arb_root_item *ri = arb_iter_data(&it);
@@ -393,6 +396,7 @@ static inline void tm_walk_all(struct arb_vol *vol, struct tm_set *nodes,
 		if (k.type != ARB_ROOT_ITEM)
 			continue;
 		tm_walk(vol, arb_root_item_r_bytenr(ri),
+			arb_root_item_r_mirror(ri),
 			arb_root_item_r_generation(ri), arb_root_item_r_level(ri),
 			nodes, data);
 	}

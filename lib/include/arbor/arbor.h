@@ -68,6 +68,8 @@ void arb_fs_opts_default(struct arb_fs_opts *o);
 struct arb_mkfs_opts {
 	uint64_t size;        /* bytes; 0 = size of the existing file/device */
 	uint32_t nodesize;    /* 0 = 16 KiB */
+	/* copies of every tree node: 1 single, 2 dup; 0 = default (dup) */
+	unsigned meta_copies;
 	const char *label;    /* NULL = none */
 	uint8_t uuid[16];     /* all zero = random */
 	/* owner and mode of the root directory */
@@ -242,6 +244,12 @@ struct arb_fs_stats {
 	uint32_t state;
 	/* the error (negative errno) that failed the filesystem, 0 if none */
 	int32_t error;
+	/* copies of every tree node (1 single, 2 dup) */
+	unsigned meta_copies;
+	/* node reads whose first copy was bad and the second answered (the
+	 * first copy rewritten unless read-only); node reads no copy could
+	 * answer */
+	uint64_t nodes_healed, nodes_unrecoverable;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 
