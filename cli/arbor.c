@@ -33,11 +33,13 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: arbor usage --image IMG\n"
 		   "       arbor dump --image IMG [TREE-ID]\n"
+		   "       arbor scrub start [-B]|status|cancel PATH\n"
 		   "       arbor scrub --image IMG [-r] [-q]\n"
 		   "       arbor filesystem stats [--json] [--reset] PATH\n"
 		   "       arbor filesystem usage [--json] PATH\n"
 		   "       arbor filesystem sync [--json] PATH\n"
 		   "       arbor filesystem generation [--json] PATH\n"
+		   "       arbor filesystem resize PATH|--image IMG SIZE|+SIZE|-SIZE\n"
 		   "PATH: any file or directory of a mounted arborfs\n");
 }
 

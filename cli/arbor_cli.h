@@ -9,6 +9,14 @@
  * (0 ok, 1 failed, 2 bad usage) */
 int arbor_filesystem(int argc, char **argv);
 
+/* open PATH of a mounted arborfs (message and -1 if it is not one) */
+int cli_open_mount(const char *path);
+/* ioctl with the common messages (what names it); 0 or -1 */
+int cli_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
+	      const char *what);
+/* "arbor filesystem resize ..." (argv[0] is "resize") */
+int cli_resize(int argc, char **argv);
+
 /* "arbor scrub ..." (argv[1] is "scrub"); returns the exit status */
 int cli_scrub(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);

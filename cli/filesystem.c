@@ -41,11 +41,13 @@ static void fs_usage(FILE *f)
 		"       arbor filesystem usage [--json] PATH\n"
 		"       arbor filesystem sync [--json] PATH\n"
 		"       arbor filesystem generation [--json] PATH\n"
+		"       arbor filesystem resize PATH|--image IMG "
+		"SIZE|+SIZE|-SIZE\n"
 		"PATH: any file or directory of a mounted arborfs\n");
 }
 
 /* Open PATH and make sure it is on a FUSE mount; -1 with a message. */
-static int open_mount(const char *path)
+int cli_open_mount(const char *path)
 {
 	struct statfs sf;
 	int fd;
@@ -64,7 +66,7 @@ static int open_mount(const char *path)
 }
 
 /* ioctl with the messages every command shares; 0 or -1 */
-static int do_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
+int cli_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
 		    const char *what)
 {
 	if (ioctl(fd, cmd, arg) == 0)
@@ -129,7 +131,7 @@ static int cmd_generation(int fd, const char *path, bool json)
 	struct arb_ioc_generation g;
 
 	memset(&g, 0, sizeof(g));
-	if (do_ioctl(fd, path, ARB_IOC_GET_GENERATION, &g, "generation"))
+	if (cli_ioctl(fd, path, ARB_IOC_GET_GENERATION, &g, "generation"))
 		return 1;
 	if (json) {
 		printf("{\"generation\": %llu, \"state\": \"%s\", "
@@ -158,7 +160,7 @@ static int cmd_sync(int fd, const char *path, bool json)
 		fprintf(stderr, "arbor: %s: syncfs: %s\n", path,
 			strerror(errno));
 	memset(&s, 0, sizeof(s));
-	if (do_ioctl(fd, path, ARB_IOC_SYNC, &s, "sync"))
+	if (cli_ioctl(fd, path, ARB_IOC_SYNC, &s, "sync"))
 		return 1;
 	if (json)
 		printf("{\"generation\": %llu, \"committed\": %s}\n",
@@ -192,7 +194,7 @@ static int cmd_usage(int fd, const char *path, bool json)
 	char b[32];
 
 	memset(&u, 0, sizeof(u));
-	if (do_ioctl(fd, path, ARB_IOC_GET_USAGE, &u, "usage"))
+	if (cli_ioctl(fd, path, ARB_IOC_GET_USAGE, &u, "usage"))
 		return 1;
 
 	const uint64_t v[] = { u.total, u.data, u.metadata, u.system,
@@ -359,7 +361,7 @@ static int cmd_stats(int fd, const char *path, bool json, bool reset)
 	static struct arb_ioc_stats st;
 
 	memset(&st, 0, sizeof(st));
-	if (do_ioctl(fd, path, ARB_IOC_GET_STATS, &st, "stats"))
+	if (cli_ioctl(fd, path, ARB_IOC_GET_STATS, &st, "stats"))
 		return 1;
 	if (!HAS_FIELD(&st, ops)) {
 		fprintf(stderr, "arbor: %s: short answer from the daemon\n",
@@ -370,7 +372,7 @@ static int cmd_stats(int fd, const char *path, bool json, bool reset)
 		stats_json(&st);
 	else
 		stats_human(path, &st);
-	if (reset && do_ioctl(fd, path, ARB_IOC_RESET_STATS, NULL,
+	if (reset && cli_ioctl(fd, path, ARB_IOC_RESET_STATS, NULL,
 			      "reset the statistics"))
 		return 1;
 	return 0;
@@ -396,6 +398,8 @@ int arbor_filesystem(int argc, char **argv)
 		fs_usage(stdout);
 		return 0;
 	}
+	if (!strcmp(cmd, "resize"))
+		return cli_resize(argc - 1, argv + 1);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {
@@ -422,7 +426,7 @@ int arbor_filesystem(int argc, char **argv)
 		fs_usage(stderr);
 		return 2;
 	}
-	fd = open_mount(path);
+	fd = cli_open_mount(path);
 	if (fd < 0)
 		return 1;
 	if (!strcmp(cmd, "stats"))

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arbor/ioctl.h>
+
 #include "arbor/arbor.h"
 #include "arbor_cli.h"
 
@@ -29,7 +31,14 @@ static void print_line(void *arg, const char *line)
 
 static void scrub_usage(FILE *f)
 {
-	fprintf(f, "usage: arbor scrub --image IMG [-r] [-q]\n"
+	fprintf(f, "usage: arbor scrub start [-B] PATH    scrub a mounted "
+		   "filesystem in the background\n"
+		   "                                       (-B: wait, showing "
+		   "progress)\n"
+		   "       arbor scrub status PATH        progress or result of "
+		   "the last one\n"
+		   "       arbor scrub cancel PATH\n"
+		   "       arbor scrub --image IMG [-r] [-q]\n"
 		   "  read every tree node and data block and verify its "
 		   "checksum;\n"
 		   "  a bad copy of a tree node is rewritten from the good "
@@ -59,6 +68,90 @@ void cli_scrub_summary(const struct arb_scrub_stats *st, double secs)
 		       st->data_no_csum);
 }
 
+static const char *const scrub_state[] = { "never run", "running",
+					     "finished", "cancelled",
+					     "failed" };
+
+/* print a status; returns the exit status it stands for */
+static int print_status(const struct arb_ioc_scrub *sc)
+{
+	struct arb_scrub_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.bytes_checked = sc->bytes_checked;
+	st.nodes_checked = sc->nodes_checked;
+	st.nodes_corrected = sc->nodes_corrected;
+	st.nodes_uncorrectable = sc->nodes_uncorrectable;
+	st.data_sectors_checked = sc->data_sectors_checked;
+	st.data_uncorrectable = sc->data_uncorrectable;
+	st.data_no_csum = sc->data_no_csum;
+	st.csum_errors = sc->csum_errors;
+	st.read_errors = sc->read_errors;
+	st.files_affected = sc->files_affected;
+	st.done = sc->state == ARB_IOC_SCRUB_FINISHED;
+	printf("state: %s", sc->state < 5 ? scrub_state[sc->state] : "?");
+	if (sc->state == ARB_IOC_SCRUB_FAILED)
+		printf(" (%s)", strerror((int)sc->error));
+	if (sc->state == ARB_IOC_SCRUB_RUNNING && sc->total_bytes)
+		printf(", %.0f%% of %.1f MiB", 100.0 * (double)sc->bytes_checked /
+						  (double)sc->total_bytes,
+		       (double)sc->total_bytes / (1024.0 * 1024.0));
+	printf("\n");
+	if (sc->state == ARB_IOC_SCRUB_IDLE)
+		return 0;
+	for (uint32_t i = 0; i < sc->nr_lines && i < ARB_IOC_SCRUB_LINES; i++)
+		printf("%.*s\n", ARB_IOC_SCRUB_LINE_LEN, sc->lines[i]);
+	if (sc->nr_problems > sc->nr_lines)
+		printf("... %llu more problems in the daemon's log\n",
+		       (unsigned long long)(sc->nr_problems - sc->nr_lines));
+	cli_scrub_summary(&st, (double)sc->elapsed_ns / 1e9);
+	if (sc->state == ARB_IOC_SCRUB_FAILED)
+		return 1;
+	return sc->nodes_uncorrectable + sc->data_uncorrectable ? 3 : 0;
+}
+
+static int scrub_online(const char *cmd, const char *path, bool wait)
+{
+	struct arb_ioc_scrub sc;
+	int fd, rc = 1;
+
+	fd = cli_open_mount(path);
+	if (fd < 0)
+		return 1;
+	memset(&sc, 0, sizeof(sc));
+	if (!strcmp(cmd, "cancel")) {
+		if (!cli_ioctl(fd, path, ARB_IOC_SCRUB_CANCEL, NULL, "scrub cancel"))
+			rc = 0;
+		goto out;
+	}
+	if (!strcmp(cmd, "start")) {
+		if (cli_ioctl(fd, path, ARB_IOC_SCRUB_START, &sc, "scrub start"))
+			goto out;
+		printf("scrub started on %s\n", path);
+		if (!wait) {
+			rc = 0;
+			goto out;
+		}
+	}
+	for (;;) {
+		if (cli_ioctl(fd, path, ARB_IOC_SCRUB_STATUS, &sc, "scrub status"))
+			goto out;
+		if (!wait || sc.state != ARB_IOC_SCRUB_RUNNING)
+			break;
+		if (isatty(STDERR_FILENO) && sc.total_bytes)
+			fprintf(stderr, "\r%.0f%% ",
+				100.0 * (double)sc.bytes_checked /
+					(double)sc.total_bytes);
+		usleep(200 * 1000);
+	}
+	if (wait && isatty(STDERR_FILENO))
+		fprintf(stderr, "\r");
+	rc = print_status(&sc);
+out:
+	close(fd);
+	return rc;
+}
+
 int cli_scrub(int argc, char **argv)
 {
 	static const struct option lo[] = { { "image", 1, 0, 'i' },
@@ -73,6 +166,20 @@ int cli_scrub(int argc, char **argv)
 	bool quiet = false, readonly = false;
 	int c, ret;
 
+	if (argc >= 3 && (!strcmp(argv[2], "start") || !strcmp(argv[2], "status") ||
+			  !strcmp(argv[2], "cancel"))) {
+		bool wait = false;
+		int i = 3;
+		if (!strcmp(argv[2], "start") && i < argc && !strcmp(argv[i], "-B")) {
+			wait = true;
+			i++;
+		}
+		if (i != argc - 1) {
+			scrub_usage(stderr);
+			return 2;
+		}
+		return scrub_online(argv[2], argv[i], wait);
+	}
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "i:qrh", lo, NULL)) != -1) {
 		switch (c) {

@@ -101,6 +101,18 @@ struct afs {
 	pthread_mutex_t stats_lock;
 	struct arb_fs_stats stats_base;
 	uint64_t stats_start_ns;
+
+	/* ---- the background scrub (ctl.c), under scrub_lock ---- */
+	pthread_mutex_t scrub_lock;
+	pthread_t scrub_thread;
+	bool scrub_joinable;  /* a thread was started and not joined */
+	uint32_t scrub_state; /* ARB_IOC_SCRUB_* */
+	int scrub_error;
+	bool scrub_cancel;    /* atomic accesses */
+	uint64_t scrub_start_ns, scrub_end_ns;
+	struct arb_scrub_stats scrub_stats; /* written by the library */
+	uint64_t scrub_problems;
+	char scrub_lines[ARB_IOC_SCRUB_LINES][ARB_IOC_SCRUB_LINE_LEN];
 };
 
 /* ---- ctl.c: the control ioctls (arbor/ioctl.h) and request counters ---- */
@@ -112,6 +124,8 @@ uint64_t afs_op_start(enum arb_ioc_op op);
 void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns);
 /* The current request of this thread is answered with an error. */
 void afs_op_error(struct afs *afs);
+/* Cancel and wait for a running scrub (at unmount). */
+void afs_scrub_stop(struct afs *afs);
 void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	       size_t in_bufsz, size_t out_bufsz);

@@ -275,6 +275,163 @@ static int ioc_reset_stats(struct afs *afs)
 }
 
 /* Reply with the struct in buf (size bytes), its header filled in. */
+/* ---- resize ------------------------------------------------------------ */
+
+static int ioc_resize(struct afs *afs, const struct arb_ioc_resize *in,
+		      struct arb_ioc_resize *out)
+{
+	struct arb_fs_stats st;
+	const char *why = NULL;
+	int ret;
+
+	if (in->flags)
+		return -EINVAL;
+	ret = arb_fs_resize(afs->fs, in->new_size, &why);
+	if (arb_fs_get_stats(afs->fs, &st) == 0)
+		out->total = st.total_bytes;
+	if (ret && why)
+		snprintf(out->why, sizeof(out->why), "%s", why);
+	/* a failed resize still answers with the struct (why, total) */
+	return ret;
+}
+
+/* ---- scrub ------------------------------------------------------------- */
+
+/* each problem the scrub reports: logged, and the first ones kept */
+static void scrub_line(void *arg, const char *line)
+{
+	struct afs *afs = arg;
+
+	afs_log(LOG_WARNING, "scrub: %s", line);
+	pthread_mutex_lock(&afs->scrub_lock);
+	if (afs->scrub_problems < ARB_IOC_SCRUB_LINES)
+		snprintf(afs->scrub_lines[afs->scrub_problems],
+			 ARB_IOC_SCRUB_LINE_LEN, "%s", line);
+	afs->scrub_problems++;
+	pthread_mutex_unlock(&afs->scrub_lock);
+}
+
+static void *scrub_thread(void *arg)
+{
+	struct afs *afs = arg;
+	int ret;
+
+	ret = arb_fs_scrub(afs->fs, &afs->scrub_stats, scrub_line, afs,
+			   &afs->scrub_cancel);
+	pthread_mutex_lock(&afs->scrub_lock);
+	afs->scrub_end_ns = now_ns();
+	afs->scrub_error = -ret;
+	afs->scrub_state = ret == -ECANCELED ? ARB_IOC_SCRUB_CANCELLED
+			   : ret		? ARB_IOC_SCRUB_FAILED
+						: ARB_IOC_SCRUB_FINISHED;
+	pthread_mutex_unlock(&afs->scrub_lock);
+	afs_log(LOG_INFO, "scrub %s: %llu tree nodes, %llu data sectors, "
+			  "%llu corrected, %llu uncorrectable",
+		ret == -ECANCELED ? "cancelled" : ret ? "failed" : "finished",
+		(unsigned long long)afs->scrub_stats.nodes_checked,
+		(unsigned long long)afs->scrub_stats.data_sectors_checked,
+		(unsigned long long)afs->scrub_stats.nodes_corrected,
+		(unsigned long long)(afs->scrub_stats.nodes_uncorrectable +
+				     afs->scrub_stats.data_uncorrectable));
+	return NULL;
+}
+
+static int ioc_scrub_start(struct afs *afs, const struct arb_ioc_scrub *in)
+{
+	int ret = 0;
+
+	if (in->flags)
+		return -EINVAL;
+	if (afs->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&afs->scrub_lock);
+	if (afs->scrub_state == ARB_IOC_SCRUB_RUNNING) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (afs->scrub_joinable) {
+		pthread_join(afs->scrub_thread, NULL);
+		afs->scrub_joinable = false;
+	}
+	memset(afs->scrub_lines, 0, sizeof(afs->scrub_lines));
+	afs->scrub_problems = 0;
+	afs->scrub_error = 0;
+	__atomic_store_n(&afs->scrub_cancel, false, __ATOMIC_RELAXED);
+	afs->scrub_start_ns = now_ns();
+	afs->scrub_end_ns = 0;
+	afs->scrub_state = ARB_IOC_SCRUB_RUNNING;
+	ret = -pthread_create(&afs->scrub_thread, NULL, scrub_thread, afs);
+	if (ret)
+		afs->scrub_state = ARB_IOC_SCRUB_IDLE;
+	else
+		afs->scrub_joinable = true;
+out:
+	pthread_mutex_unlock(&afs->scrub_lock);
+	return ret;
+}
+
+static int ioc_scrub_status(struct afs *afs, struct arb_ioc_scrub *o)
+{
+	struct arb_scrub_stats st;
+	uint32_t state;
+
+	pthread_mutex_lock(&afs->scrub_lock);
+	state = afs->scrub_state;
+	o->state = state;
+	o->error = (uint32_t)afs->scrub_error;
+	o->elapsed_ns = state == ARB_IOC_SCRUB_IDLE ? 0
+			: afs->scrub_end_ns ? afs->scrub_end_ns - afs->scrub_start_ns
+					    : now_ns() - afs->scrub_start_ns;
+	o->nr_problems = afs->scrub_problems;
+	o->nr_lines = afs->scrub_problems < ARB_IOC_SCRUB_LINES
+			      ? (uint32_t)afs->scrub_problems
+			      : ARB_IOC_SCRUB_LINES;
+	memcpy(o->lines, afs->scrub_lines, sizeof(o->lines));
+	pthread_mutex_unlock(&afs->scrub_lock);
+	if (state == ARB_IOC_SCRUB_IDLE)
+		return 0;
+	arb_fs_scrub_snapshot(afs->fs, &afs->scrub_stats, &st);
+	o->total_bytes = st.total_bytes;
+	o->bytes_checked = st.bytes_checked;
+	o->position = st.position;
+	o->nodes_checked = st.nodes_checked;
+	o->nodes_corrected = st.nodes_corrected;
+	o->nodes_uncorrectable = st.nodes_uncorrectable;
+	o->data_sectors_checked = st.data_sectors_checked;
+	o->data_uncorrectable = st.data_uncorrectable;
+	o->data_no_csum = st.data_no_csum;
+	o->csum_errors = st.csum_errors;
+	o->read_errors = st.read_errors;
+	o->files_affected = st.files_affected;
+	return 0;
+}
+
+static int ioc_scrub_cancel(struct afs *afs)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&afs->scrub_lock);
+	if (afs->scrub_state != ARB_IOC_SCRUB_RUNNING)
+		ret = -ENOENT;
+	else
+		__atomic_store_n(&afs->scrub_cancel, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&afs->scrub_lock);
+	return ret;
+}
+
+void afs_scrub_stop(struct afs *afs)
+{
+	bool join;
+
+	pthread_mutex_lock(&afs->scrub_lock);
+	__atomic_store_n(&afs->scrub_cancel, true, __ATOMIC_RELAXED);
+	join = afs->scrub_joinable;
+	afs->scrub_joinable = false;
+	pthread_mutex_unlock(&afs->scrub_lock);
+	if (join)
+		pthread_join(afs->scrub_thread, NULL);
+}
+
 static void reply_struct(fuse_req_t req, void *buf, size_t size)
 {
 	uint32_t hdr[2] = { (uint32_t)size, ARB_IOC_VERSION };
@@ -296,7 +453,13 @@ static ssize_t ioc_out_size(unsigned int cmd)
 	case ARB_IOC_GET_STATS:
 		return sizeof(struct arb_ioc_stats);
 	case ARB_IOC_RESET_STATS:
+	case ARB_IOC_SCRUB_CANCEL:
 		return 0;
+	case ARB_IOC_RESIZE:
+		return sizeof(struct arb_ioc_resize);
+	case ARB_IOC_SCRUB_START:
+	case ARB_IOC_SCRUB_STATUS:
+		return sizeof(struct arb_ioc_scrub);
 	}
 	return -ENOTTY;
 }
@@ -311,8 +474,14 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct arb_ioc_sync s;
 		struct arb_ioc_usage u;
 		struct arb_ioc_stats st;
+		struct arb_ioc_resize r;
+		struct arb_ioc_scrub sc;
 	} out;
-	struct arb_ioc_sync in;
+	union {
+		struct arb_ioc_sync s;
+		struct arb_ioc_resize r;
+		struct arb_ioc_scrub sc;
+	} in;
 	ssize_t size = ioc_out_size(cmd);
 	int ret;
 
@@ -337,7 +506,7 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		ret = ioc_generation(afs, &out.g);
 		break;
 	case ARB_IOC_SYNC:
-		if (in_bufsz < sizeof(in)) {
+		if (in_bufsz < sizeof(in.s)) {
 			ret = -EINVAL;
 			break;
 		}
@@ -346,8 +515,49 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 			break;
 		}
 		/* in_buf has no alignment promise */
-		memcpy(&in, in_buf, sizeof(in));
-		ret = ioc_sync(afs, &in, &out.s);
+		memcpy(&in.s, in_buf, sizeof(in.s));
+		ret = ioc_sync(afs, &in.s, &out.s);
+		break;
+	case ARB_IOC_RESIZE:
+		if (in_bufsz < sizeof(in.r)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			break;
+		}
+		memcpy(&in.r, in_buf, sizeof(in.r));
+		ret = ioc_resize(afs, &in.r, &out.r);
+		if (ret && ret != -EINVAL) {
+			/* the reason travels in the struct */
+			out.r.error = (uint32_t)-ret;
+			ret = 0;
+		}
+		break;
+	case ARB_IOC_SCRUB_START:
+		if (in_bufsz < sizeof(in.sc)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			break;
+		}
+		memcpy(&in.sc, in_buf, sizeof(in.sc));
+		ret = ioc_scrub_start(afs, &in.sc);
+		if (!ret)
+			ret = ioc_scrub_status(afs, &out.sc);
+		break;
+	case ARB_IOC_SCRUB_STATUS:
+		ret = ioc_scrub_status(afs, &out.sc);
+		break;
+	case ARB_IOC_SCRUB_CANCEL:
+		ret = req_privileged(req) ? ioc_scrub_cancel(afs) : -EPERM;
+		if (!ret) {
+			fuse_reply_ioctl(req, 0, NULL, 0);
+			return;
+		}
 		break;
 	case ARB_IOC_GET_USAGE:
 		ret = ioc_usage(afs, &out.u);

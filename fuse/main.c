@@ -61,6 +61,7 @@ struct afs_config {
 	unsigned commit;
 	unsigned max_inline;
 	uint64_t cache_size;
+	uint64_t autogrow;
 	bool noatime;
 	bool readonly;
 	bool noacl;
@@ -80,6 +81,7 @@ enum {
 	KEY_COMMIT,
 	KEY_MAX_INLINE,
 	KEY_CACHE_SIZE,
+	KEY_AUTOGROW,
 	KEY_TRACE,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
@@ -96,6 +98,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("commit=", KEY_COMMIT),
 	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
@@ -128,35 +131,10 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_END
 };
 
-/* "123", "64K", "64M", "1G", "1T" (binary units); false on bad input */
+/* the library's parser, as a predicate */
 static bool parse_size(const char *s, uint64_t *out)
 {
-	unsigned long long v;
-	unsigned shift = 0;
-	char *end;
-
-	if (!*s || *s == '-' || *s == '+')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (shift && (*end == 'i' || *end == 'I') && (end[1] == 'B' || end[1] == 'b'))
-		end += 2;
-	else if (shift && (*end == 'B' || *end == 'b'))
-		end++;
-	if (*end)
-		return false;
-	if (shift && v > (UINT64_MAX >> shift))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
+	return arb_parse_size(s, out) == 0;
 }
 
 static bool parse_uint(const char *s, unsigned *out)
@@ -236,6 +214,18 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 			c->cache_size = size;
 		}
 		return 0;
+	case KEY_AUTOGROW:
+		if (!parse_size(val, &size) || size == 0) {
+			fprintf(stderr,
+				"arborfs: bad autogrow=%s: want the largest size "
+				"of the image, bytes with an optional K, M, G or "
+				"T suffix\n",
+				val);
+			c->bad = true;
+		} else {
+			c->autogrow = size;
+		}
+		return 0;
 	case KEY_TRACE:
 		if (!*val) {
 			fprintf(stderr, "arborfs: trace= needs a file name\n");
@@ -269,6 +259,8 @@ static void usage(const char *prog)
 	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
 	       "                           (default 2048)\n"
 	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
+	       "    -o autogrow=SIZE       grow a full image file (fallocate) up to\n"
+	       "                           SIZE (K/M/G/T) instead of ENOSPC\n"
 	       "                           (default 64M)\n"
 	       "    -o noatime             never update access times (default relatime)\n"
 	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
@@ -461,6 +453,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.commit_interval = c->commit;
 	fo.max_inline = c->max_inline;
 	fo.cache_bytes = (size_t)c->cache_size;
+	fo.autogrow_max = c->autogrow;
 	ret = arb_fs_open(dev, &fo, fsp, &why);
 	if (ret) {
 		fprintf(stderr, "arborfs: %s: %s (%s)\n", c->image,
@@ -570,6 +563,7 @@ int main(int argc, char *argv[])
 	if (afs_lookup_init(&afs.lookups))
 		goto out_close_fs;
 	afs_stats_init(&afs);
+	pthread_mutex_init(&afs.scrub_lock, NULL);
 
 	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
 	if (!se)
@@ -628,6 +622,7 @@ int main(int argc, char *argv[])
 	}
 	/* a signal ends the loop with the signal number: not a failure */
 	ret = ret < 0 ? 1 : 0;
+	afs_scrub_stop(&afs);
 	fuse_session_unmount(se);
 	/* the kernel forgets nothing at unmount: drop its pins, so that
 	 * unlinked inodes are freed by the final commit */

@@ -43,9 +43,15 @@ int arb_space_usage(struct arb_vol *vol, struct arb_space_usage *u)
 			break;
 		}
 		e = arb_iter_data(&it);
-		if (arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK)
+		if (arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK) {
+			const struct arb_tree_block_ref *tr =
+				(const void *)(e + 1);
 			u->metadata += k.offset;
-		else
+			/* the second copy (duplicated metadata) */
+			if (arb_iter_size(&it) >= sizeof(*e) + sizeof(*tr) &&
+			    arb_tree_block_ref_t_mirror(tr))
+				u->metadata += k.offset;
+		} else
 			u->data += k.offset;
 	}
 	arb_iter_release(&it);

@@ -91,35 +91,10 @@ static void die_usage(const char *fmt, const char *arg)
 }
 
 /* "4096", "16K", "1.5G" is not accepted; binary units K M G T [iB|B] */
+/* the library's parser, as a predicate */
 static bool parse_size(const char *s, uint64_t *out)
 {
-	unsigned long long v;
-	unsigned shift = 0;
-	char *end;
-
-	if (!*s || *s == '-' || *s == '+')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (shift && (end[0] == 'i' || end[0] == 'I') &&
-	    (end[1] == 'B' || end[1] == 'b'))
-		end += 2;
-	else if (shift && (end[0] == 'B' || end[0] == 'b'))
-		end++;
-	if (*end)
-		return false;
-	if (v > (UINT64_MAX >> shift))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
+	return arb_parse_size(s, out) == 0;
 }
 
 static void parse_args(int argc, char **argv, struct mkfs_args *a)

@@ -157,7 +157,8 @@ int fs_autogrow(struct arb_fs *fs, uint64_t need)
 			why ? why : "error", ret);
 		return -ENOSPC;
 	}
-	arb_log(ARB_LOG_INFO, "image grown to %" PRIu64 " bytes (autogrow, "
+	/* a warning: the filesystem was full, the image takes host space */
+	arb_log(ARB_LOG_WARN, "image grown to %" PRIu64 " bytes (autogrow, "
 			      "limit %" PRIu64 ")",
 		size, max);
 	return 0;

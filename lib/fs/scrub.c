@@ -348,7 +348,9 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 	bool in_data = false;
 	int ret = 0;
 
+	fs_lock(fs);
 	memset(st, 0, sizeof(*st));
+	fs_unlock(fs);
 	s.buf = malloc(ARB_SCRUB_CHUNK > 2 * fs->vol->nodesize
 			       ? ARB_SCRUB_CHUNK
 			       : 2 * fs->vol->nodesize);
@@ -362,7 +364,7 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		bool tree;
 		int level;
 
-		if (cancel && *cancel) {
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
 			ret = -ECANCELED;
 			break;
 		}
@@ -410,6 +412,16 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		fs_unlock(fs);
 	}
 	free(s.buf);
+	fs_lock(fs);
 	st->done = true;
+	fs_unlock(fs);
 	return ret;
+}
+
+void arb_fs_scrub_snapshot(struct arb_fs *fs, const struct arb_scrub_stats *st,
+			   struct arb_scrub_stats *out)
+{
+	fs_lock(fs);
+	*out = *st;
+	fs_unlock(fs);
 }

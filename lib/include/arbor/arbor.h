@@ -65,6 +65,10 @@ struct arb_fs_opts {
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
+/* "123", "64K", "64M", "1G", "2T" (binary units; "KiB"/"KB" too): 0, or
+ * -EINVAL (not a size) / -ERANGE (too large). */
+int arb_parse_size(const char *s, uint64_t *out);
+
 struct arb_mkfs_opts {
 	uint64_t size;        /* bytes; 0 = size of the existing file/device */
 	uint32_t nodesize;    /* 0 = 16 KiB */
@@ -325,6 +329,10 @@ typedef void (*arb_scrub_report_fn)(void *arg, const char *line);
 int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		 arb_scrub_report_fn report, void *arg,
 		 volatile const bool *cancel);
+/* A consistent copy of the counters of a scrub running in another thread
+ * (arb_fs_scrub updates them, and calls report, with the volume locked). */
+void arb_fs_scrub_snapshot(struct arb_fs *fs, const struct arb_scrub_stats *st,
+			   struct arb_scrub_stats *out);
 
 /*
  * Grow or shrink the filesystem (and its image file) to size bytes,

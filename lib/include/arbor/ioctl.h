@@ -221,12 +221,86 @@ struct arb_ioc_stats {
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
 
+/*
+ * ARB_IOC_RESIZE: grow or shrink the filesystem and its image file to
+ * size bytes (privileged).  Shrinking only gives back free space at the
+ * end (error EBUSY when something lives there).  128 bytes.
+ */
+struct arb_ioc_resize {
+	__u32 size;
+	__u32 version;
+	/* in: flags, none defined yet: 0 */
+	__u64 flags;
+	/* in: the new size in bytes (rounded down to the sector size) */
+	__u64 new_size;
+	/* out: the size after the call */
+	__u64 total;
+	/* out: 0, or the errno (positive) of a resize that failed: the
+	 * ioctl itself then succeeds, so that why reaches the caller */
+	__u32 error;
+	__u32 pad;
+	/* out: on failure, why (NUL-terminated) */
+	char why[88];
+};
+
+/*
+ * ARB_IOC_SCRUB_START (privileged) starts a scrub in the background of the
+ * daemon (EBUSY if one runs); ARB_IOC_SCRUB_STATUS (anyone) reports the
+ * running or last scrub; ARB_IOC_SCRUB_CANCEL (privileged) stops it.
+ * A scrub reads every tree node (every copy) and data block in use,
+ * verifies its checksum and rewrites a bad copy of a node from a good one.
+ * 2048 bytes.
+ */
+#define ARB_IOC_SCRUB_IDLE 0     /* none since mount */
+#define ARB_IOC_SCRUB_RUNNING 1
+#define ARB_IOC_SCRUB_FINISHED 2
+#define ARB_IOC_SCRUB_CANCELLED 3
+#define ARB_IOC_SCRUB_FAILED 4   /* the walk itself failed: error */
+#define ARB_IOC_SCRUB_LINES 12   /* problem lines kept (the first ones) */
+#define ARB_IOC_SCRUB_LINE_LEN 128
+struct arb_ioc_scrub {
+	__u32 size;
+	__u32 version;
+	/* in (start): flags, none defined yet: 0 */
+	__u64 flags;
+	/* out: ARB_IOC_SCRUB_* */
+	__u32 state;
+	/* out: errno (positive) when FAILED */
+	__u32 error;
+	/* out: ns since it started, and its duration once over */
+	__u64 elapsed_ns;
+	/* out: bytes in use at the start, bytes read so far, address reached */
+	__u64 total_bytes;
+	__u64 bytes_checked;
+	__u64 position;
+	/* out: counters (struct arb_scrub_stats of arbor.h) */
+	__u64 nodes_checked;
+	__u64 nodes_corrected;
+	__u64 nodes_uncorrectable;
+	__u64 data_sectors_checked;
+	__u64 data_uncorrectable;
+	__u64 data_no_csum;
+	__u64 csum_errors;
+	__u64 read_errors;
+	__u64 files_affected;
+	/* out: problem lines reported, and how many are below */
+	__u64 nr_problems;
+	__u32 nr_lines;
+	__u32 pad;
+	__u64 reserved[46];
+	char lines[ARB_IOC_SCRUB_LINES][ARB_IOC_SCRUB_LINE_LEN];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
 #define ARB_IOC_GET_STATS _IOR(ARB_IOC_MAGIC, 4, struct arb_ioc_stats)
 /* privileged: start the counters of ARB_IOC_GET_STATS from zero */
 #define ARB_IOC_RESET_STATS _IO(ARB_IOC_MAGIC, 5)
+#define ARB_IOC_RESIZE _IOWR(ARB_IOC_MAGIC, 6, struct arb_ioc_resize)
+#define ARB_IOC_SCRUB_START _IOWR(ARB_IOC_MAGIC, 7, struct arb_ioc_scrub)
+#define ARB_IOC_SCRUB_STATUS _IOR(ARB_IOC_MAGIC, 8, struct arb_ioc_scrub)
+#define ARB_IOC_SCRUB_CANCEL _IO(ARB_IOC_MAGIC, 9)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -235,6 +309,8 @@ _Static_assert(sizeof(struct arb_ioc_usage) == 256, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_op_stat) == 32, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_stats) == 2560, "ioctl ABI");
 _Static_assert(ARB_IOC_OP_NR <= ARB_IOC_OPS_MAX, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_resize) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_scrub) == 2048, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
