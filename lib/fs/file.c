@@ -574,6 +574,11 @@ static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
 	buf = malloc(fs->bs);
 	if (!buf)
 		return -ENOMEM;
+	if (!im->nr) {
+		/* the first dirty block since the last flush */
+		im->disk_size = in->size;
+		im->force_flush = false;
+	}
 	if (load && idx * (uint64_t)fs->bs < in->size) {
 		ret = read_tree(fs, in->ino, idx * (uint64_t)fs->bs, fs->bs,
 				buf);
@@ -750,7 +755,11 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		in.mtime = in.ctime = now;
 	}
 	fs->user_bytes_written += size;
-	r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
+	r = fs_inode_write(fs, t, &in);
+	/* after the inode item: a flush of this inode reads its size */
+	if (!r && fs->dirty_bytes > ARB_FLUSH_BATCH)
+		r = fs_flush_some(fs, t);
+	r = fs_op_end(fs, t, r);
 	ret = r ? r : (ssize_t)size;
 	goto out;
 out_cancel:
@@ -929,6 +938,48 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 	if (ret)
 		return ret;
 	fs_imem_drop_blocks(fs, im, 0);
+	im->force_flush = false;
+	return 0;
+}
+
+/*
+ * May an fsync's commit leave im's delayed data in memory?  Only when the
+ * committed tree stays consistent without it: every dirty block lies wholly
+ * inside the size the file had when its first dirty block was made (pure
+ * overwrites: the tree keeps the old data, which an unsynced overwrite may
+ * show after a crash, as ext4 and btrfs do), nothing but writes dirtied it,
+ * and the file is not small enough to live inline.  A file that grew must
+ * be flushed: its i_size is in the tree already.
+ */
+static bool fsync_may_skip(struct arb_fs *fs, const struct arb_imem *im)
+{
+	uint64_t last_end;
+
+	if (im->ino == fs->fsync_ino || im->force_flush || !im->nr)
+		return false;
+	if (im->disk_size <= fs->max_inline)
+		return false;
+	last_end = (im->blocks[im->nr - 1].idx + 1) * (uint64_t)fs->bs;
+	return last_end <= im->disk_size;
+}
+
+int fs_flush_some(struct arb_fs *fs, struct arb_txn *t)
+{
+	struct arb_imem *im, *next;
+	int ret;
+
+	for (im = fs->dirty_list; im && fs->dirty_bytes > ARB_FLUSH_BATCH / 2;
+	     im = next) {
+		next = im->dirty_next;
+		ret = fs_flush_inode(fs, t, im);
+		if (ret) {
+			arb_log(ARB_LOG_ERR,
+				"writing delayed data of inode %llu failed (%d)",
+				(unsigned long long)im->ino, ret);
+			return ret;
+		}
+		/* not put_if_idle: the caller may hold this entry */
+	}
 	return 0;
 }
 
@@ -939,9 +990,12 @@ int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)
 	struct arb_imem *im, *next;
 
 	/* only entries that got dirty blocks since their last flush; each
-	 * leaves the list when put_if_idle finds it clean */
+	 * leaves the list when put_if_idle finds it clean.  For an fsync,
+	 * other files' pure overwrites stay in memory for a later commit. */
 	for (im = fs->dirty_list; im; im = next) {
 		next = im->dirty_next;
+		if (fs->fsync_ino && fsync_may_skip(fs, im))
+			continue;
 		ret = fs_flush_inode(fs, t, im);
 		if (ret) {
 			arb_log(ARB_LOG_ERR,
@@ -972,6 +1026,7 @@ int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in, uint64_t size)
 			im = fs_imem_get(fs, in->ino, true);
 			if (!im)
 				return -ENOMEM;
+			im->force_flush = true;
 			return dirty_block(fs, im, in, 0, true, &b);
 		}
 		return 0;
@@ -988,10 +1043,12 @@ int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in, uint64_t size)
 	ret = ext_next(fs, in->ino, size, &e, NULL);
 	if (ret < 0)
 		goto out;
-	if (ret == 0 && e.type == ARB_FILE_EXTENT_REG && e.start <= size)
+	if (ret == 0 && e.type == ARB_FILE_EXTENT_REG && e.start <= size) {
 		ret = dirty_block(fs, im, in, size / bs, true, &b);
-	else
+		im->force_flush = true;
+	} else {
 		ret = 0;
+	}
 out:
 	fs_imem_put_if_idle(fs, im);
 	return ret;
@@ -1058,6 +1115,7 @@ static int zero_partial(struct arb_fs *fs, struct arb_imem *im,
 		if (ret == 1 || e.start >= b || e.type == ARB_FILE_EXTENT_PREALLOC)
 			return 0;
 		ret = dirty_block(fs, im, in, idx, true, &buf);
+		im->force_flush = true;
 		if (ret)
 			return ret;
 	}
@@ -1196,6 +1254,7 @@ int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
 	if (!dmap_find(im, 0) && has_inline(fs, ino)) {
 		uint8_t *b0;
 		ret = dirty_block(fs, im, &in, 0, true, &b0);
+		im->force_flush = true;
 		if (ret)
 			goto out_cancel;
 	}

@@ -735,11 +735,23 @@ int arb_fs_sync(struct arb_fs *fs)
 
 int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
 {
-	(void)ino;
+	int ret = 0;
+
 	(void)datasync;
-	/* a commit is the only durability point; it is cheap when little
-	 * changed (only dirty nodes are written) */
-	return arb_fs_sync(fs);
+	/* A commit is the only durability point.  It writes this file's
+	 * delayed data and the tree changes of everything, but leaves other
+	 * files' pure overwrites in memory (fs_flush_all), so that fsync
+	 * does not pay for a background writer's data. */
+	fs_lock(fs);
+	if (fs->failed) {
+		ret = -EIO;
+	} else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
+		fs->fsync_ino = ino ? ino : UINT64_MAX;
+		ret = fs_commit(fs);
+		fs->fsync_ino = 0;
+	}
+	fs_unlock(fs);
+	return ret;
 }
 
 /* ---- statfs, stats, check --------------------------------------------- */

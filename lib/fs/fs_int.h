@@ -54,6 +54,11 @@
 #define ARB_SYMLINK_MAX 4095
 /* dirty data of all inodes together past which it is written out */
 #define ARB_DIRTY_LIMIT (64ULL << 20)
+/* delayed data past this is written out (into the running transaction,
+ * without a commit) by the writes that add more: the writer pays for its
+ * data as it goes, so that neither an fsync of another file nor the next
+ * commit has to write a large backlog while holding the lock */
+#define ARB_FLUSH_BATCH (16ULL << 20)
 /* largest extent delayed allocation asks for */
 #define ARB_MAX_EXTENT (128ULL << 20)
 /* metadata bytes an ordinary operation must find free (in nodes) */
@@ -97,6 +102,11 @@ struct arb_imem {
 	 * point since the last flush) */
 	struct arb_imem *dirty_next, *dirty_prev;
 	bool on_dirty;
+	/* i_size when the first of the current dirty blocks was made, and
+	 * whether something other than a write within that size dirtied it
+	 * (truncate, fallocate): see fs_flush_for_fsync */
+	uint64_t disk_size;
+	bool force_flush;
 };
 
 /* first size of the open inode table; it doubles as entries are added, as
@@ -132,6 +142,9 @@ struct arb_fs {
 	struct arb_imem **imem;     /* hash table of imem_buckets chains */
 	size_t imem_buckets;        /* a power of two */
 	size_t imem_count;
+	/* inode an fsync commits for (0: a full commit, every inode's
+	 * delayed data is written) */
+	uint64_t fsync_ino;
 	struct arb_imem *dirty_list; /* entries with dirty blocks: the flush
 				      * walks these, not every pinned inode */
 	uint64_t dirty_bytes; /* sum of dirty blocks * bs */
@@ -231,6 +244,9 @@ int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 /* ---- file.c ---- */
 int fs_flush_all(struct arb_fs *fs, struct arb_txn *t);
 int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
+/* write delayed data of dirty inodes until at most ARB_FLUSH_BATCH / 2
+ * bytes are left */
+int fs_flush_some(struct arb_fs *fs, struct arb_txn *t);
 /* crc32c of a data sector, as stored in EXTENT_CSUM items */
 static inline uint32_t fs_data_csum(const void *buf, size_t len)
 {
