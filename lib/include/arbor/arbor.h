@@ -403,7 +403,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(FILE_OVERLAP, 24, "file-extent-overlap", 0,                          \
 	  "file extent items of one file overlap")                             \
 	x(UNEXPECTED, 25, "unexpected-item", 0,                                \
-	  "item of an unexpected type")
+	  "item of an unexpected type")                                        \
+	x(NODE_COPY, 26, "node-copy-bad", 1,                                   \
+	  "one copy of a tree node is bad or differs (rewritten from the good copy)")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
