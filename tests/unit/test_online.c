@@ -31,6 +31,7 @@ static int second_ret;
 static const struct arb_cred cr = { 0, 0 };
 
 static void mutate(void);
+static void mutate_round(void);
 
 static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
 		   enum arb_io_kind kind)
@@ -109,8 +110,39 @@ static void put_file(struct arb_fs *fs, const char *name, size_t size,
 	free(buf);
 }
 
+#define FAT_FILES 4
+#define FAT_SIZE (2 * MiB)
+static bool hook_fill;
+
+/* replace every fat file by a new one: needs the space the old ones used */
+static void refill(void)
+{
+	char name[32];
+
+	for (int i = 0; i < FAT_FILES; i++) {
+		snprintf(name, sizeof(name), "fat%d", i);
+		ck_assert_int_eq(arb_fs_unlink(live, ARB_ROOT_INO, name), 0);
+	}
+	ck_assert_int_eq(arb_fs_sync(live), 0);
+	for (int i = 0; i < FAT_FILES; i++) {
+		snprintf(name, sizeof(name), "fat%d", i);
+		put_file(live, name, FAT_SIZE, 'A' + i);
+		ck_assert_int_eq(arb_fs_sync(live), 0);
+	}
+}
+
 /* one round of changes by "another thread", committed */
 static void mutate(void)
+{
+	if (hook_fill) {
+		if (hook_rounds++ == 0)
+			refill();
+		return;
+	}
+	mutate_round();
+}
+
+static void mutate_round(void)
 {
 	char name[32];
 	unsigned r = hook_rounds++;
@@ -158,7 +190,7 @@ static void setup(void)
 	live = NULL;
 	hook_every = hook_reads = hook_rounds = 0;
 	held_seen = 0;
-	hook_yield = hook_second = false;
+	hook_yield = hook_second = hook_fill = false;
 	second_ret = 0;
 }
 
@@ -253,6 +285,40 @@ START_TEST(test_check_yields)
 }
 END_TEST
 
+/*
+ * A filesystem that needs the space of the blocks the check holds: the
+ * writes succeed, the check is cancelled (out of space).
+ */
+START_TEST(test_check_gives_space)
+{
+	struct arb_check_result r = { 0 };
+	struct arb_online_check oc;
+	struct arb_fs_usage u;
+	char name[32];
+	int ret;
+
+	live = open_fs(true);
+	for (int i = 0; i < FAT_FILES; i++) {
+		snprintf(name, sizeof(name), "fat%d", i);
+		put_file(live, name, FAT_SIZE, 'a' + i);
+	}
+	ck_assert_int_eq(arb_fs_sync(live), 0);
+	ck_assert_int_eq(arb_fs_usage(live, &u), 0);
+	/* the replacement does not fit next to the held old files */
+	ck_assert_uint_lt(u.available, (uint64_t)FAT_FILES * FAT_SIZE);
+	hook_every = 2;
+	hook_fill = true;
+	ret = arb_fs_check_online(live, &r, NULL, &oc, NULL);
+	hook_every = 0;
+	ck_assert_uint_ge(hook_rounds, 1);
+	ck_assert_int_eq(ret, -ECANCELED);
+	ck_assert(oc.out_of_space);
+	ck_assert_int_eq(arb_fs_close(live), 0);
+	live = NULL;
+	offline_clean();
+}
+END_TEST
+
 /* one at a time; a caller's cancel */
 START_TEST(test_check_busy_cancel)
 {
@@ -297,6 +363,7 @@ static Suite *online_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_check_while_writing);
 	tcase_add_test(tc, test_check_yields);
+	tcase_add_test(tc, test_check_gives_space);
 	tcase_add_test(tc, test_check_busy_cancel);
 	tcase_add_test(tc, test_check_readonly);
 	suite_add_tcase(s, tc);
