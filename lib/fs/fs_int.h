@@ -17,6 +17,7 @@
  *   fs_problem.c  the table of named fsck problems, the record list
  *   fs_extcheck.c data extent counts, back-references, data checksums
  *   fs_repair.c   fsck's check as records, repair, undo of a repair
+ *   fs_online.c   the check online: a held generation, a read-only view
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
  * everything below (struct arb_fs fields included) is protected by it.
