@@ -6,6 +6,7 @@
 # generation moved on meanwhile; --status shows the last result; a user
 # without privilege may read the status but not start a check; a path
 # outside arborfs is refused; the unmounted image is clean (fsck -n).
+# Unmounting while a check runs cancels it (the daemon exits cleanly).
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -110,5 +111,19 @@ cat "$TMP/writer.log"
 grep -q "check of generation $gen1: clean" "$DAEMON_LOG" ||
 	soft_fail "the daemon did not log the check"
 fs_umount
+check_fsck
+
+log "unmount while a check runs: the daemon cancels it and exits cleanly"
+fs_mount
+python3 - "$MNT" <<'PY' || fail "ARB_IOC_CHECK_START failed"
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+buf = bytearray(4096)
+fcntl.ioctl(fd, 0xd000410a, buf)   # ARB_IOC_CHECK_START
+os.close(fd)
+PY
+fs_umount
+grep -q "check of generation [0-9]*\( cancelled\|: clean\)" "$DAEMON_LOG" ||
+	soft_fail "the daemon did not log the end of the check"
 check_fsck
 finish
