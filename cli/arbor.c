@@ -15,6 +15,7 @@
  *   arbor filesystem usage [--json] PATH
  *   arbor filesystem sync [--json] PATH
  *   arbor filesystem generation [--json] PATH
+ *   arbor check [-q] PATH | --status PATH   (check.c)
  *
  * Subvolumes, snapshots, find-new, send/receive and scrub come later.
  */
@@ -35,6 +36,7 @@ static void usage(FILE *f)
 		   "       arbor dump --image IMG [TREE-ID]\n"
 		   "       arbor scrub start [-B]|status|cancel PATH\n"
 		   "       arbor scrub --image IMG [-r] [-q]\n"
+		   "       arbor check [-q] PATH | --status PATH\n"
 		   "       arbor filesystem stats [--json] [--reset] PATH\n"
 		   "       arbor filesystem usage [--json] PATH\n"
 		   "       arbor filesystem sync [--json] PATH\n"
@@ -176,6 +178,8 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (!strcmp(cmd, "scrub"))
 		return cli_scrub(argc, argv);
+	if (!strcmp(cmd, "check"))
+		return cli_check(argc, argv);
 	if (!strcmp(cmd, "filesystem") || !strcmp(cmd, "fs"))
 		return arbor_filesystem(argc - 1, argv + 1);
 	optind = 2;

@@ -19,6 +19,8 @@ int cli_resize(int argc, char **argv);
 
 /* "arbor scrub ..." (argv[1] is "scrub"); returns the exit status */
 int cli_scrub(int argc, char **argv);
+/* "arbor check ..." (argv[1] is "check"); returns the exit status */
+int cli_check(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

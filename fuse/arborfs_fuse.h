@@ -113,6 +113,19 @@ struct afs {
 	struct arb_scrub_stats scrub_stats; /* written by the library */
 	uint64_t scrub_problems;
 	char scrub_lines[ARB_IOC_SCRUB_LINES][ARB_IOC_SCRUB_LINE_LEN];
+
+	/* ---- the background online check (ctl.c), under check_lock ---- */
+	pthread_mutex_t check_lock;
+	pthread_t check_thread;
+	bool check_joinable;  /* a thread was started and not joined */
+	uint32_t check_state; /* ARB_IOC_CHECK_* */
+	int check_error;      /* positive errno */
+	bool check_cancel;    /* atomic accesses */
+	uint64_t check_start_ns, check_end_ns;
+	/* progress, written by the library (atomic accesses) */
+	struct arb_online_check check_oc;
+	uint64_t check_nodes, check_items, check_sectors, check_problems;
+	char check_lines[ARB_IOC_CHECK_LINES][ARB_IOC_CHECK_LINE_LEN];
 };
 
 /* ---- ctl.c: the control ioctls (arbor/ioctl.h) and request counters ---- */
@@ -126,6 +139,8 @@ void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns);
 void afs_op_error(struct afs *afs);
 /* Cancel and wait for a running scrub (at unmount). */
 void afs_scrub_stop(struct afs *afs);
+/* Cancel and wait for a running online check (at unmount). */
+void afs_check_stop(struct afs *afs);
 void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	       size_t in_bufsz, size_t out_bufsz);

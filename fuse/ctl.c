@@ -432,6 +432,168 @@ void afs_scrub_stop(struct afs *afs)
 		pthread_join(afs->scrub_thread, NULL);
 }
 
+/* ---- online check -------------------------------------------------------- */
+
+/* most problem lines one check writes to the log */
+#define CHECK_LOG_MAX 1000
+
+static void *check_thread(void *arg)
+{
+	struct afs *afs = arg;
+	struct arb_check_result r = { 0 };
+	char *text = NULL;
+	size_t len = 0, n = 0;
+	FILE *mem;
+	int ret;
+
+	mem = open_memstream(&text, &len);
+	ret = mem ? arb_fs_check_online(afs->fs, &r, mem, &afs->check_oc,
+					&afs->check_cancel)
+		  : -ENOMEM;
+	if (mem)
+		fclose(mem);
+	pthread_mutex_lock(&afs->check_lock);
+	for (char *p = text, *nl; ret != -ECANCELED && p && *p; p = nl + 1) {
+		nl = strchr(p, '\n');
+		if (!nl)
+			nl = p + strlen(p);
+		if (n < ARB_IOC_CHECK_LINES)
+			snprintf(afs->check_lines[n], ARB_IOC_CHECK_LINE_LEN,
+				 "%.*s", (int)(nl - p), p);
+		if (n < CHECK_LOG_MAX)
+			afs_log(LOG_WARNING, "check: %.*s", (int)(nl - p), p);
+		n++;
+		if (!*nl)
+			break;
+	}
+	afs->check_end_ns = now_ns();
+	afs->check_nodes = r.nodes;
+	afs->check_items = r.items;
+	afs->check_sectors = r.sectors;
+	afs->check_problems = r.nr;
+	if (ret == -ECANCELED) {
+		afs->check_state = ARB_IOC_CHECK_CANCELLED;
+		afs->check_error = __atomic_load_n(&afs->check_oc.out_of_space,
+						   __ATOMIC_RELAXED)
+					   ? ENOSPC
+					   : ECANCELED;
+	} else if (ret && ret != -EUCLEAN) {
+		afs->check_state = ARB_IOC_CHECK_FAILED;
+		afs->check_error = -ret;
+	} else {
+		afs->check_state = ARB_IOC_CHECK_FINISHED;
+		afs->check_error = 0;
+	}
+	pthread_mutex_unlock(&afs->check_lock);
+	if (ret == -ECANCELED || (ret && ret != -EUCLEAN))
+		afs_log(ret == -ECANCELED ? LOG_INFO : LOG_ERR,
+			"check of generation %llu %s: %s",
+			(unsigned long long)afs->check_oc.generation,
+			ret == -ECANCELED ? "cancelled" : "failed",
+			strerror(afs->check_error));
+	else
+		afs_log(r.nr ? LOG_WARNING : LOG_INFO,
+			"check of generation %llu: %s, %llu nodes, %llu items, "
+			"%llu data sectors, %zu problem%s",
+			(unsigned long long)afs->check_oc.generation,
+			r.nr ? "ERRORS" : "clean", (unsigned long long)r.nodes,
+			(unsigned long long)r.items,
+			(unsigned long long)r.sectors, r.nr,
+			r.nr == 1 ? "" : "s");
+	arb_check_result_free(&r);
+	free(text);
+	return NULL;
+}
+
+static int ioc_check_start(struct afs *afs, const struct arb_ioc_check *in)
+{
+	int ret = 0;
+
+	if (in->flags)
+		return -EINVAL;
+	pthread_mutex_lock(&afs->check_lock);
+	if (afs->check_state == ARB_IOC_CHECK_RUNNING) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (afs->check_joinable) {
+		pthread_join(afs->check_thread, NULL);
+		afs->check_joinable = false;
+	}
+	memset(afs->check_lines, 0, sizeof(afs->check_lines));
+	afs->check_nodes = afs->check_items = afs->check_sectors = 0;
+	afs->check_problems = 0;
+	afs->check_error = 0;
+	__atomic_store_n(&afs->check_oc.generation, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&afs->check_oc.bytes_used, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&afs->check_oc.bytes_read, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&afs->check_cancel, false, __ATOMIC_RELAXED);
+	afs->check_start_ns = now_ns();
+	afs->check_end_ns = 0;
+	afs->check_state = ARB_IOC_CHECK_RUNNING;
+	ret = -pthread_create(&afs->check_thread, NULL, check_thread, afs);
+	if (ret)
+		afs->check_state = ARB_IOC_CHECK_IDLE;
+	else
+		afs->check_joinable = true;
+out:
+	pthread_mutex_unlock(&afs->check_lock);
+	return ret;
+}
+
+static int ioc_check_status(struct afs *afs, struct arb_ioc_check *o)
+{
+	pthread_mutex_lock(&afs->check_lock);
+	o->state = afs->check_state;
+	o->error = (uint32_t)afs->check_error;
+	o->elapsed_ns = o->state == ARB_IOC_CHECK_IDLE ? 0
+			: afs->check_end_ns
+				? afs->check_end_ns - afs->check_start_ns
+				: now_ns() - afs->check_start_ns;
+	o->generation = __atomic_load_n(&afs->check_oc.generation,
+					__ATOMIC_RELAXED);
+	o->bytes_used = __atomic_load_n(&afs->check_oc.bytes_used,
+					__ATOMIC_RELAXED);
+	o->bytes_read = __atomic_load_n(&afs->check_oc.bytes_read,
+					__ATOMIC_RELAXED);
+	o->nodes = afs->check_nodes;
+	o->items = afs->check_items;
+	o->sectors = afs->check_sectors;
+	o->nr_problems = afs->check_problems;
+	o->nr_lines = afs->check_problems < ARB_IOC_CHECK_LINES
+			      ? (uint32_t)afs->check_problems
+			      : ARB_IOC_CHECK_LINES;
+	memcpy(o->lines, afs->check_lines, sizeof(o->lines));
+	pthread_mutex_unlock(&afs->check_lock);
+	return 0;
+}
+
+static int ioc_check_cancel(struct afs *afs)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&afs->check_lock);
+	if (afs->check_state != ARB_IOC_CHECK_RUNNING)
+		ret = -ENOENT;
+	else
+		__atomic_store_n(&afs->check_cancel, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&afs->check_lock);
+	return ret;
+}
+
+void afs_check_stop(struct afs *afs)
+{
+	bool join;
+
+	pthread_mutex_lock(&afs->check_lock);
+	__atomic_store_n(&afs->check_cancel, true, __ATOMIC_RELAXED);
+	join = afs->check_joinable;
+	afs->check_joinable = false;
+	pthread_mutex_unlock(&afs->check_lock);
+	if (join)
+		pthread_join(afs->check_thread, NULL);
+}
+
 static void reply_struct(fuse_req_t req, void *buf, size_t size)
 {
 	uint32_t hdr[2] = { (uint32_t)size, ARB_IOC_VERSION };
@@ -454,7 +616,11 @@ static ssize_t ioc_out_size(unsigned int cmd)
 		return sizeof(struct arb_ioc_stats);
 	case ARB_IOC_RESET_STATS:
 	case ARB_IOC_SCRUB_CANCEL:
+	case ARB_IOC_CHECK_CANCEL:
 		return 0;
+	case ARB_IOC_CHECK_START:
+	case ARB_IOC_CHECK_STATUS:
+		return sizeof(struct arb_ioc_check);
 	case ARB_IOC_RESIZE:
 		return sizeof(struct arb_ioc_resize);
 	case ARB_IOC_SCRUB_START:
@@ -476,11 +642,13 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct arb_ioc_stats st;
 		struct arb_ioc_resize r;
 		struct arb_ioc_scrub sc;
+		struct arb_ioc_check ck;
 	} out;
 	union {
 		struct arb_ioc_sync s;
 		struct arb_ioc_resize r;
 		struct arb_ioc_scrub sc;
+		struct arb_ioc_check ck;
 	} in;
 	ssize_t size = ioc_out_size(cmd);
 	int ret;
@@ -554,6 +722,30 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		break;
 	case ARB_IOC_SCRUB_CANCEL:
 		ret = req_privileged(req) ? ioc_scrub_cancel(afs) : -EPERM;
+		if (!ret) {
+			fuse_reply_ioctl(req, 0, NULL, 0);
+			return;
+		}
+		break;
+	case ARB_IOC_CHECK_START:
+		if (in_bufsz < sizeof(in.ck)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			break;
+		}
+		memcpy(&in.ck, in_buf, sizeof(in.ck));
+		ret = ioc_check_start(afs, &in.ck);
+		if (!ret)
+			ret = ioc_check_status(afs, &out.ck);
+		break;
+	case ARB_IOC_CHECK_STATUS:
+		ret = ioc_check_status(afs, &out.ck);
+		break;
+	case ARB_IOC_CHECK_CANCEL:
+		ret = req_privileged(req) ? ioc_check_cancel(afs) : -EPERM;
 		if (!ret) {
 			fuse_reply_ioctl(req, 0, NULL, 0);
 			return;

@@ -564,6 +564,7 @@ int main(int argc, char *argv[])
 		goto out_close_fs;
 	afs_stats_init(&afs);
 	pthread_mutex_init(&afs.scrub_lock, NULL);
+	pthread_mutex_init(&afs.check_lock, NULL);
 
 	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
 	if (!se)
@@ -623,6 +624,7 @@ int main(int argc, char *argv[])
 	/* a signal ends the loop with the signal number: not a failure */
 	ret = ret < 0 ? 1 : 0;
 	afs_scrub_stop(&afs);
+	afs_check_stop(&afs);
 	fuse_session_unmount(se);
 	/* the kernel forgets nothing at unmount: drop its pins, so that
 	 * unlinked inodes are freed by the final commit */

@@ -42,8 +42,22 @@ struct arb_free_space {
 	uint64_t meta_cursor, data_cursor; /* sector numbers */
 	uint64_t mirror_cursor; /* second copies of tree nodes */
 	uint64_t reserve; /* sectors kept for tree nodes */
-	struct range { uint64_t start, len; } *pinned; /* sectors */
+	/* freed by the running transaction, released after its commit;
+	 * hold: the range belongs to the held generation (see below) */
+	struct range { uint64_t start, len; bool hold; } *pinned; /* sectors */
 	size_t nr_pinned, cap_pinned;
+	/*
+	 * A hold (arb_free_space_hold): every block of generation hold_gen
+	 * that a later commit frees stays used in the map, on the held list,
+	 * until arb_free_space_release, so that a reader of hold_gen (the
+	 * online check) never sees it overwritten.  Not on disk: a crash
+	 * forgets the hold and the next open finds these blocks free.
+	 */
+	bool holding;
+	uint64_t hold_gen;
+	struct range *held;
+	size_t nr_held, cap_held;
+	uint64_t held_sectors;
 };
 
 struct data_delta {
@@ -232,6 +246,7 @@ void arb_free_space_destroy(struct arb_vol *vol)
 		return;
 	free(vol->fsp->bits);
 	free(vol->fsp->pinned);
+	free(vol->fsp->held);
 	free(vol->fsp);
 	vol->fsp = NULL;
 }
@@ -244,7 +259,7 @@ uint64_t arb_free_bytes(struct arb_vol *vol)
 uint64_t arb_used_bytes(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
-	uint64_t pinned = 0;
+	uint64_t pinned = f->held_sectors;
 
 	for (size_t i = 0; i < f->nr_pinned; i++)
 		pinned += f->pinned[i].len;
@@ -269,31 +284,117 @@ bool arb_free_space_test(struct arb_vol *vol, uint64_t bytenr, uint64_t len,
 	return true;
 }
 
-static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len)
+static int range_add(struct range **v, size_t *nr, size_t *cap,
+		     struct range r)
 {
-	struct arb_free_space *f = vol->fsp;
-
-	if (f->nr_pinned == f->cap_pinned) {
-		size_t cap = f->cap_pinned ? f->cap_pinned * 2 : 256;
-		void *p = realloc(f->pinned, cap * sizeof(*f->pinned));
+	if (*nr == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		void *p = realloc(*v, ncap * sizeof(**v));
 		if (!p)
 			return -ENOMEM;
-		f->pinned = p;
-		f->cap_pinned = cap;
+		*v = p;
+		*cap = ncap;
 	}
-	f->pinned[f->nr_pinned].start = start / vol->sectorsize;
-	f->pinned[f->nr_pinned].len = len / vol->sectorsize;
-	f->nr_pinned++;
+	(*v)[(*nr)++] = r;
 	return 0;
+}
+
+/* gen: the generation that allocated the range (a held generation keeps
+ * the ranges it references) */
+static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
+		     uint64_t gen)
+{
+	struct arb_free_space *f = vol->fsp;
+	struct range r = { start / vol->sectorsize, len / vol->sectorsize,
+			   f->holding && gen <= f->hold_gen };
+
+	return range_add(&f->pinned, &f->nr_pinned, &f->cap_pinned, r);
 }
 
 void arb_free_space_unpin(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
 
-	for (size_t i = 0; i < f->nr_pinned; i++)
-		bits_set(f, f->pinned[i].start, f->pinned[i].len, false);
+	for (size_t i = 0; i < f->nr_pinned; i++) {
+		struct range *r = &f->pinned[i];
+		/* on allocation failure the range is released: the reader of
+		 * the held generation may then read a reused block, which
+		 * its validation catches; the filesystem stays right */
+		if (r->hold && range_add(&f->held, &f->nr_held, &f->cap_held,
+					 *r) == 0) {
+			f->held_sectors += r->len;
+			continue;
+		}
+		bits_set(f, r->start, r->len, false);
+	}
 	f->nr_pinned = 0;
+}
+
+int arb_free_space_hold(struct arb_vol *vol, uint64_t gen)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	if (f->holding)
+		return -EBUSY;
+	f->holding = true;
+	f->hold_gen = gen;
+	/* what the running transaction freed so far is still referenced by
+	 * the last commit: held too */
+	for (size_t i = 0; i < f->nr_pinned; i++)
+		f->pinned[i].hold = gen == vol->generation;
+	return 0;
+}
+
+void arb_free_space_release(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	for (size_t i = 0; i < f->nr_held; i++)
+		bits_set(f, f->held[i].start, f->held[i].len, false);
+	for (size_t i = 0; i < f->nr_pinned; i++)
+		f->pinned[i].hold = false;
+	free(f->held);
+	f->held = NULL;
+	f->nr_held = f->cap_held = 0;
+	f->held_sectors = 0;
+	f->holding = false;
+	f->hold_gen = 0;
+}
+
+uint64_t arb_free_space_held(struct arb_vol *vol, bool *holding)
+{
+	if (holding)
+		*holding = vol->fsp->holding;
+	return vol->fsp->held_sectors * vol->sectorsize;
+}
+
+int arb_free_space_reload(struct arb_vol *vol)
+{
+	struct arb_free_space *old = vol->fsp;
+	int ret;
+
+	vol->fsp = NULL;
+	ret = arb_free_space_load(vol);
+	if (ret) {
+		vol->fsp = old;
+		return ret;
+	}
+	if (old) {
+		struct arb_free_space *f = vol->fsp;
+		for (size_t i = 0; i < old->nr_held; i++)
+			bits_set(f, old->held[i].start, old->held[i].len, true);
+		f->holding = old->holding;
+		f->hold_gen = old->hold_gen;
+		f->held = old->held;
+		f->nr_held = old->nr_held;
+		f->cap_held = old->cap_held;
+		f->held_sectors = old->held_sectors;
+		f->reserve = old->reserve;
+		free(old->bits);
+		free(old->pinned);
+		free(old);
+	}
+	return 0;
 }
 
 /* ---- delayed references ------------------------------------------------- */
@@ -601,9 +702,9 @@ static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 				 len / vol->sectorsize, false);
 		return 0;
 	}
-	ret = pin_range(vol, bytenr, len);
+	ret = pin_range(vol, bytenr, len, gen);
 	if (!ret && mirror)
-		ret = pin_range(vol, mirror, len);
+		ret = pin_range(vol, mirror, len, gen);
 	return ret;
 }
 

@@ -82,6 +82,10 @@ struct arb_vol_opts {
 	/* node cache bound in bytes; 0 = default (64 MiB) */
 	size_t cache_bytes;
 	bool readonly;
+	/* open this committed superblock instead of the newest valid slot:
+	 * a read-only view of that generation (implies readonly); the
+	 * caller guarantees its blocks stay intact meanwhile (a hold) */
+	const struct arb_super *super;
 };
 
 struct arb_vol {
@@ -453,8 +457,25 @@ int arb_run_delayed_refs(struct arb_txn *t);
 /* Build the free space map from the extent tree (open). */
 int arb_free_space_load(struct arb_vol *vol);
 void arb_free_space_destroy(struct arb_vol *vol);
-/* Release blocks pinned by the commit that just became durable. */
+/* Release blocks pinned by the commit that just became durable (those of
+ * a held generation go to the held list instead). */
 void arb_free_space_unpin(struct arb_vol *vol);
+/*
+ * Hold generation gen (the last committed one): from now on a block that
+ * gen references and a commit frees is not reused (it stays used in the
+ * map, on a held list) until arb_free_space_release, so gen stays intact
+ * on disk for a reader of it (the online check).  In memory only: a crash
+ * forgets it, and the next open finds those blocks free.  -EBUSY if a hold
+ * exists already.
+ */
+int arb_free_space_hold(struct arb_vol *vol, uint64_t gen);
+/* End the hold: the held blocks become free. */
+void arb_free_space_release(struct arb_vol *vol);
+/* Bytes held now; *holding (may be NULL): is a hold active. */
+uint64_t arb_free_space_held(struct arb_vol *vol, bool *holding);
+/* Rebuild the map from the extent tree (abort), keeping a hold and the
+ * blocks it holds. */
+int arb_free_space_reload(struct arb_vol *vol);
 /* the free-space map covers new_total bytes (-EBUSY: shrinking over used
  * or pinned sectors); see arb_vol_set_size */
 int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total);

@@ -252,10 +252,8 @@ void arb_txn_abort(struct arb_txn *t)
 	vol->super_dirty = false;
 	vol->total_bytes = arb_super_s_total_bytes(&vol->super);
 	ret = reload_committed(vol);
-	if (!ret) {
-		arb_free_space_destroy(vol);
-		ret = arb_free_space_load(vol);
-	}
+	if (!ret)
+		ret = arb_free_space_reload(vol);
 	if (ret) {
 		arb_log(ARB_LOG_ERR, "cannot reload the committed state (%d)",
 			ret);
@@ -426,17 +424,24 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	const char *why = NULL;
 	int slot, ret;
 
-	ret = arb_read_super(dev, &sb, &slot, &why);
-	if (ret) {
-		arb_log(ARB_LOG_ERR, "%s", why ? why : strerror(-ret));
-		return ret;
+	if (o && o->super) {
+		/* a view of a generation the caller read from a live volume */
+		sb = *o->super;
+		slot = (int)(arb_super_s_generation(&sb) % 2);
+	} else {
+		ret = arb_read_super(dev, &sb, &slot, &why);
+		if (ret) {
+			arb_log(ARB_LOG_ERR, "%s",
+				why ? why : strerror(-ret));
+			return ret;
+		}
 	}
 	vol = vol_alloc(dev, o ? o->cache_bytes : 0);
 	if (!vol)
 		return -ENOMEM;
 	vol_from_super(vol, &sb);
 	vol->super_slot = slot;
-	vol->readonly = o && o->readonly;
+	vol->readonly = o && (o->readonly || o->super);
 	if (arb_super_s_ro_compat(&sb) && !vol->readonly) {
 		arb_log(ARB_LOG_WARN,
 			"unknown read-only compatible features: read-only");

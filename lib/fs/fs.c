@@ -267,6 +267,9 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 		ret = fs_commit(fs);
 		if (ret)
 			return ret;
+		/* an online check holding freed blocks gives way to writes */
+		if (!op_has_space(fs, need, flags))
+			fs_check_yield(fs);
 		while (!op_has_space(fs, need, flags)) {
 			/* -o autogrow: a bigger image instead of ENOSPC */
 			if (fs_autogrow(fs, need))
@@ -314,6 +317,8 @@ int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
 		ret = fs_commit(fs);
 		if (ret)
 			return ret;
+		if (arb_free_bytes(vol) < fs->reserve)
+			fs_check_yield(fs);
 	}
 	return 0;
 }
@@ -448,6 +453,13 @@ static int find_max_ino(struct arb_fs *fs, uint64_t *max)
 int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 		struct arb_fs **out, const char **why)
 {
+	return fs_open_at(dev, o, NULL, out, why);
+}
+
+int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
+	       const struct arb_super *sb, struct arb_fs **out,
+	       const char **why)
+{
 	struct arb_vol_opts vo;
 	struct arb_fs_opts defo;
 	struct arb_fs *fs;
@@ -475,6 +487,7 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 	memset(&vo, 0, sizeof(vo));
 	vo.cache_bytes = o->cache_bytes;
 	vo.readonly = o->readonly;
+	vo.super = sb;
 	ret = arb_vol_open(dev, &vo, &fs->vol);
 	if (ret) {
 		if (why)

@@ -17,6 +17,7 @@
  *   fs_problem.c  the table of named fsck problems, the record list
  *   fs_extcheck.c data extent counts, back-references, data checksums
  *   fs_repair.c   fsck's check as records, repair, undo of a repair
+ *   fs_online.c   the check online: a held generation, a read-only view
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
  * everything below (struct arb_fs fields included) is protected by it.
@@ -154,6 +155,10 @@ struct arb_fs {
 	/* time spent in commits that wrote a superblock (ns) */
 	uint64_t commit_ns;
 
+	/* the online check running on a view of this filesystem
+	 * (fs_online.c), or NULL */
+	struct fs_check_view *check_view;
+
 	/* commit thread */
 	pthread_t thread;
 	bool thread_running;
@@ -276,6 +281,14 @@ int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in,
 int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		    uint64_t start, uint64_t end);
 int fs_pre_commit(struct arb_txn *t, void *arg);
+/* arb_fs_open, or with sb != NULL a read-only view of the committed
+ * generation that superblock describes (fs_online.c) */
+int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
+	       const struct arb_super *sb, struct arb_fs **out,
+	       const char **why);
+/* Short of space (lock held): cancel a running online check and free the
+ * blocks it holds.  true if it did. */
+bool fs_check_yield(struct arb_fs *fs);
 
 /* ---- xattr.c ---- */
 /*

@@ -77,6 +77,29 @@ static uint64_t line_addr(const char *p, const char *end)
 	return 0;
 }
 
+/*
+ * A core check line about one copy of a node (duplicated metadata):
+ * "tree T: node N: first copy bad: ...", "... second copy at M bad: ..."
+ * or "... second copy at M differs from the first".  Returns N, or 0.
+ */
+static uint64_t copy_line_node(const char *p, const char *end)
+{
+	unsigned long long tree, node;
+	char line[256];
+	int n = 0;
+
+	snprintf(line, sizeof(line), "%.*s", (int)(end - p), p);
+	if (sscanf(line, "tree %llu: node %llu: %n", &tree, &node, &n) != 2 ||
+	    !n)
+		return 0;
+	if (!strncmp(line + n, "first copy bad: ", 16) ||
+	    (!strncmp(line + n, "second copy at ", 15) &&
+	     (strstr(line + n, " bad: ") ||
+	      strstr(line + n, " differs from the first"))))
+		return node;
+	return 0;
+}
+
 /* has a typed pass already raised a problem about addr */
 static bool typed_about(const struct arb_check_result *r, size_t nr,
 			uint64_t addr)
@@ -122,7 +145,16 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			nl = p + strlen(p);
 		if (!strncmp(p, "check: ", 7))
 			p += 7;
-		if (!typed_about(r, typed, line_addr(p, nl))) {
+		if (copy_line_node(p, nl)) {
+			/* one bad copy: repair rewrites it from the other */
+			pb = fs_problem_add(r, ARB_PB_NODE_COPY, 0);
+			if (pb) {
+				pb->addr = copy_line_node(p, nl);
+				snprintf(pb->detail, sizeof(pb->detail), "%.*s",
+					 (int)(nl - p), p);
+				fs_problem_print(out, pb);
+			}
+		} else if (!typed_about(r, typed, line_addr(p, nl))) {
 			pb = fs_problem_add(r, ARB_PB_TREE, 0);
 			if (pb) {
 				pb->addr = line_addr(p, nl);
@@ -484,9 +516,108 @@ static int free_orphans(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 	}
 }
 
+/*
+ * node-copy-bad: read both copies of the node at addr straight from the
+ * device and validate each against its extent item (generation, level,
+ * second copy's address), as scrub does.  One good: the other is
+ * rewritten from it.  Both good but different: the second is rewritten
+ * from the first, the copy every read uses.  Both bad: left (reported).
+ * The rewrite puts back the bytes the last commit wrote to a block it
+ * references (self-heal does the same), so it needs no transaction.
+ * 0 rewritten, 1 left alone, <0 error.
+ */
+static int fix_copy(struct arb_fs *fs, uint64_t addr, uint8_t *buf,
+		    FILE *out)
+{
+	struct arb_vol *vol = fs->vol;
+	struct arb_key k = { addr, ARB_EXTENT_ITEM, vol->nodesize };
+	uint8_t item[sizeof(struct arb_extent_item) +
+		     sizeof(struct arb_tree_block_ref)];
+	const struct arb_extent_item *ei = (const void *)item;
+	const struct arb_tree_block_ref *tr = (const void *)(ei + 1);
+	uint8_t *b1 = buf, *b2 = buf + vol->nodesize;
+	const char *why1 = NULL, *why2 = NULL;
+	uint64_t mirror, gen, to;
+	int level, r1, r2, ret;
+
+	ret = arb_lookup_item(vol->extent_root, &k, item, sizeof(item));
+	if (ret < (int)sizeof(item) ||
+	    !(arb_extent_item_e_flags(ei) & ARB_EXTENT_FLAG_TREE_BLOCK) ||
+	    !arb_tree_block_ref_t_mirror(tr)) {
+		if (out)
+			fprintf(out, "repair: node-copy-bad: node %llu: no "
+				     "extent item naming its second copy: "
+				     "left\n",
+				(unsigned long long)addr);
+		return ret < 0 && ret != -ENOENT ? ret : 1;
+	}
+	mirror = arb_tree_block_ref_t_mirror(tr);
+	gen = arb_extent_item_e_generation(ei);
+	level = arb_tree_block_ref_t_level(tr);
+	r1 = arb_node_read_copy(vol, b1, addr, addr, gen, level, &why1);
+	r2 = arb_node_read_copy(vol, b2, mirror, addr, gen, level, &why2);
+	if (r1 && r2) {
+		if (out)
+			fprintf(out, "repair: node-copy-bad: node %llu: both "
+				     "copies bad (%s; %s): left\n",
+				(unsigned long long)addr, why1, why2);
+		return 1;
+	}
+	if (!r1 && !r2 && !memcmp(b1, b2, vol->nodesize))
+		return 1; /* good again (healed when read) */
+	to = r1 ? addr : mirror;
+	ret = arb_dev_write(vol->dev, r1 ? b2 : b1, vol->nodesize, to,
+			    ARB_IO_NODE);
+	if (!ret)
+		ret = arb_dev_flush(vol->dev);
+	if (ret)
+		return ret;
+	if (out)
+		fprintf(out, "repair: node-copy-bad: node %llu: %s copy at "
+			     "%llu (%s) rewritten from the %s copy\n",
+			(unsigned long long)addr, r1 ? "first" : "second",
+			(unsigned long long)to,
+			r1 ? why1 : r2 ? why2 : "differs", r1 ? "second" : "first");
+	return 0;
+}
+
+/* every node-copy-bad record, once per node; *n counts the rewrites */
+static int fix_copies(struct arb_fs *fs, const struct arb_check_result *r,
+		      FILE *out, uint64_t *n)
+{
+	uint8_t *buf = NULL;
+	int ret = 0;
+
+	for (size_t i = 0; i < r->nr && !ret; i++) {
+		const struct arb_problem *p = &r->pb[i];
+		bool seen = false;
+
+		if (p->id != ARB_PB_NODE_COPY || !p->addr)
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = r->pb[j].id == ARB_PB_NODE_COPY &&
+			       r->pb[j].addr == p->addr;
+		if (seen)
+			continue;
+		if (!buf) {
+			buf = malloc(2 * (size_t)fs->vol->nodesize);
+			if (!buf)
+				return -ENOMEM;
+		}
+		ret = fix_copy(fs, p->addr, buf, out);
+		if (ret == 0)
+			(*n)++;
+		if (ret > 0)
+			ret = 0;
+	}
+	free(buf);
+	return ret;
+}
+
 int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		  FILE *out, uint64_t *fixed)
 {
+	uint64_t ncopies = 0;
 	struct arb_vol *vol = fs->vol;
 	struct arb_txn *t;
 	bool ext = false, changed = false;
@@ -510,6 +641,11 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		fs_unlock(fs);
 		return -EBUSY;
 	}
+	/* bad copies first, outside the transaction (see fix_copy) */
+	ret = fix_copies(fs, r, out, &ncopies);
+	*fixed = ncopies;
+	if (ret)
+		goto out_unlock;
 	ret = arb_txn_begin(vol, &t);
 	if (ret)
 		goto out_unlock;
@@ -544,7 +680,7 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 	if (ret)
 		goto out_abort;
 	arb_txn_end(t);
-	*fixed = nfix;
+	*fixed = nfix + ncopies;
 	if (!nfix && !changed) {
 		/* nothing changed: no new generation */
 		ret = 0;

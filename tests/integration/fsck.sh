@@ -11,6 +11,10 @@
 #   - fsck -y exits 1 for kinds it fixes, then fsck -n exits 0;
 #     4 for kinds it leaves (column "fix": data-csum, overlap, bad node,
 #     truncated image are reported, never guessed at)
+# Then, on a dup image (the rest uses -m single): one node's first copy and
+# another's second copy flipped: node-copy-bad twice, fsck -y rewrites each
+# from the good copy (exit 1, then -n 0, the copies identical again); both
+# copies of a node bad stays (exit 4).
 # and for one kind --undo-repair brings the damage back, once.
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -187,6 +191,72 @@ while read -r kind path problem fix hurt; do
 		fsck_expect 0 -n || true
 	fi
 done <<<"$KINDS"
+
+# duplicated metadata: a bad copy of a node is rewritten from the good one
+kind=node-copy-bad
+log "$kind: first copy of one node, second copy of another"
+ARBOR=$BUILD/cli/arbor
+fs_mkfs -s 64M
+fs_mount -o commit=0
+(
+	cd "$MNT" || exit 1
+	mkdir many
+	for i in $(seq 1 400); do echo "file $i" >"many/f$i"; done
+)
+fs_umount
+# "(ADDR EXTENT_ITEM SIZE) ... tree owner O level L copy MIRROR": a node of
+# the fs tree (5) and one of another tree
+"$ARBOR" dump --image "$IMG" 2 >"$TMP/dump2" || fail "$kind: arbor dump failed"
+read -r a_first a_second < <(sed -n 's/^  (\([0-9]*\) EXTENT_ITEM [0-9]*) .* tree owner 5 level [0-9]* copy \([0-9]*\)$/\1 \2/p' "$TMP/dump2" | head -n1)
+read -r b_first b_second < <(sed -n 's/^  (\([0-9]*\) EXTENT_ITEM [0-9]*) .* tree owner [0-46-9][0-9]* level [0-9]* copy \([0-9]*\)$/\1 \2/p' "$TMP/dump2" | head -n1)
+[ -n "$a_first" ] && [ -n "$b_first" ] || fail "$kind: no tree blocks in: $(head -n 5 "$TMP/dump2")"
+log "$kind: node $a_first (first copy damaged), node $b_first (second copy at $b_second damaged)"
+flip() {
+	python3 - "$IMG" "$1" <<'PY'
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off)
+    b = f.read(1)
+    f.seek(off)
+    f.write(bytes([b[0] ^ 0xa5]))
+PY
+}
+flip $((a_first + 2000))
+flip $((b_second + 2000))
+same_copies() {
+	python3 - "$IMG" "$1" "$2" <<'PY'
+import sys
+p, a, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open(p, "rb") as f:
+    f.seek(a); x = f.read(16384)
+    f.seek(b); y = f.read(16384)
+sys.exit(0 if x == y else 1)
+PY
+}
+same_copies "$a_first" "$a_second" && fail "$kind: the damage did not land"
+if fsck_expect 4 -n; then
+	sed 's/^/  /' "$TMP/fsck.out"
+	n=$(grep -c "^node-copy-bad: " "$TMP/fsck.out" || true)
+	[ "$n" = 2 ] || soft_fail "$kind: fsck -n names $n node-copy-bad, want 2"
+	grep -q "^node-copy-bad: .*node $a_first: first copy bad" "$TMP/fsck.out" ||
+		soft_fail "$kind: first copy of $a_first not named"
+	grep -q "^node-copy-bad: .*node $b_first: second copy at $b_second bad" "$TMP/fsck.out" ||
+		soft_fail "$kind: second copy of $b_first not named"
+fi
+fsck_expect 1 -y && sed 's/^/  /' "$TMP/fsck.out"
+fsck_expect 0 -n || true
+same_copies "$a_first" "$a_second" || soft_fail "$kind: copies of $a_first differ after repair"
+same_copies "$b_first" "$b_second" || soft_fail "$kind: copies of $b_first differ after repair"
+
+log "$kind: both copies of one node bad: reported, left"
+flip $((a_first + 3000))
+flip $((a_second + 3000))
+if fsck_expect 4 -y; then
+	grep -q "node-copy-bad\|node-unreadable\|tree-structure" "$TMP/fsck.out" ||
+		soft_fail "$kind: both copies bad, not reported"
+fi
+fsck_expect 4 -n || true
 
 # a mounted image is refused (the daemon holds the lock)
 log "mounted image"

@@ -560,7 +560,7 @@ START_TEST(test_dup_readonly)
 {
 	struct img im;
 	uint64_t rng = tu_seed("dup readonly");
-	struct arb_vol_opts ro = { 0, true };
+	struct arb_vol_opts ro = { .readonly = true };
 	struct arb_check_report rep = { 0 };
 	struct arb_vol *vol;
 	struct arb_root *r;

@@ -42,7 +42,7 @@ struct fixture {
 
 enum phase { PH_OPS = 0, PH_COMMIT = 1, PH_LOOKUP = 2, PH_DONE = 3 };
 
-static struct arb_vol_opts small_cache = { 16 * 4096, false };
+static struct arb_vol_opts small_cache = { .cache_bytes = 16 * 4096 };
 
 static void fixture_make(struct fixture *f, size_t slots, uint64_t seed)
 {

@@ -291,6 +291,43 @@ START_TEST(test_tree_refcount_repair)
 }
 END_TEST
 
+/* the second copy of one node, then both copies of it, damaged */
+START_TEST(test_node_copy_repair)
+{
+	struct arb_fs *fs = open_fs(false);
+	uint8_t *img = arb_dev_mem_data(mem);
+	uint64_t a, m;
+	uint32_t ns;
+	size_t total;
+
+	a = fs->root->node->bytenr;
+	m = fs->root->node->mirror;
+	ns = fs->vol->nodesize;
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_ne(m, 0);
+	img[m + 1000] ^= 0x5a;
+	ck_assert_uint_eq(count(ARB_PB_NODE_COPY, &total), 1);
+	ck_assert_uint_eq(total, 1);
+	ck_assert(arb_problem_fixable(ARB_PB_NODE_COPY));
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_NODE_COPY, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	ck_assert(!memcmp(img + a, img + m, ns));
+
+	/* both copies of the fs tree's root bad: nothing to read it from */
+	img[a + 1000] ^= 0x5a;
+	img[m + 2000] ^= 0x5a;
+	{
+		struct arb_fs_opts o;
+		struct arb_dev *d = borrow(mem);
+		arb_fs_opts_default(&o);
+		o.readonly = true;
+		ck_assert_int_eq(arb_fs_open(d, &o, &fs, NULL), -EUCLEAN);
+		arb_dev_destroy(d);
+	}
+}
+END_TEST
+
 /* a file extent item deleted without its reference: the extent leaks, the
  * file's nbytes is wrong; both repaired, the space freed */
 START_TEST(test_leak_repair)
@@ -339,6 +376,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_refcount_repair);
 	tcase_add_test(tc, test_leak_repair);
 	tcase_add_test(tc, test_tree_refcount_repair);
+	tcase_add_test(tc, test_node_copy_repair);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -403,7 +403,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(FILE_OVERLAP, 24, "file-extent-overlap", 0,                          \
 	  "file extent items of one file overlap")                             \
 	x(UNEXPECTED, 25, "unexpected-item", 0,                                \
-	  "item of an unexpected type")
+	  "item of an unexpected type")                                        \
+	x(NODE_COPY, 26, "node-copy-bad", 1,                                   \
+	  "one copy of a tree node is bad or differs (rewritten from the good copy)")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
@@ -456,6 +458,31 @@ void arb_check_result_free(struct arb_check_result *r);
  */
 int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			 FILE *out);
+/*
+ * The same check online, on a filesystem in use: commit, then check the
+ * generation G just committed through a second, read-only view of the
+ * image (its own node cache) while the filesystem keeps serving every
+ * call.  Until the check ends, no block G references is reused (blocks
+ * that later commits free stay held: in memory only, so a crash loses
+ * nothing, the next open finds them free).  If the filesystem runs short
+ * of space meanwhile, the check is cancelled and the blocks given back
+ * rather than a write failing.  One check at a time (-EBUSY).
+ * Results, printing and return values as arb_fs_check_records; also
+ * -ECANCELED when *cancel (may be NULL) was set or space ran short
+ * (oc->out_of_space), with nothing in r.  oc (may be NULL) shows the
+ * generation and the progress to another thread while it runs.
+ */
+struct arb_online_check {
+	/* out: the generation checked, and its bytes in use */
+	uint64_t generation, bytes_used;
+	/* out: image bytes the check has read so far (atomic updates) */
+	uint64_t bytes_read;
+	/* out: cancelled because the filesystem ran short of space */
+	bool out_of_space;
+};
+int arb_fs_check_online(struct arb_fs *fs, struct arb_check_result *r,
+			FILE *out, struct arb_online_check *oc,
+			volatile const bool *cancel);
 /*
  * Repair what the records of a check of this (read-write, keep_orphans)
  * open say, in one transaction, committed with an undo record in the

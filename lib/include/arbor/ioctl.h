@@ -291,6 +291,53 @@ struct arb_ioc_scrub {
 	char lines[ARB_IOC_SCRUB_LINES][ARB_IOC_SCRUB_LINE_LEN];
 };
 
+/*
+ * ARB_IOC_CHECK_START (privileged) runs the checker of fsck.arborfs in the
+ * background of the daemon on the generation it commits first, while the
+ * filesystem stays in use (EBUSY if a check runs); ARB_IOC_CHECK_STATUS
+ * (anyone) reports the running or last check; ARB_IOC_CHECK_CANCEL
+ * (privileged) stops it.  Blocks that generation uses and later commits
+ * free are not reused until the check ends; if the filesystem runs short
+ * of space meanwhile the check is cancelled (state CANCELLED, error
+ * ENOSPC) rather than a write failing.  4096 bytes.
+ */
+#define ARB_IOC_CHECK_IDLE 0      /* none since mount */
+#define ARB_IOC_CHECK_RUNNING 1
+#define ARB_IOC_CHECK_FINISHED 2  /* nr_problems says what it found */
+#define ARB_IOC_CHECK_CANCELLED 3 /* error: ECANCELED asked, ENOSPC space */
+#define ARB_IOC_CHECK_FAILED 4    /* the check itself failed: error */
+#define ARB_IOC_CHECK_LINES 24    /* problem lines kept (the first ones) */
+#define ARB_IOC_CHECK_LINE_LEN 160
+struct arb_ioc_check {
+	__u32 size;
+	__u32 version;
+	/* in (start): flags, none defined yet: 0 */
+	__u64 flags;
+	/* out: ARB_IOC_CHECK_* */
+	__u32 state;
+	/* out: errno (positive) when CANCELLED or FAILED */
+	__u32 error;
+	/* out: ns since it started, and its duration once over */
+	__u64 elapsed_ns;
+	/* out: the generation checked, and its bytes in use */
+	__u64 generation;
+	__u64 bytes_used;
+	/* out: image bytes read so far (progress; tree nodes are read
+	 * twice, so this ends above bytes_used) */
+	__u64 bytes_read;
+	/* out (FINISHED): tree nodes, items and data sectors checked */
+	__u64 nodes;
+	__u64 items;
+	__u64 sectors;
+	/* out (FINISHED): problems found, and how many lines are below */
+	__u64 nr_problems;
+	__u32 nr_lines;
+	__u32 pad;
+	__u64 reserved[20];
+	/* out: "name: detail" of the first problems (fsck.arborfs's lines) */
+	char lines[ARB_IOC_CHECK_LINES][ARB_IOC_CHECK_LINE_LEN];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -301,6 +348,9 @@ struct arb_ioc_scrub {
 #define ARB_IOC_SCRUB_START _IOWR(ARB_IOC_MAGIC, 7, struct arb_ioc_scrub)
 #define ARB_IOC_SCRUB_STATUS _IOR(ARB_IOC_MAGIC, 8, struct arb_ioc_scrub)
 #define ARB_IOC_SCRUB_CANCEL _IO(ARB_IOC_MAGIC, 9)
+#define ARB_IOC_CHECK_START _IOWR(ARB_IOC_MAGIC, 10, struct arb_ioc_check)
+#define ARB_IOC_CHECK_STATUS _IOR(ARB_IOC_MAGIC, 11, struct arb_ioc_check)
+#define ARB_IOC_CHECK_CANCEL _IO(ARB_IOC_MAGIC, 12)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -311,6 +361,7 @@ _Static_assert(sizeof(struct arb_ioc_stats) == 2560, "ioctl ABI");
 _Static_assert(ARB_IOC_OP_NR <= ARB_IOC_OPS_MAX, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_resize) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_scrub) == 2048, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_check) == 4096, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
