@@ -96,6 +96,9 @@ struct arb_vol {
 	struct arb_super super;
 	/* slot (0/1) the last committed superblock lives in */
 	int super_slot;
+	/* opened at a given superblock (arb_vol_opts.super): a view of a
+	 * generation of a live volume, whose superblock slots move on */
+	bool view;
 	uint8_t uuid[ARB_UUID_SIZE];
 	uint32_t nodesize;
 	uint32_t sectorsize;

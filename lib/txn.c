@@ -441,6 +441,7 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 		return -ENOMEM;
 	vol_from_super(vol, &sb);
 	vol->super_slot = slot;
+	vol->view = o && o->super;
 	vol->readonly = o && (o->readonly || o->super);
 	if (arb_super_s_ro_compat(&sb) && !vol->readonly) {
 		arb_log(ARB_LOG_WARN,

@@ -110,6 +110,83 @@ static bool typed_about(const struct arb_check_result *r, size_t nr,
 	return false;
 }
 
+static const uint64_t super_offs[2] = { ARB_SUPER_OFFSET0,
+					ARB_SUPER_OFFSET1 };
+
+/*
+ * The slot the filesystem was not opened from must hold a valid superblock
+ * of this filesystem (the previous generation, or the same one after mkfs
+ * or a repair): it is the fallback if the current slot is ever lost.  NULL
+ * when it does, else why not.
+ */
+static const char *other_super_bad(struct arb_vol *vol, struct arb_super *sb)
+{
+	int other = 1 - vol->super_slot;
+
+	if (arb_dev_read(vol->dev, sb, sizeof(*sb), super_offs[other],
+			 ARB_IO_SUPER))
+		return "read error";
+	if (arb_super_s_magic(sb) != ARB_MAGIC)
+		return "no superblock magic";
+	if (arb_csum_verify(ARB_CSUM_CRC32C, sb, sizeof(*sb)))
+		return "bad checksum";
+	if (arb_super_s_bytenr(sb) != super_offs[other])
+		return "wrong address in the copy";
+	if (memcmp(sb->s_uuid, vol->super.s_uuid, ARB_UUID_SIZE))
+		return "another filesystem's superblock";
+	if (arb_super_s_generation(sb) > vol->generation)
+		return "newer generation than the current one";
+	if (arb_super_s_total_bytes(sb) > vol->dev->size)
+		return "larger than the image";
+	return NULL;
+}
+
+static void check_super_copy(struct arb_fs *fs, struct arb_check_result *r,
+			     FILE *out)
+{
+	struct arb_vol *vol = fs->vol;
+	struct arb_super sb;
+	struct arb_problem *pb;
+	const char *why;
+
+	/* a view of a live volume: its slots hold later generations */
+	if (vol->view)
+		return;
+	why = other_super_bad(vol, &sb);
+	if (!why)
+		return;
+	pb = fs_problem_add(r, ARB_PB_SUPER_COPY, 0);
+	if (!pb)
+		return;
+	pb->addr = super_offs[1 - vol->super_slot];
+	snprintf(pb->detail, sizeof(pb->detail),
+		 "superblock slot %d at %llu: %s (slot %d, generation %llu, is "
+		 "current)",
+		 1 - vol->super_slot, (unsigned long long)pb->addr, why,
+		 vol->super_slot, (unsigned long long)vol->generation);
+	fs_problem_print(out, pb);
+}
+
+/* write the current superblock into the other slot */
+static int fix_super_copy(struct arb_fs *fs, FILE *out)
+{
+	struct arb_vol *vol = fs->vol;
+	struct arb_super sb = vol->super;
+	int other = 1 - vol->super_slot, ret;
+
+	arb_set_super_s_bytenr(&sb, super_offs[other]);
+	arb_csum_block(vol->csum_type, &sb, sizeof(sb), sb.s_csum);
+	ret = arb_dev_write(vol->dev, &sb, sizeof(sb), super_offs[other],
+			    ARB_IO_SUPER);
+	if (!ret)
+		ret = arb_dev_flush(vol->dev);
+	if (!ret && out)
+		fprintf(out, "repair: super-copy-bad: slot %d rewritten from "
+			     "generation %llu\n",
+			other, (unsigned long long)vol->generation);
+	return ret;
+}
+
 int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			 FILE *out)
 {
@@ -126,6 +203,7 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 		return -ENOMEM;
 	rep.out = mem;
 	fs_lock(fs);
+	check_super_copy(fs, r, out);
 	ret = arb_check_vol(fs->vol, &rep);
 	fclose(mem);
 	r->items += rep.items;
@@ -643,6 +721,16 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 	}
 	/* bad copies first, outside the transaction (see fix_copy) */
 	ret = fix_copies(fs, r, out, &ncopies);
+	for (size_t i = 0; i < r->nr && !ret; i++) {
+		if (r->pb[i].id != ARB_PB_SUPER_COPY)
+			continue;
+		/* outside the transaction too: the bytes of the current
+		 * generation, which a commit rewrites anyway */
+		ret = fix_super_copy(fs, out);
+		if (!ret)
+			ncopies++;
+		break;
+	}
 	*fixed = ncopies;
 	if (ret)
 		goto out_unlock;

@@ -258,6 +258,30 @@ if fsck_expect 4 -y; then
 fi
 fsck_expect 4 -n || true
 
+# the superblock slot the image was not opened from: its fallback
+kind=super-copy-bad
+log "$kind: the other superblock slot damaged"
+cp "$TMP/pristine.img" "$IMG"
+gen=$("$BUILD/cli/arbor" usage --image "$IMG" | sed -n 's/^generation *//p')
+[ -n "$gen" ] || fail "$kind: no generation from arbor usage"
+# slot 0 (64 KiB) holds even generations, slot 1 (128 KiB) odd ones
+other=$(( (1 - gen % 2) * 65536 + 65536 ))
+python3 - "$IMG" $((other + 2000)) <<'EOF'
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off)
+    b = f.read(1)
+    f.seek(off)
+    f.write(bytes([b[0] ^ 0xff]))
+EOF
+if fsck_expect 4 -n; then
+	grep -q "^super-copy-bad: .*at $other: bad checksum" "$TMP/fsck.out" ||
+		soft_fail "$kind: fsck -n does not name the slot at $other"
+fi
+fsck_expect 1 -y && sed 's/^/  /' "$TMP/fsck.out"
+fsck_expect 0 -n || true
+
 # a mounted image is refused (the daemon holds the lock)
 log "mounted image"
 cp "$TMP/pristine.img" "$IMG"

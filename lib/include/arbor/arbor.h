@@ -405,7 +405,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(UNEXPECTED, 25, "unexpected-item", 0,                                \
 	  "item of an unexpected type")                                        \
 	x(NODE_COPY, 26, "node-copy-bad", 1,                                   \
-	  "one copy of a tree node is bad or differs (rewritten from the good copy)")
+	  "one copy of a tree node is bad or differs (rewritten from the good copy)") \
+	x(SUPER_COPY, 27, "super-copy-bad", 1,                                 \
+	  "the other superblock slot is unreadable or foreign (rewritten from the current one)")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
