@@ -153,8 +153,13 @@ int fs_autogrow(struct arb_fs *fs, uint64_t need)
 	ret = fs_resize_locked(fs, size, true, &why);
 	if (ret) {
 		arb_log(ARB_LOG_WARN,
-			"autogrow to %" PRIu64 " bytes failed: %s (%d)", size,
-			why ? why : "error", ret);
+			"autogrow to %" PRIu64 " bytes failed: %s (%d)%s", size,
+			why ? why : "error", ret,
+			ret == -ENOSPC ? "" : "; autogrow is off from now on");
+		/* a device that cannot grow (a block device, a read-only
+		 * file) will not start to: do not retry at every ENOSPC */
+		if (ret != -ENOSPC)
+			fs->opts.autogrow_max = 0;
 		return -ENOSPC;
 	}
 	/* a warning: the filesystem was full, the image takes host space */
