@@ -265,6 +265,12 @@ static void stats_json(const struct arb_ioc_stats *st)
 	       (unsigned long long)st->cache_hits,
 	       (unsigned long long)st->cache_misses,
 	       (unsigned long long)st->cache_bytes);
+	if (st->version >= 2)
+		printf(" \"metadata\": {\"copies\": %llu, \"healed\": %llu, "
+		       "\"unrecoverable\": %llu},\n",
+		       (unsigned long long)st->meta_copies,
+		       (unsigned long long)st->nodes_healed,
+		       (unsigned long long)st->nodes_unrecoverable);
 	printf(" \"commits\": {\"count\": %llu, \"total_ns\": %llu, "
 	       "\"mean_ms\": %.3f},\n",
 	       (unsigned long long)st->commits,
@@ -331,6 +337,13 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 	       100.0 * ratio(st->cache_hits,
 			     st->cache_hits + st->cache_misses),
 	       human(st->cache_bytes, b, sizeof(b)));
+	if (st->version >= 2)
+		printf("tree nodes     %llu cop%s each; %llu healed from the "
+		       "other copy, %llu unrecoverable (since mount)\n",
+		       (unsigned long long)st->meta_copies,
+		       st->meta_copies == 1 ? "y" : "ies",
+		       (unsigned long long)st->nodes_healed,
+		       (unsigned long long)st->nodes_unrecoverable);
 	printf("commits        %llu, mean %.2f ms\n",
 	       (unsigned long long)st->commits,
 	       ratio(st->commit_ns, st->commits) / 1e6);

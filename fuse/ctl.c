@@ -223,6 +223,9 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->cache_hits = minus(s.cache_hits, b.cache_hits);
 	st->cache_misses = minus(s.cache_misses, b.cache_misses);
 	st->cache_bytes = s.cache_bytes;
+	st->meta_copies = s.meta_copies;
+	st->nodes_healed = s.nodes_healed;
+	st->nodes_unrecoverable = s.nodes_unrecoverable;
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

@@ -256,6 +256,13 @@ damaged=$(cat "$TMP/damaged")
 fs_mount
 manifest "$MNT" >"$TMP/heal.after"
 same_manifest "$TMP/heal.before" "$TMP/heal.after"
+# the mount's counters say so too (arbor filesystem stats)
+if [ -x "$BUILD/cli/arbor" ]; then
+	counted=$("$BUILD/cli/arbor" filesystem stats --json "$MNT" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["metadata"]["healed"])')
+	[ "$counted" -eq "$damaged" ] ||
+		fail "arbor filesystem stats counts $counted heals, $damaged first copies were damaged"
+fi
 fs_umount
 healed=$(grep -c "healed from the second copy" "$DAEMON_LOG" || true)
 log "daemon log: $healed heals, e.g. $(grep -m1 "healed from" "$DAEMON_LOG")"

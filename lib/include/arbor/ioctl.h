@@ -36,8 +36,9 @@ extern "C" {
 #endif
 
 #define ARB_IOC_MAGIC 'A'
-/* version of the structs below; 1: the first */
-#define ARB_IOC_VERSION 1
+/* version of the structs below; 1: the first; 2: arb_ioc_stats gained
+ * meta_copies, nodes_healed, nodes_unrecoverable */
+#define ARB_IOC_VERSION 2
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -216,7 +217,13 @@ struct arb_ioc_stats {
 	__u32 nr_ops;
 	/* out: errno (positive) that failed the filesystem, 0 if none */
 	__u32 error;
-	__u64 reserved[44];
+	/* out (version 2): copies of every tree node (1 or 2), node reads a
+	 * second copy answered (the first rewritten) and node reads no copy
+	 * could answer, since mount (not reset by ARB_IOC_RESET_STATS) */
+	__u64 meta_copies;
+	__u64 nodes_healed;
+	__u64 nodes_unrecoverable;
+	__u64 reserved[41];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
