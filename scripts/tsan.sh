@@ -11,7 +11,9 @@
 # second) and the randomized model test; then the daemon, built with TSan,
 # under tests/integration/stress.sh (16 processes of writers, readers,
 # renamers, creators/deleters in one shared directory, fsyncers, xattr and
-# truncate workers, results checked) and crash.sh (kill -9 while fsyncing).
+# truncate workers, results checked), crash.sh (kill -9 while fsyncing),
+# resize.sh (a scrub thread while a writer runs) and check.sh (the online
+# check thread).
 # A ThreadSanitizer report anywhere fails the run (halt_on_error for the
 # unit tests; lib.sh greps the daemon's log).  Ends with "N passed, N failed".
 set -euo pipefail
@@ -53,6 +55,7 @@ run() {
 run "test_fs (threads, commit thread)" env CK_RUN_CASE=lifecycle \
 	"$BUILD/tests/unit/test_fs"
 run "test_fs_model" "$BUILD/tests/unit/test_fs_model"
+run "test_online (check thread vs writes)" "$BUILD/tests/unit/test_online"
 if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 	# the daemon's log goes through lib.sh, which fails on a TSan report;
 	# halt_on_error would only make the daemon vanish mid-test
@@ -60,6 +63,12 @@ if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 		run "stress.sh" tests/integration/stress.sh "$BUILD"
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "crash.sh" tests/integration/crash.sh "$BUILD"
+	# the daemon's scrub thread (resize.sh scrubs while a writer runs)
+	# and online check thread (check.sh)
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "resize.sh" tests/integration/resize.sh "$BUILD"
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "check.sh" tests/integration/check.sh "$BUILD"
 else
 	echo "not root or no /dev/fuse: daemon tests skipped"
 fi
