@@ -5,7 +5,7 @@
 #
 #   bench/fsck.sh [--files "10000 100000"] [--build DIR] [--out DIR]
 #                 [--images DIR] [--fsck-args "ARGS"] [--size SIZE]
-#                 [--via mount|mkfs]
+#                 [--via mount|mkfs] [--max-bytes B]
 #
 # For each N: N files of 0..300 bytes (so small ones are inline in arborfs
 # and in the inode-less tail in ext4), 1,000 per directory, made through a
@@ -20,6 +20,8 @@
 # host directory and copies it in with mkfs.arborfs -r and mkfs.ext4 -d
 # (minutes instead of an hour for 10^6 files through FUSE; the trees are
 # then packed as a bulk load packs them, not as a mount grows them).
+# --max-bytes B: file i holds i % B bytes (default 301: all inline; 8193
+# gives most files a data extent).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -31,6 +33,7 @@ IMAGES=
 FSCK_ARGS=
 SIZE=4G
 VIA=mount
+MAXB=301
 while [ $# -gt 0 ]; do
 	case $1 in
 	--files) FILES=$2; shift ;;
@@ -40,7 +43,8 @@ while [ $# -gt 0 ]; do
 	--fsck-args) FSCK_ARGS=$2; shift ;;
 	--size) SIZE=$2; shift ;;
 	--via) VIA=$2; shift ;;
-	-h | --help) sed -n 2,24p "$0"; exit 0 ;;
+	--max-bytes) MAXB=$2; shift ;;
+	-h | --help) sed -n 2,26p "$0"; exit 0 ;;
 	*) echo "fsck.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -68,15 +72,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 populate() { # DIR N
-	python3 - "$1" "$2" <<'EOF'
+	python3 - "$1" "$2" "$MAXB" <<'EOF'
 import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
+root, n, maxb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for i in range(n):
     d = os.path.join(root, "d%04d" % (i // 1000))
     if i % 1000 == 0:
         os.mkdir(d)
     with open(os.path.join(d, "file-%07d" % i), "wb") as f:
-        f.write(b"x" * (i % 301))
+        f.write(b"x" * (i % maxb))
 EOF
 }
 
