@@ -550,11 +550,12 @@ struct arb_check_report {
  * address space into parts and run once per part, re-walking every tree
  * each time but keeping only the entries whose address falls in the part.
  * arb_check_plan_make cuts the parts from one scan of the extent tree so
- * that each holds about budget / ARB_CHECK_ENTRY_BYTES entries (what an
- * entry costs in the open-addressing tables at their worst fill, plus the
- * lists beside them).
+ * that each holds about budget / ARB_CHECK_ENTRY_BYTES entries: what an
+ * entry (72 bytes) costs at the tables' worst, just after they double
+ * (fill 1/4, 4x) while the old table is still there (2x more), plus the
+ * lists beside them (allocated ranges, sorted back-references).
  */
-#define ARB_CHECK_ENTRY_BYTES 256
+#define ARB_CHECK_ENTRY_BYTES 512
 #define ARB_CHECK_MAX_PARTS 4096
 struct arb_check_plan {
 	/* part i is [bound[i], bound[i + 1]); bound[0] = 0 and
