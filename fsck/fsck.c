@@ -2,7 +2,7 @@
 /*
  * fsck.arborfs - check and repair an arborfs image, following fsck(8).
  *
- *   fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] IMAGE
+ *   fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] [--memory SIZE] IMAGE
  *   fsck.arborfs --undo-repair IMAGE
  *   fsck.arborfs --list-problems
  *
@@ -16,6 +16,13 @@
  * transaction (lib/fs/fs_repair.c), then check the result read-only: the
  * exit status says what that final check found.  The engine and the table
  * of problems are in the library; this file parses arguments and prints.
+ *
+ * Memory: --memory SIZE (default 128 MiB) bounds the node cache (an
+ * eighth of it, 4 to 64 MiB) and the checker's reference tables (the
+ * rest): an image that needs more is checked in parts of its address
+ * space, each re-walking the trees (docs/DESIGN.md).  On a terminal (or
+ * with --progress) a progress line on stderr is updated a few times a
+ * second.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "arbor/arbor.h"
 
@@ -35,7 +43,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] IMAGE\n"
+		"usage: fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] "
+		"[--memory SIZE] IMAGE\n"
 		"       fsck.arborfs --undo-repair IMAGE\n"
 		"  -n             check only, never write (default)\n"
 		"  -y, -p         repair what can be repaired, in one transaction\n"
@@ -43,7 +52,11 @@ static void usage(FILE *f)
 		"                 the next write: see --undo-repair)\n"
 		"  -f             check even if the image looks clean (always done)\n"
 		"  -v             list every problem (default: the first 50)\n"
-		"  --progress     print each phase on stderr\n"
+		"  --progress     show progress on stderr (default on a terminal)\n"
+		"  --no-progress  do not\n"
+		"  --memory SIZE  memory for the check (default 128M; more parts\n"
+		"                 of the image are checked one after the other\n"
+		"                 when it needs more)\n"
 		"  --undo-repair  go back to the generation before the last repair,\n"
 		"                 if nothing was written since\n"
 		"  --list-problems  print the table of problems and exit\n"
@@ -51,12 +64,52 @@ static void usage(FILE *f)
 		" error, 16 usage error\n");
 }
 
-static bool progress;
+/* 0 none, 1 a line rewritten in place (terminal), 2 a line a second */
+static int progress;
+static const char *step = "checking";
+static struct timespec last_shown;
+static bool line_shown;
+static uint64_t memory = 128ull << 20;
 
 static void phase(const char *what)
 {
-	if (progress)
+	step = what;
+	if (progress == 2)
 		fprintf(stderr, "fsck.arborfs: %s\n", what);
+}
+
+static void on_progress(void *arg, const char *ph, uint64_t done,
+			uint64_t total, uint64_t checked)
+{
+	struct timespec now;
+	double dt, pct;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	dt = (double)(now.tv_sec - last_shown.tv_sec) +
+	     (double)(now.tv_nsec - last_shown.tv_nsec) / 1e9;
+	if (dt < (progress == 1 ? 0.2 : 1.0))
+		return;
+	last_shown = now;
+	pct = total ? 100.0 * (double)done / (double)total : 0;
+	if (pct > 100)
+		pct = 100;
+	if (progress == 1) {
+		fprintf(stderr, "\r\033[K%s: %s: %5.1f%%, %llu checked", step,
+			ph, pct, (unsigned long long)checked);
+		line_shown = true;
+	} else {
+		fprintf(stderr, "fsck.arborfs: %s: %s: %.1f%%, %llu checked\n",
+			step, ph, pct, (unsigned long long)checked);
+	}
+}
+
+/* take the progress line off the terminal before printing */
+static void progress_clear(void)
+{
+	if (line_shown)
+		fputs("\r\033[K", stderr);
+	line_shown = false;
 }
 
 static double since(const struct timespec *t0)
@@ -87,6 +140,19 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 	o.readonly = !rw;
 	o.commit_interval = 0;
 	o.keep_orphans = true;
+	/* an eighth for the node cache, the rest for the tables */
+	o.cache_bytes = memory / 8;
+	if (o.cache_bytes < (4u << 20))
+		o.cache_bytes = 4u << 20;
+	if (o.cache_bytes > (64u << 20))
+		o.cache_bytes = 64u << 20;
+	/* at least 1 MiB (4096 entries a part): a smaller budget would only
+	 * multiply the walks */
+	o.check_memory = memory > o.cache_bytes + (1u << 20)
+				 ? memory - o.cache_bytes
+				 : 1u << 20;
+	if (progress)
+		o.check_progress = on_progress;
 	ret = arb_fs_open(dev, &o, fs, &why);
 	if (ret) {
 		arb_dev_destroy(dev);
@@ -118,6 +184,7 @@ static int check(const char *image, bool rw, bool verbose, struct arb_fs **fsp,
 		return FSCK_OPERROR;
 	}
 	ret = arb_fs_check_records(fs, r, mem);
+	progress_clear();
 	fclose(mem);
 	for (char *p = text, *nl; p && *p; p = nl + 1, n++) {
 		nl = strchr(p, '\n');
@@ -185,6 +252,8 @@ static void list_problems(void)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "progress", 0, 0, 'P' },
+					    { "no-progress", 0, 0, 'Q' },
+					    { "memory", 1, 0, 'M' },
 					    { "undo-repair", 0, 0, 'U' },
 					    { "list-problems", 0, 0, 'L' },
 					    { "help", 0, 0, 'h' },
@@ -197,12 +266,21 @@ int main(int argc, char **argv)
 	struct timespec t0;
 	int c, ret, status;
 
+	progress = isatty(STDERR_FILENO) ? 1 : 0;
 	while ((c = getopt_long(argc, argv, "nypfvah", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': repair = false; break;
 		case 'y': case 'p': case 'a': repair = true; break;
 		case 'f': break;
-		case 'P': progress = true; break;
+		case 'P': progress = isatty(STDERR_FILENO) ? 1 : 2; break;
+		case 'Q': progress = 0; break;
+		case 'M':
+			if (arb_parse_size(optarg, &memory) || !memory) {
+				fprintf(stderr, "fsck.arborfs: bad --memory "
+						"'%s'\n", optarg);
+				return FSCK_USAGE;
+			}
+			break;
 		case 'U': do_undo = true; break;
 		case 'L': list_problems(); return FSCK_OK;
 		case 'v': verbose = true; break;
@@ -261,8 +339,10 @@ int main(int argc, char **argv)
 		if (status)
 			goto out;
 		ret = arb_fs_check_records(fs, &r2, NULL);
+		progress_clear();
 		if (ret == 0 || ret == -EUCLEAN)
 			ret = arb_fs_repair(fs, &r2, stdout, &fixed);
+		progress_clear();
 		if (ret)
 			fprintf(stderr, "fsck.arborfs: %s: repair failed: %s\n",
 				image, strerror(-ret));

@@ -21,8 +21,17 @@
  *     free-space map marks exactly what the extent tree covers
  * Collects: a table of referenced nodes, a table of data references and
  * the list of allocated ranges.
+ *
+ * In parts (rep->budget, see arb_check_plan_make): the walk and the
+ * extent tree scan run once per part of the disk address space; the
+ * tables and the range list hold only what lies in the part, every other
+ * check is made in the part that holds the node or extent it is about,
+ * and a bitmap of seen nodes keeps each node read and descended once per
+ * walk.  The problems found are the same whatever the number of parts
+ * (their order is not).
  */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +66,29 @@ struct ck {
 	size_t nr_ranges, cap_ranges;
 	uint8_t *buf[2]; /* raw copies of a node */
 	int io_error;
+	/* the part being checked: addresses in [lo, hi) */
+	uint64_t lo, hi;
+	struct arb_check_seen seen;
+	/* across parts: end of the allocated ranges so far, sectors the
+	 * extent tree covers, extent tree read error reported */
+	uint64_t prev_end, used_sectors;
+	bool extent_err;
+	/* progress: nodes walked in every part, and the expected total */
+	char phase[64];
+	uint64_t done, total;
 };
+
+static bool mine(const struct ck *c, uint64_t addr)
+{
+	return addr >= c->lo && addr < c->hi;
+}
+
+static void ck_progress(struct ck *c, bool force)
+{
+	if (c->rep->progress && (force || (c->done & 255) == 0))
+		c->rep->progress(c->rep->progress_arg, c->phase, c->done,
+				 c->total, c->rep->nodes + c->rep->items);
+}
 
 static size_t ck_hash(const uint64_t k[4])
 {
@@ -128,7 +159,7 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		int level, const struct arb_key *lo, const struct arb_key *hi,
 		bool is_root, uint64_t tree);
 
-static void collect_leaf(struct ck *c, struct arb_node *n)
+static void collect_leaf(struct ck *c, struct arb_node *n, bool own)
 {
 	struct arb_key k;
 
@@ -142,8 +173,9 @@ static void collect_leaf(struct ck *c, struct arb_node *n)
 			continue;
 		if (arb_item_size(n, (int)i) < sizeof(*fe)) {
 			fe = arb_item_ptr(n, (int)i);
-			if (arb_item_size(n, (int)i) < ARB_FILE_EXTENT_INLINE_HDR ||
-			    arb_file_extent_f_type(fe) != ARB_FILE_EXTENT_INLINE)
+			if (own &&
+			    (arb_item_size(n, (int)i) < ARB_FILE_EXTENT_INLINE_HDR ||
+			     arb_file_extent_f_type(fe) != ARB_FILE_EXTENT_INLINE))
 				problem(c, "leaf %llu: short file extent item "
 					   "(%llu,%llu)",
 					(unsigned long long)n->bytenr,
@@ -157,6 +189,8 @@ static void collect_leaf(struct ck *c, struct arb_node *n)
 			continue;
 		key[0] = arb_file_extent_f_disk_bytenr(fe);
 		key[1] = key[2] = key[3] = 0;
+		if (!mine(c, key[0]))
+			continue;
 		e = ck_get(&c->data, key, true);
 		if (!e)
 			continue;
@@ -171,7 +205,7 @@ static void collect_leaf(struct ck *c, struct arb_node *n)
 	}
 }
 
-static void collect_roots(struct ck *c, struct arb_node *n)
+static void collect_roots(struct ck *c, struct arb_node *n, bool own)
 {
 	struct arb_key k;
 
@@ -181,9 +215,10 @@ static void collect_roots(struct ck *c, struct arb_node *n)
 		if (k.type != ARB_ROOT_ITEM)
 			continue;
 		if (arb_item_size(n, (int)i) != sizeof(*ri)) {
-			problem(c, "root item %llu has size %u",
-				(unsigned long long)k.objectid,
-				arb_item_size(n, (int)i));
+			if (own)
+				problem(c, "root item %llu has size %u",
+					(unsigned long long)k.objectid,
+					arb_item_size(n, (int)i));
 			continue;
 		}
 		ri = arb_item_ptr(n, (int)i);
@@ -240,38 +275,53 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 {
 	struct arb_vol *vol = c->vol;
 	uint64_t key[4] = { bytenr, 0, 0, 0 };
-	struct ck_ent *e = ck_get(&c->nodes, key, true);
+	bool own = mine(c, bytenr);
+	struct ck_ent *e = NULL;
 	struct arb_node *n;
 	struct arb_key k, first, last;
 	int ret;
 
-	if (!e)
-		return -ENOMEM;
-	e->count++;
-	if (e->visited) {
-		if (e->mirror != mirror)
-			problem(c, "node %llu: pointers name different second "
-				   "copies (%llu, %llu)",
-				(unsigned long long)bytenr,
-				(unsigned long long)e->mirror,
-				(unsigned long long)mirror);
+	if (own) {
+		e = ck_get(&c->nodes, key, true);
+		if (!e)
+			return -ENOMEM;
+		e->count++;
+		if (e->visited) {
+			if (e->mirror != mirror)
+				problem(c, "node %llu: pointers name different "
+					   "second copies (%llu, %llu)",
+					(unsigned long long)bytenr,
+					(unsigned long long)e->mirror,
+					(unsigned long long)mirror);
+			return 0;
+		}
+		e->visited = true;
+		e->mirror = mirror;
+		arb_check_seen_test_set(&c->seen, bytenr);
+	} else if (arb_check_seen_test_set(&c->seen, bytenr)) {
 		return 0;
 	}
-	e->visited = true;
-	e->mirror = mirror;
+	c->done++;
+	ck_progress(c, false);
+	if (!own)
+		goto read;
 	if ((vol->meta_copies > 1) != (mirror != 0))
 		problem(c, "tree %llu: node %llu: %s second copy on a volume "
 			   "with %u cop%s of metadata",
 			(unsigned long long)tree, (unsigned long long)bytenr,
 			mirror ? "a" : "no", vol->meta_copies,
 			vol->meta_copies > 1 ? "ies" : "y");
+read:
 	ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
 	if (ret) {
-		problem(c, "tree %llu: node %llu unreadable (%s)",
-			(unsigned long long)tree, (unsigned long long)bytenr,
-			strerror(-ret));
+		if (own)
+			problem(c, "tree %llu: node %llu unreadable (%s)",
+				(unsigned long long)tree,
+				(unsigned long long)bytenr, strerror(-ret));
 		return 0;
 	}
+	if (!own)
+		goto descend;
 	c->rep->nodes++;
 	check_copies(c, n, mirror, gen, level, tree);
 	e->owner = arb_node_owner(n);
@@ -293,11 +343,13 @@ static int walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 				   "next key",
 				(unsigned long long)bytenr);
 	}
+descend:
 	if (level == 0) {
-		c->rep->items += arb_nritems(n);
-		collect_leaf(c, n);
+		if (own)
+			c->rep->items += arb_nritems(n);
+		collect_leaf(c, n, own);
 		if (tree == ARB_ROOT_TREE_ID)
-			collect_roots(c, n);
+			collect_roots(c, n, own);
 	} else {
 		for (uint32_t i = 0; i < arb_nritems(n); i++) {
 			struct arb_key nk;
@@ -338,7 +390,7 @@ static int cmp_range(const void *a, const void *b)
 /* extents and second copies must not overlap one another */
 static void check_overlaps(struct ck *c)
 {
-	uint64_t prev_end = ARB_DATA_START;
+	uint64_t prev_end = c->prev_end;
 
 	qsort(c->ranges, c->nr_ranges, sizeof(*c->ranges), cmp_range);
 	for (size_t i = 0; i < c->nr_ranges; i++) {
@@ -351,24 +403,36 @@ static void check_overlaps(struct ck *c)
 		if (r->start + r->len > prev_end)
 			prev_end = r->start + r->len;
 	}
+	c->prev_end = prev_end;
+	c->nr_ranges = 0;
 }
 
+/*
+ * The extent items of the part [lo, hi) against the tables of the walk.
+ * The scan covers the whole tree: the second copy of a tree block lies
+ * anywhere, and its range belongs to the part that holds its address.
+ */
 static void check_extents(struct ck *c)
 {
 	struct arb_vol *vol = c->vol;
 	struct arb_iter it;
 	struct arb_key k = { 0, 0, 0 };
-	uint64_t used_sectors = 0;
 	int ret;
 
 	arb_iter_init(&it, vol->extent_root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		uint64_t key[4] = { 0, 0, 0, 0 };
 		struct ck_ent *e;
+		bool own;
+
 		arb_iter_key(&it, &k);
-		c->rep->items++;
+		own = mine(c, k.objectid);
+		if (own)
+			c->rep->items++;
 		if (k.type == ARB_EXTENT_DATA_REF) {
 			const struct arb_extent_data_ref *r = arb_iter_data(&it);
+			if (!own)
+				continue;
 			if (arb_iter_size(&it) != sizeof(*r)) {
 				problem(c, "extent %llu: bad data ref size",
 					(unsigned long long)k.objectid);
@@ -395,25 +459,43 @@ static void check_extents(struct ck *c)
 			continue;
 		}
 		if (k.type != ARB_EXTENT_ITEM) {
-			problem(c, "extent tree: unexpected item type %u",
-				k.type);
+			if (own)
+				problem(c, "extent tree: unexpected item type %u",
+					k.type);
 			continue;
 		}
 		const struct arb_extent_item *ei = arb_iter_data(&it);
 		uint64_t refs, flags;
 		if (arb_iter_size(&it) < sizeof(*ei)) {
-			problem(c, "extent %llu: item too small",
-				(unsigned long long)k.objectid);
+			if (own)
+				problem(c, "extent %llu: item too small",
+					(unsigned long long)k.objectid);
 			continue;
 		}
 		refs = arb_extent_item_e_refs(ei);
 		flags = arb_extent_item_e_flags(ei);
+		if (!own) {
+			/* only the second copy of a reached tree block, if it
+			 * lies in this part (the walk marked what it reached) */
+			const struct arb_tree_block_ref *tr =
+				(const void *)(ei + 1);
+			uint64_t m;
+			if (!(flags & ARB_EXTENT_FLAG_TREE_BLOCK) ||
+			    arb_iter_size(&it) < sizeof(*ei) + sizeof(*tr) ||
+			    k.offset != vol->nodesize)
+				continue;
+			m = arb_tree_block_ref_t_mirror(tr);
+			if (m && mine(c, m) &&
+			    arb_check_seen_test(&c->seen, k.objectid))
+				add_range(c, m, vol->nodesize);
+			continue;
+		}
 		add_range(c, k.objectid, k.offset);
 		if (!arb_free_space_test(vol, k.objectid, k.offset, false))
 			problem(c, "extent %llu+%llu is free in the space map",
 				(unsigned long long)k.objectid,
 				(unsigned long long)k.offset);
-		used_sectors += k.offset / vol->sectorsize;
+		c->used_sectors += k.offset / vol->sectorsize;
 		key[0] = k.objectid;
 		if (flags & ARB_EXTENT_FLAG_TREE_BLOCK) {
 			const struct arb_tree_block_ref *tr = (const void *)(ei + 1);
@@ -434,8 +516,10 @@ static void check_extents(struct ck *c)
 			e->matched = true;
 			if (arb_tree_block_ref_t_mirror(tr)) {
 				uint64_t m = arb_tree_block_ref_t_mirror(tr);
-				add_range(c, m, vol->nodesize);
-				used_sectors += vol->nodesize / vol->sectorsize;
+				if (mine(c, m))
+					add_range(c, m, vol->nodesize);
+				c->used_sectors +=
+					vol->nodesize / vol->sectorsize;
 				if (!arb_free_space_test(vol, m, vol->nodesize,
 							 false))
 					problem(c, "tree block %llu: second "
@@ -498,8 +582,10 @@ static void check_extents(struct ck *c)
 		}
 	}
 	arb_iter_release(&it);
-	if (ret < 0)
+	if (ret < 0 && !c->extent_err) {
 		problem(c, "extent tree unreadable (%s)", strerror(-ret));
+		c->extent_err = true;
+	}
 	check_overlaps(c);
 
 	for (size_t i = 0; i < c->nodes.size; i++) {
@@ -526,36 +612,184 @@ static void check_extents(struct ck *c)
 				(unsigned long long)e->k[2],
 				(unsigned long long)e->k[3]);
 	}
-	/* the map marks exactly the extents (and the reserved head) */
-	{
-		uint64_t map_used = vol->total_bytes / vol->sectorsize -
-				    arb_free_bytes(vol) / vol->sectorsize -
-				    ARB_DATA_START / vol->sectorsize;
-		if (!vol->running && map_used != used_sectors)
-			problem(c, "free space map: %llu sectors used, extent "
-				   "tree covers %llu",
-				(unsigned long long)map_used,
-				(unsigned long long)used_sectors);
+}
+
+/* the map marks exactly the extents (and the reserved head) */
+static void check_space_map(struct ck *c)
+{
+	struct arb_vol *vol = c->vol;
+	uint64_t map_used = vol->total_bytes / vol->sectorsize -
+			    arb_free_bytes(vol) / vol->sectorsize -
+			    ARB_DATA_START / vol->sectorsize;
+
+	if (!vol->running && map_used != c->used_sectors)
+		problem(c, "free space map: %llu sectors used, extent tree "
+			   "covers %llu",
+			(unsigned long long)map_used,
+			(unsigned long long)c->used_sectors);
+}
+
+static void ck_table_clear(struct ck_table *t)
+{
+	if (t->e)
+		memset(t->e, 0, t->size * sizeof(*t->e));
+	t->used = 0;
+}
+
+/* ---- parts ---------------------------------------------------------------- */
+
+int arb_check_plan_make(struct arb_vol *vol, uint64_t budget,
+			struct arb_check_plan *p)
+{
+	uint64_t per_part = budget / ARB_CHECK_ENTRY_BYTES, in_part = 0;
+	uint64_t last = 0;
+	size_t cap = 8;
+	struct arb_iter it;
+	struct arb_key k = { 0, 0, 0 };
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	p->bound = malloc(cap * sizeof(*p->bound));
+	if (!p->bound)
+		return -ENOMEM;
+	p->bound[0] = 0;
+	if (!per_part)
+		per_part = 1;
+	arb_iter_init(&it, vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		if (k.type == ARB_EXTENT_DATA_REF) {
+			p->refs++;
+		} else if (k.type == ARB_EXTENT_ITEM &&
+			   arb_iter_size(&it) >= sizeof(struct arb_extent_item)) {
+			const struct arb_extent_item *ei = arb_iter_data(&it);
+			if (arb_extent_item_e_flags(ei) &
+			    ARB_EXTENT_FLAG_TREE_BLOCK) {
+				p->nodes++;
+			} else {
+				p->data++;
+				p->data_bytes += k.offset;
+			}
+		}
+		/* cut only between extents: an extent and its references
+		 * (same objectid) stay in one part */
+		if (budget && in_part >= per_part && k.objectid != last &&
+		    p->nparts + 1 < ARB_CHECK_MAX_PARTS) {
+			if (p->nparts + 2 > cap) {
+				uint64_t *n;
+				cap *= 2;
+				n = realloc(p->bound, cap * sizeof(*n));
+				if (!n) {
+					arb_iter_release(&it);
+					arb_check_plan_free(p);
+					return -ENOMEM;
+				}
+				p->bound = n;
+			}
+			p->bound[++p->nparts] = k.objectid;
+			in_part = 0;
+		}
+		in_part++;
+		last = k.objectid;
 	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		p->nparts = 0; /* unreadable: one part, the checkers say why */
+	p->bound[++p->nparts] = UINT64_MAX;
+	return 0;
+}
+
+void arb_check_plan_free(struct arb_check_plan *p)
+{
+	free(p->bound);
+	memset(p, 0, sizeof(*p));
+}
+
+int arb_check_seen_init(struct arb_vol *vol, struct arb_check_seen *s)
+{
+	s->sectorsize = vol->sectorsize;
+	s->nbits = vol->total_bytes / vol->sectorsize;
+	s->bits = calloc((s->nbits + 63) / 64, sizeof(uint64_t));
+	return s->bits ? 0 : -ENOMEM;
+}
+
+bool arb_check_seen_test(const struct arb_check_seen *s, uint64_t addr)
+{
+	uint64_t b = addr / s->sectorsize;
+
+	if (addr % s->sectorsize || b >= s->nbits)
+		return false;
+	return s->bits[b / 64] >> (b % 64) & 1;
+}
+
+bool arb_check_seen_test_set(struct arb_check_seen *s, uint64_t addr)
+{
+	uint64_t b = addr / s->sectorsize;
+
+	if (addr % s->sectorsize || b >= s->nbits)
+		return false;
+	if (s->bits[b / 64] >> (b % 64) & 1)
+		return true;
+	s->bits[b / 64] |= 1ULL << (b % 64);
+	return false;
+}
+
+void arb_check_seen_clear(struct arb_check_seen *s)
+{
+	memset(s->bits, 0, (s->nbits + 63) / 64 * sizeof(uint64_t));
+}
+
+void arb_check_seen_free(struct arb_check_seen *s)
+{
+	free(s->bits);
+	s->bits = NULL;
 }
 
 int arb_check_vol(struct arb_vol *vol, struct arb_check_report *rep)
 {
 	struct arb_check_report dummy = { 0 };
+	struct arb_check_plan plan;
 	struct ck c = { 0 };
+	int ret;
 
 	if (!rep)
 		rep = &dummy;
 	c.vol = vol;
 	c.rep = rep;
-	/* the superblock's pointer to the root tree */
-	walk(&c, vol->tree_root->node->bytenr, vol->tree_root->node->mirror,
-	     arb_node_gen(vol->tree_root->node),
-	     arb_level(vol->tree_root->node), NULL, NULL, true,
-	     ARB_ROOT_TREE_ID);
-	check_extents(&c);
+	c.prev_end = ARB_DATA_START;
+	ret = arb_check_plan_make(vol, rep->budget, &plan);
+	if (ret)
+		return ret;
+	ret = arb_check_seen_init(vol, &c.seen);
+	if (ret) {
+		arb_check_plan_free(&plan);
+		return ret;
+	}
+	rep->parts = plan.nparts;
+	c.total = plan.nodes * plan.nparts;
+	for (unsigned part = 0; part < plan.nparts; part++) {
+		c.lo = plan.bound[part];
+		c.hi = plan.bound[part + 1];
+		snprintf(c.phase, sizeof(c.phase), "structure, part %u/%u",
+			 part + 1, plan.nparts);
+		ck_progress(&c, true);
+		arb_check_seen_clear(&c.seen);
+		ck_table_clear(&c.nodes);
+		ck_table_clear(&c.data);
+		ck_table_clear(&c.drefs);
+		/* the superblock's pointer to the root tree */
+		walk(&c, vol->tree_root->node->bytenr,
+		     vol->tree_root->node->mirror,
+		     arb_node_gen(vol->tree_root->node),
+		     arb_level(vol->tree_root->node), NULL, NULL, true,
+		     ARB_ROOT_TREE_ID);
+		check_extents(&c);
+	}
+	check_space_map(&c);
 	if (c.io_error)
 		problem(&c, "checker: out of memory");
+	arb_check_plan_free(&plan);
+	arb_check_seen_free(&c.seen);
 	free(c.buf[0]);
 	free(c.buf[1]);
 	free(c.ranges);

@@ -548,10 +548,69 @@ static inline int arb_txn_check(struct arb_txn *t)
 
 /* ---- check (check.c) --------------------------------------------------- */
 
+/* now and then: the phase ("structure, part 2/5"), how far it is in units
+ * of that phase (done may pass total on a damaged volume) and the nodes,
+ * items and data sectors it has checked so far */
+typedef void (*arb_check_progress_fn)(void *arg, const char *phase,
+				      uint64_t done, uint64_t total,
+				      uint64_t checked);
+
 struct arb_check_report {
 	uint64_t nodes, items, errors;
 	FILE *out; /* problems are printed here when not NULL */
+	/* in: bytes the reference tables may take; 0 = no bound (one part) */
+	uint64_t budget;
+	/* in: progress callback (may be NULL) and its argument */
+	arb_check_progress_fn progress;
+	void *progress_arg;
+	/* out: parts the address space was checked in */
+	unsigned parts;
 };
+
+/*
+ * Checking in parts.  The reference-counting passes (here and in the fs
+ * layer's extent check) keep one table entry per tree node, data extent
+ * and data back-reference.  To bound that memory they split the disk
+ * address space into parts and run once per part, re-walking every tree
+ * each time but keeping only the entries whose address falls in the part.
+ * arb_check_plan_make cuts the parts from one scan of the extent tree so
+ * that each holds about budget / ARB_CHECK_ENTRY_BYTES entries: what an
+ * entry (72 bytes) costs at the tables' worst, just after they double
+ * (fill 1/4, 4x) while the old table is still there (2x more), plus the
+ * lists beside them (allocated ranges, sorted back-references).
+ */
+#define ARB_CHECK_ENTRY_BYTES 512
+#define ARB_CHECK_MAX_PARTS 4096
+struct arb_check_plan {
+	/* part i is [bound[i], bound[i + 1]); bound[0] = 0 and
+	 * bound[nparts] = UINT64_MAX */
+	uint64_t *bound;
+	unsigned nparts;
+	/* what the extent tree holds: tree block items, data extent items,
+	 * back-reference items and the bytes of the data extents */
+	uint64_t nodes, data, refs, data_bytes;
+};
+/* budget 0: one part.  An extent tree that does not read gives one part
+ * (the checkers report it).  0 or -ENOMEM. */
+int arb_check_plan_make(struct arb_vol *vol, uint64_t budget,
+			struct arb_check_plan *p);
+void arb_check_plan_free(struct arb_check_plan *p);
+
+/* The nodes a walk has seen: one bit per sector of the volume (as the
+ * free-space map), so a node reached by several pointers is read and
+ * descended once per walk whatever part is being counted. */
+struct arb_check_seen {
+	uint64_t *bits;
+	uint64_t nbits;
+	uint32_t sectorsize;
+};
+int arb_check_seen_init(struct arb_vol *vol, struct arb_check_seen *s);
+/* Was addr seen before (then true); marks it.  An address off the sector
+ * grid or beyond the volume is never marked (no node can be read there). */
+bool arb_check_seen_test_set(struct arb_check_seen *s, uint64_t addr);
+bool arb_check_seen_test(const struct arb_check_seen *s, uint64_t addr);
+void arb_check_seen_clear(struct arb_check_seen *s);
+void arb_check_seen_free(struct arb_check_seen *s);
 /*
  * Check the committed (or, if a transaction is running, the in-memory) state:
  * every tree's structure, key order, parent/child key bounds, fill,

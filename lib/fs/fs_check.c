@@ -15,7 +15,9 @@
  *   - EXTENT_DATA items parse, do not overlap, inline only at offset 0;
  *     i_nbytes = bytes they map
  * Collected per inode while its items go by; cross references are checked
- * with lookups.  Delayed data (not yet in the tree) is not seen.
+ * with lookups, so the memory used does not grow with the tree (beyond
+ * the records of the problems found).  Delayed data (not yet in the
+ * tree) is not seen.
  *
  * Each problem is raised once, as a named record (ARB_PB_*, arbor.h) that
  * carries what repair needs: the directory, index and name of a link, the
@@ -424,6 +426,19 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 	c->ext_bytes += len;
 }
 
+/* progress by inode number, now and then (every 256 inodes) */
+static void progress(struct chk *c, uint64_t ino,
+		     const struct arb_check_result *res)
+{
+	uint64_t total = c->fs->next_ino;
+
+	if (!c->fs->opts.check_progress || (ino & 255))
+		return;
+	c->fs->opts.check_progress(c->fs->opts.check_progress_arg, "fs tree",
+				   ino < total ? ino : total, total,
+				   res ? res->items : 0);
+}
+
 int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		  struct arb_check_result *res)
 {
@@ -449,6 +464,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		if (res)
 			res->items++;
 		if (k.objectid != c.ino) {
+			progress(&c, k.objectid, res);
 			finish_inode(&c);
 			c.ino = k.objectid;
 			c.refs = c.parents = c.subdirs = c.name_bytes = 0;

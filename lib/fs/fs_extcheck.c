@@ -25,6 +25,14 @@
  * this must run on a fresh open, before any other change of the
  * transaction, so the trees and the extent tree describe the same state
  * and no reference change is pending.
+ *
+ * In parts (fs->opts.check_memory, arb_check_plan_make): all of the above
+ * runs once per part of the disk address space, the tables holding only
+ * the nodes, data extents and back-references whose address lies in the
+ * part; each problem is raised in the part of the address it is about; a
+ * bitmap of seen nodes keeps each node read once per walk.  The fixes
+ * carry their own copy of the expected back-references, so they are all
+ * applied after the last part, as with one part.
  */
 #include <endian.h>
 #include <stdarg.h>
@@ -47,9 +55,17 @@ struct xtab {
 	size_t size, used;
 };
 
+struct rref {
+	uint64_t root, ino, off;
+	uint32_t count;
+};
+
 /* a data extent whose items repair rewrites */
 struct xfix {
 	uint64_t addr, len, refs;
+	/* data: the back-references the trees expect */
+	struct rref *want;
+	size_t nwant;
 	bool leak;
 	/* a tree node: owner and level of its header */
 	bool tree;
@@ -72,7 +88,29 @@ struct xc {
 	/* data extents (addr, len) for the checksum pass */
 	uint64_t (*dext)[2];
 	size_t ndext, capdext;
+	/* the part being checked: addresses in [lo, hi) */
+	uint64_t lo, hi;
+	struct arb_check_seen seen;
+	/* across parts: end of the extents so far; extent tree error said */
+	uint64_t prev_end;
+	bool extent_err;
+	/* progress */
+	char phase[64];
+	uint64_t done, total;
 };
+
+static bool mine(const struct xc *c, uint64_t addr)
+{
+	return addr >= c->lo && addr < c->hi;
+}
+
+static void xprogress(struct xc *c, bool force)
+{
+	if (c->fs->opts.check_progress && (force || (c->done & 255) == 0))
+		c->fs->opts.check_progress(c->fs->opts.check_progress_arg,
+					   c->phase, c->done, c->total,
+					   c->r->nodes + c->r->sectors);
+}
 
 static size_t xhash(const uint64_t k[4])
 {
@@ -169,6 +207,8 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 			continue;
 		key[0] = arb_file_extent_f_disk_bytenr(fe);
 		key[1] = key[2] = key[3] = 0;
+		if (!mine(c, key[0]))
+			continue;
 		e = xget(&c->data, key, true);
 		if (!e)
 			continue;
@@ -189,28 +229,42 @@ static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
 		 uint64_t gen, int level, uint64_t tree)
 {
 	uint64_t key[4] = { bytenr, 0, 0, 0 };
-	struct xe *e = xget(&c->nodes, key, true);
+	bool own = mine(c, bytenr);
+	struct xe *e = NULL;
 	struct arb_node *n;
 	int ret;
 
-	if (!e)
+	if (own) {
+		e = xget(&c->nodes, key, true);
+		if (!e)
+			return;
+		e->count++;
+		if (e->visited)
+			return;
+		e->visited = true;
+		arb_check_seen_test_set(&c->seen, bytenr);
+	} else if (arb_check_seen_test_set(&c->seen, bytenr)) {
 		return;
-	e->count++;
-	if (e->visited)
-		return;
-	e->visited = true;
+	}
+	c->done++;
+	xprogress(c, false);
 	ret = arb_node_read(c->vol, bytenr, mirror, gen, level, &n);
 	if (ret) {
-		xproblem(c, ARB_PB_NODE_BAD, 0, bytenr,
-			 "tree %llu: node %llu (level %d) unreadable: %s",
-			 (unsigned long long)tree, (unsigned long long)bytenr,
-			 level, strerror(-ret));
+		if (own)
+			xproblem(c, ARB_PB_NODE_BAD, 0, bytenr,
+				 "tree %llu: node %llu (level %d) unreadable: "
+				 "%s",
+				 (unsigned long long)tree,
+				 (unsigned long long)bytenr, level,
+				 strerror(-ret));
 		c->r->incomplete = true;
 		return;
 	}
-	c->r->nodes++;
-	e->owner = arb_node_owner(n);
-	e->level = arb_level(n);
+	if (own) {
+		c->r->nodes++;
+		e->owner = arb_node_owner(n);
+		e->level = arb_level(n);
+	}
 	if (level == 0) {
 		collect_leaf(c, n, tree);
 	} else {
@@ -251,13 +305,12 @@ static void exp_range(struct xc *c, uint64_t bytenr, size_t *lo, size_t *hi)
 	*hi = a;
 }
 
-struct rref {
-	uint64_t root, ino, off;
-	uint32_t count;
-};
-
+/* remember a fix; a data extent's carries its expected back-references */
 static void add_fix(struct xc *c, const struct xfix *f)
 {
+	struct xfix *x;
+	size_t lo, hi;
+
 	if (c->nfix == c->capfix) {
 		size_t cap = c->capfix ? c->capfix * 2 : 16;
 		struct xfix *n = realloc(c->fix, cap * sizeof(*n));
@@ -266,7 +319,27 @@ static void add_fix(struct xc *c, const struct xfix *f)
 		c->fix = n;
 		c->capfix = cap;
 	}
-	c->fix[c->nfix++] = *f;
+	x = &c->fix[c->nfix];
+	*x = *f;
+	x->want = NULL;
+	x->nwant = 0;
+	if (!f->tree && !f->leak) {
+		exp_range(c, f->addr, &lo, &hi);
+		if (hi > lo) {
+			x->want = malloc((hi - lo) * sizeof(*x->want));
+			if (!x->want)
+				return;
+			for (size_t i = lo; i < hi; i++) {
+				x->want[i - lo].root = c->exp[i]->k[1];
+				x->want[i - lo].ino = c->exp[i]->k[2];
+				x->want[i - lo].off = c->exp[i]->k[3];
+				x->want[i - lo].count =
+					(uint32_t)c->exp[i]->count;
+			}
+			x->nwant = hi - lo;
+		}
+	}
+	c->nfix++;
 }
 
 /* compare one data extent's recorded state with the trees */
@@ -419,7 +492,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 {
 	struct arb_iter it;
 	struct arb_key k = { 0, 0, 0 };
-	uint64_t prev_end = 0;
+	uint64_t prev_end = c->prev_end;
 	/* the data extent being collected */
 	uint64_t cur = 0, cur_len = 0, cur_refs = 0;
 	bool in_data = false;
@@ -432,14 +505,21 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		const void *d;
 		uint32_t size;
 
+		bool past;
+
 		if (ret == 0)
 			arb_iter_key(&it, &k);
-		if (in_data && (ret != 0 || k.objectid != cur)) {
+		/* the part's items only (from the start, so that a read
+		 * error stops every part where it stops one) */
+		if (ret == 0 && k.objectid < c->lo)
+			continue;
+		past = ret != 0 || k.objectid >= c->hi;
+		if (in_data && (past || k.objectid != cur)) {
 			check_data_extent(c, cur, cur_len, cur_refs, rr, nr,
 					  fix);
 			in_data = false;
 		}
-		if (ret != 0)
+		if (past)
 			break;
 		d = arb_iter_data(&it);
 		size = arb_iter_size(&it);
@@ -520,9 +600,12 @@ static int scan_extent_tree(struct xc *c, bool fix)
 	}
 	arb_iter_release(&it);
 	free(rr);
+	c->prev_end = prev_end;
 	if (ret < 0) {
-		xproblem(c, ARB_PB_NODE_BAD, 0, 0,
-			 "extent tree unreadable: %s", strerror(-ret));
+		if (!c->extent_err)
+			xproblem(c, ARB_PB_NODE_BAD, 0, 0,
+				 "extent tree unreadable: %s", strerror(-ret));
+		c->extent_err = true;
 		c->r->incomplete = true;
 		return 0;
 	}
@@ -619,6 +702,7 @@ static void check_data_csums(struct xc *c)
 				ret = arb_dev_read(c->vol->dev, buf, nsec * bs,
 						   addr + off, ARB_IO_DATA);
 			if (ret) {
+				c->done += nsec;
 				bad += nsec;
 				if (!first)
 					first = addr + off;
@@ -627,6 +711,7 @@ static void check_data_csums(struct xc *c)
 			}
 			for (size_t i = 0; i < nsec; i++) {
 				c->r->sectors++;
+				c->done++;
 				if (!have[i])
 					continue;
 				if (~arb_crc32c(~0u, buf + i * bs, bs) !=
@@ -637,6 +722,7 @@ static void check_data_csums(struct xc *c)
 				}
 			}
 			off += nsec * bs;
+			xprogress(c, true);
 		}
 		if (bad)
 			xproblem(c, ARB_PB_DATA_CSUM, e ? e->owner : 0, addr,
@@ -684,7 +770,6 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	struct arb_root *er = c->vol->extent_root;
 	struct arb_key k = { f->addr, ARB_EXTENT_ITEM, f->len };
 	struct arb_extent_item ei;
-	size_t lo, hi;
 	int ret;
 
 	if (f->tree) {
@@ -728,19 +813,18 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	ret = arb_update_item(t, er, &k, &ei, sizeof(ei));
 	if (ret)
 		return ret;
-	exp_range(c, f->addr, &lo, &hi);
-	for (size_t i = lo; i < hi; i++) {
-		const struct xe *x = c->exp[i];
+	for (size_t i = 0; i < f->nwant; i++) {
+		const struct rref *x = &f->want[i];
 		struct arb_extent_data_ref r;
 		struct arb_key rk = { f->addr, ARB_EXTENT_DATA_REF,
-				      arb_data_ref_hash(x->k[1], x->k[2],
-							x->k[3]) };
+				      arb_data_ref_hash(x->root, x->ino,
+							x->off) };
 		int probe;
 
-		arb_set_extent_data_ref_d_root(&r, x->k[1]);
-		arb_set_extent_data_ref_d_objectid(&r, x->k[2]);
-		arb_set_extent_data_ref_d_offset(&r, x->k[3]);
-		arb_set_extent_data_ref_d_count(&r, (uint32_t)x->count);
+		arb_set_extent_data_ref_d_root(&r, x->root);
+		arb_set_extent_data_ref_d_objectid(&r, x->ino);
+		arb_set_extent_data_ref_d_offset(&r, x->off);
+		arb_set_extent_data_ref_d_count(&r, x->count);
 		for (probe = 0; probe < 16; probe++, rk.offset++) {
 			ret = arb_insert_item(t, er, &rk, &r, sizeof(r));
 			if (ret != -EEXIST)
@@ -752,11 +836,19 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	return 0;
 }
 
+static void xtab_clear(struct xtab *t)
+{
+	if (t->e)
+		memset(t->e, 0, t->size * sizeof(*t->e));
+	t->used = 0;
+}
+
 int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 		     bool csums, struct arb_txn *fix, FILE *fix_out,
 		     uint64_t *fixed)
 {
 	struct arb_vol *vol = fs->vol;
+	struct arb_check_plan plan;
 	struct xc c;
 	int ret = 0;
 
@@ -765,26 +857,53 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 	c.vol = vol;
 	c.r = r;
 	c.out = out;
-	/* the superblock's pointer to the root tree */
-	walk(&c, vol->tree_root->node->bytenr, vol->tree_root->node->mirror,
-	     arb_node_gen(vol->tree_root->node),
-	     arb_level(vol->tree_root->node), ARB_ROOT_TREE_ID);
-	if (!r->incomplete) {
-		c.exp = malloc((c.drefs.used + 1) * sizeof(*c.exp));
-		if (!c.exp) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		for (size_t i = 0; i < c.drefs.size; i++)
-			if (c.drefs.e[i].k[0])
-				c.exp[c.nexp++] = &c.drefs.e[i];
-		qsort(c.exp, c.nexp, sizeof(*c.exp), cmp_exp);
-		ret = scan_extent_tree(&c, fix != NULL);
-		if (ret)
-			goto out;
+	ret = arb_check_plan_make(vol, fs->opts.check_memory, &plan);
+	if (ret)
+		return ret;
+	ret = arb_check_seen_init(vol, &c.seen);
+	if (ret) {
+		arb_check_plan_free(&plan);
+		return ret;
 	}
+	c.total = plan.nodes * plan.nparts;
 	if (csums)
-		check_data_csums(&c);
+		c.total += plan.data_bytes / vol->sectorsize;
+	for (unsigned part = 0; part < plan.nparts; part++) {
+		c.lo = plan.bound[part];
+		c.hi = plan.bound[part + 1];
+		snprintf(c.phase, sizeof(c.phase), "extents, part %u/%u",
+			 part + 1, plan.nparts);
+		xprogress(&c, true);
+		arb_check_seen_clear(&c.seen);
+		xtab_clear(&c.nodes);
+		xtab_clear(&c.data);
+		xtab_clear(&c.drefs);
+		c.nexp = 0;
+		c.ndext = 0;
+		/* the superblock's pointer to the root tree */
+		walk(&c, vol->tree_root->node->bytenr,
+		     vol->tree_root->node->mirror,
+		     arb_node_gen(vol->tree_root->node),
+		     arb_level(vol->tree_root->node), ARB_ROOT_TREE_ID);
+		if (!r->incomplete) {
+			void *n = realloc(c.exp, (c.drefs.used + 1) *
+							 sizeof(*c.exp));
+			if (!n) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			c.exp = n;
+			for (size_t i = 0; i < c.drefs.size; i++)
+				if (c.drefs.e[i].k[0])
+					c.exp[c.nexp++] = &c.drefs.e[i];
+			qsort(c.exp, c.nexp, sizeof(*c.exp), cmp_exp);
+			ret = scan_extent_tree(&c, fix != NULL);
+			if (ret)
+				goto out;
+		}
+		if (csums)
+			check_data_csums(&c);
+	}
 	if (fix && !r->incomplete) {
 		for (size_t i = 0; i < c.nfix; i++) {
 			ret = apply_fix(&c, fix, &c.fix[i]);
@@ -803,10 +922,14 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 		}
 	}
 out:
+	arb_check_plan_free(&plan);
+	arb_check_seen_free(&c.seen);
 	free(c.nodes.e);
 	free(c.data.e);
 	free(c.drefs.e);
 	free(c.exp);
+	for (size_t i = 0; i < c.nfix; i++)
+		free(c.fix[i].want);
 	free(c.fix);
 	free(c.dext);
 	return ret;

@@ -202,6 +202,9 @@ int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 	if (!mem)
 		return -ENOMEM;
 	rep.out = mem;
+	rep.budget = fs->opts.check_memory;
+	rep.progress = fs->opts.check_progress;
+	rep.progress_arg = fs->opts.check_progress_arg;
 	fs_lock(fs);
 	check_super_copy(fs, r, out);
 	ret = arb_check_vol(fs->vol, &rep);

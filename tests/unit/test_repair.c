@@ -52,6 +52,8 @@ static struct arb_dev *borrow(struct arb_dev *mem)
 }
 
 static struct arb_dev *mem;
+/* opts.check_memory of the next open (0: one part) */
+static uint64_t check_mem;
 
 static struct arb_fs *open_fs(bool rw)
 {
@@ -63,6 +65,7 @@ static struct arb_fs *open_fs(bool rw)
 	o.commit_interval = 0;
 	o.readonly = !rw;
 	o.keep_orphans = true;
+	o.check_memory = check_mem;
 	ret = arb_fs_open(borrow(mem), &o, &fs, NULL);
 	ck_assert_int_eq(ret, 0);
 	return fs;
@@ -364,6 +367,193 @@ START_TEST(test_leak_repair)
 }
 END_TEST
 
+/* ---- checking in parts ---- */
+
+static int cmp_problem(const void *a, const void *b)
+{
+	const struct arb_problem *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return strcmp(x->detail, y->detail);
+}
+
+/* a check with the given budget: records sorted, and the counts */
+static void check_with(uint64_t budget, struct arb_check_result *r)
+{
+	struct arb_fs *fs;
+	int ret;
+
+	check_mem = budget;
+	fs = open_fs(false);
+	memset(r, 0, sizeof(*r));
+	ret = arb_fs_check_records(fs, r, NULL);
+	ck_assert(ret == 0 || ret == -EUCLEAN);
+	if (r->nr)
+		qsort(r->pb, r->nr, sizeof(*r->pb), cmp_problem);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	check_mem = 0;
+}
+
+/* set the count of the EXTENT_ITEM at key k (data or tree) */
+static void set_refs(struct arb_txn *t, struct arb_fs *fs, struct arb_key *k,
+		     uint64_t refs)
+{
+	uint8_t buf[64];
+	int size = arb_lookup_item(fs->vol->extent_root, k, buf, sizeof(buf));
+
+	ck_assert_int_ge(size, (int)sizeof(struct arb_extent_item));
+	arb_set_extent_item_e_refs((struct arb_extent_item *)buf, refs);
+	ck_assert_int_eq(arb_update_item(t, fs->vol->extent_root, k, buf,
+					 (uint32_t)size),
+			 0);
+}
+
+/*
+ * Many files (data extents, hard links, inline files), damage in several
+ * places of the address space; a check with a budget so small that every
+ * extent is a part of its own finds the same problems as one part, and
+ * repair in parts gives a clean image.
+ */
+START_TEST(test_parts_same_problems)
+{
+	static const struct arb_cred cr = { 0, 0 };
+	struct arb_check_result one, many;
+	struct arb_check_plan plan;
+	struct arb_key k = { 0, 0, 0 }, keys[64];
+	struct arb_fs *fs = open_fs(true);
+	struct arb_stat st, dst;
+	struct arb_iter it;
+	struct arb_txn *t;
+	char buf[12288], name[32];
+	size_t nkeys = 0;
+	int ret;
+
+	memset(buf, 'y', sizeof(buf));
+	for (int d = 0; d < 4; d++) {
+		snprintf(name, sizeof(name), "dir%d", d);
+		ck_assert_int_eq(arb_fs_mkdir(fs, ARB_ROOT_INO, name, 0755,
+					      &cr, &dst),
+				 0);
+		for (int i = 0; i < 60; i++) {
+			snprintf(name, sizeof(name), "file-%d-%d", d, i);
+			ck_assert_int_eq(arb_fs_mknod(fs, dst.ino, name,
+						      S_IFREG | 0644, 0, &cr,
+						      &st),
+					 0);
+			/* every third file small (inline), the rest extents */
+			ck_assert_int_ge(arb_fs_write(fs, st.ino, buf,
+						      i % 3 ? 4096 + 128 * i
+							    : 100,
+						      0),
+					 0);
+			if (i % 10 == 0) {
+				snprintf(name, sizeof(name), "link-%d-%d", d,
+					 i);
+				ck_assert_int_eq(arb_fs_link(fs, st.ino,
+							     ARB_ROOT_INO,
+							     name, &st),
+						 0);
+			}
+		}
+	}
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	check_with(0, &one);
+	ck_assert_uint_eq(one.nr, 0);
+	arb_check_result_free(&one);
+
+	/* damage: counts of data extents spread over the image, a tree
+	 * block's count, a back-reference, a file extent item deleted */
+	fs = open_fs(true);
+	fs_lock(fs);
+	arb_iter_init(&it, fs->vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0 && nkeys < 64;
+	     ret = arb_iter_next(&it)) {
+		const struct arb_extent_item *ei = arb_iter_data(&it);
+		arb_iter_key(&it, &k);
+		if (k.type == ARB_EXTENT_ITEM &&
+		    (arb_extent_item_e_flags(ei) & ARB_EXTENT_FLAG_DATA))
+			keys[nkeys++] = k;
+	}
+	arb_iter_release(&it);
+	ck_assert_uint_ge(nkeys, 40);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	for (size_t i = 0; i < nkeys; i += 13)
+		set_refs(t, fs, &keys[i], 5);
+	k.objectid = fs->root->node->bytenr;
+	k.type = ARB_EXTENT_ITEM;
+	k.offset = fs->vol->nodesize;
+	set_refs(t, fs, &k, 9);
+	/* the back-references of one extent go */
+	k = keys[nkeys / 2];
+	for (;;) {
+		struct arb_key rk = { k.objectid, ARB_EXTENT_DATA_REF, 0 };
+		arb_iter_init(&it, fs->vol->extent_root);
+		ret = arb_iter_seek(&it, &rk);
+		if (ret == 0)
+			arb_iter_key(&it, &rk);
+		arb_iter_release(&it);
+		if (ret || rk.objectid != k.objectid ||
+		    rk.type != ARB_EXTENT_DATA_REF)
+			break;
+		ck_assert_int_eq(arb_del_item(t, fs->vol->extent_root, &rk), 0);
+	}
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	/* a file's extent item deleted: leak and nbytes */
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_lookup(fs, ARB_ROOT_INO, "dir2", &dst), 0);
+	ck_assert_int_eq(arb_fs_lookup(fs, dst.ino, "file-2-31", &st), 0);
+	fs_lock(fs);
+	k.objectid = st.ino;
+	k.type = ARB_EXTENT_DATA;
+	k.offset = 0;
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_del_item(t, fs->root, &k), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	/* the tiny budget makes many parts */
+	ck_assert_int_eq(arb_check_plan_make(fs->vol, 1, &plan), 0);
+	ck_assert_uint_ge(plan.nparts, 40);
+	arb_check_plan_free(&plan);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	check_with(0, &one);
+	check_with(1, &many);
+	ck_assert_uint_ge(one.nr, 6);
+	ck_assert_uint_eq(many.nr, one.nr);
+	for (size_t i = 0; i < one.nr; i++) {
+		ck_assert_int_eq(many.pb[i].id, one.pb[i].id);
+		ck_assert_str_eq(many.pb[i].detail, one.pb[i].detail);
+		ck_assert_uint_eq(many.pb[i].ino, one.pb[i].ino);
+		ck_assert_uint_eq(many.pb[i].addr, one.pb[i].addr);
+		ck_assert_uint_eq(many.pb[i].expect, one.pb[i].expect);
+	}
+	ck_assert_uint_eq(many.nodes, one.nodes);
+	ck_assert_uint_eq(many.items, one.items);
+	ck_assert_uint_eq(many.sectors, one.sectors);
+	ck_assert_uint_ge(count(ARB_PB_EXTENT_REFS, NULL), 4);
+	ck_assert_uint_ge(count(ARB_PB_EXTENT_BACKREF, NULL), 1);
+	ck_assert_uint_eq(count(ARB_PB_EXTENT_LEAK, NULL), 1);
+	ck_assert_uint_ge(count(ARB_PB_TREE_REFS, NULL), 1);
+	arb_check_result_free(&one);
+	arb_check_result_free(&many);
+
+	/* repair in parts: clean afterwards, checked in one part */
+	check_mem = 1;
+	repair();
+	check_mem = 0;
+	check_with(0, &one);
+	ck_assert_uint_eq(one.nr, 0);
+	arb_check_result_free(&one);
+}
+END_TEST
+
 static Suite *repair_suite(void)
 {
 	Suite *s = suite_create("repair");
@@ -377,6 +567,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_leak_repair);
 	tcase_add_test(tc, test_tree_refcount_repair);
 	tcase_add_test(tc, test_node_copy_repair);
+	tcase_add_test(tc, test_parts_same_problems);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -62,6 +62,22 @@ struct arb_fs_opts {
 	/* do not free orphan inodes at a read-write open (fsck repair: its
 	 * changes must all go into one transaction) */
 	bool keep_orphans;
+	/*
+	 * Checks (arb_fs_check_records, arb_fs_repair): bytes the reference
+	 * tables may take; when the image needs more, the disk address
+	 * space is checked in parts, each re-walking the trees (see
+	 * docs/DESIGN.md, "fsck in bounded memory").  0 = no bound.
+	 */
+	uint64_t check_memory;
+	/*
+	 * Checks: called now and then with the phase ("extents, part 1/3"),
+	 * how far it is (done of total, in the phase's own units; done can
+	 * pass total on a damaged image) and the nodes, items and sectors
+	 * the phase has checked.  NULL = none.
+	 */
+	void (*check_progress)(void *arg, const char *phase, uint64_t done,
+			       uint64_t total, uint64_t checked);
+	void *check_progress_arg;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
