@@ -586,6 +586,28 @@ out:
 
 /* ---- create ------------------------------------------------------------ */
 
+/*
+ * A new name may go into dir: dir is a live directory (read into *din)
+ * and has no entry name.  0, -ENOTDIR, -ENOENT, -EEXIST or an error.
+ */
+static int new_name_ok(struct arb_fs *fs, uint64_t dir, const char *name,
+		       size_t len, struct arb_inode *din)
+{
+	uint64_t ino;
+	int ret = fs_inode_read(fs, dir, din);
+
+	if (ret)
+		return ret;
+	if (!S_ISDIR(din->mode))
+		return -ENOTDIR;
+	if (din->nlink == 0)
+		return -ENOENT;
+	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret != -ENOENT)
+		return ret ? ret : -EEXIST;
+	return 0;
+}
+
 static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			 uint32_t mode, uint64_t rdev, const char *target,
 			 const struct arb_cred *cr, struct arb_stat *st)
@@ -595,7 +617,6 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	struct timespec now;
 	struct fs_acl_new acl = { 0 };
 	size_t len, tlen = 0;
-	uint64_t ino;
 	int ret;
 
 	ret = fs_check_name(name, &len);
@@ -611,22 +632,9 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			return -ENAMETOOLONG;
 	}
 	fs_lock(fs);
-	ret = fs_inode_read(fs, dir, &din);
+	ret = new_name_ok(fs, dir, name, len, &din);
 	if (ret)
 		goto out;
-	if (!S_ISDIR(din.mode)) {
-		ret = -ENOTDIR;
-		goto out;
-	}
-	if (din.nlink == 0) {
-		ret = -ENOENT;
-		goto out;
-	}
-	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
-		goto out;
-	}
 	if (S_ISDIR(mode) && din.nlink >= ARB_LINK_MAX) {
 		ret = -EMLINK;
 		goto out;
@@ -785,7 +793,6 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 	struct arb_inode din, in;
 	struct arb_txn *t;
 	struct timespec now;
-	uint64_t other;
 	size_t len;
 	int ret;
 
@@ -811,22 +818,9 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		ret = -EMLINK;
 		goto out;
 	}
-	ret = fs_inode_read(fs, newdir, &din);
+	ret = new_name_ok(fs, newdir, newname, len, &din);
 	if (ret)
 		goto out;
-	if (!S_ISDIR(din.mode)) {
-		ret = -ENOTDIR;
-		goto out;
-	}
-	if (din.nlink == 0) {
-		ret = -ENOENT;
-		goto out;
-	}
-	ret = fs_dir_find(fs, newdir, newname, len, &other, NULL, NULL);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
-		goto out;
-	}
 	ret = fs_op_begin(fs, &t, 0, 0);
 	if (ret)
 		goto out;
