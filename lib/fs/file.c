@@ -119,6 +119,7 @@ static void drop_data_fn(struct arb_fs *fs, struct arb_imem *im, void *arg)
 {
 	(void)arg;
 	fs_imem_drop_blocks(fs, im, 0);
+	im->held_size = 0;
 	fs_imem_put_if_idle(fs, im);
 }
 
@@ -586,9 +587,9 @@ static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
 			free(buf);
 			return ret;
 		}
-	} else {
+	} else if (load) {
 		memset(buf, 0, fs->bs);
-	}
+	} /* else the caller writes the whole block */
 	ret = dmap_insert(fs, im, idx, buf);
 	if (ret) {
 		free(buf);
@@ -694,6 +695,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (size > SSIZE_MAX)
 		size = SSIZE_MAX;
 	end = off + size;
+	if (size >= ARB_BULK_WRITE)
+		pthread_mutex_lock(&fs->bulk_lock);
 	fs_lock(fs);
 	r = fs_inode_read(fs, ino, &in);
 	if (r) {
@@ -758,7 +761,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	r = fs_inode_write(fs, t, &in);
 	/* after the inode item: a flush of this inode reads its size */
 	if (!r && fs->dirty_bytes > ARB_FLUSH_BATCH)
-		r = fs_flush_some(fs, t);
+		r = fs_flush_some(fs, t, 2 * (uint64_t)size);
 	r = fs_op_end(fs, t, r);
 	ret = r ? r : (ssize_t)size;
 	goto out;
@@ -768,6 +771,8 @@ out_cancel:
 	fs_imem_put_if_idle(fs, im);
 out:
 	fs_unlock(fs);
+	if (size >= ARB_BULK_WRITE)
+		pthread_mutex_unlock(&fs->bulk_lock);
 	return ret;
 }
 
@@ -943,41 +948,174 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 }
 
 /*
- * May an fsync's commit leave im's delayed data in memory?  Only when the
- * committed tree stays consistent without it: every dirty block lies wholly
- * inside the size the file had when its first dirty block was made (pure
- * overwrites: the tree keeps the old data, which an unsynced overwrite may
- * show after a crash, as ext4 and btrfs do), nothing but writes dirtied it,
- * and the file is not small enough to live inline.  A file that grew must
- * be flushed: its i_size is in the tree already.
+ * May an fsync's commit leave im's delayed data in memory, and with what
+ * size in the tree?  Returns that size, or 0 when the data must be written.
+ *
+ * Blocks wholly inside the size the file had when its first dirty block
+ * was made (disk_size) are overwrites: the tree keeps the old data, which
+ * an unsynced overwrite may show after a crash, as ext4 and btrfs do.
+ * Past the first block that is not, none of the file's new bytes are on
+ * disk, so the committed size stops there (btrfs's disk_i_size): a crash
+ * shows the file as it was before those appends, never a tail of zeros.
+ * Files that truncate or fallocate dirtied, and files small enough to end
+ * up inline, are written.
  */
-static bool fsync_may_skip(struct arb_fs *fs, const struct arb_imem *im)
+static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
+				uint64_t size)
 {
-	uint64_t last_end;
+	size_t k;
+	uint64_t keep;
 
 	if (im->ino == fs->fsync_ino || im->force_flush || !im->nr)
-		return false;
+		return 0;
 	if (im->disk_size <= fs->max_inline)
-		return false;
-	last_end = (im->blocks[im->nr - 1].idx + 1) * (uint64_t)fs->bs;
-	return last_end <= im->disk_size;
+		return 0;
+	k = dmap_lower(im, im->disk_size / fs->bs);
+	if (k == im->nr)
+		return size;
+	keep = im->blocks[k].idx * (uint64_t)fs->bs;
+	if (keep < im->disk_size)
+		keep = im->disk_size;
+	return keep < size ? keep : size;
 }
 
-int fs_flush_some(struct arb_fs *fs, struct arb_txn *t)
+/*
+ * An fsync's commit leaves im's data in memory if it may; when the file
+ * grew, the tree gets the size its on-disk data covers, and the real size
+ * goes to im->held_size until fs_fsync_restore_sizes.  1: left, 0: write it.
+ */
+static int fsync_leave(struct arb_fs *fs, struct arb_txn *t,
+		       struct arb_imem *im)
 {
-	struct arb_imem *im, *next;
+	struct arb_inode in;
+	uint64_t keep;
 	int ret;
 
-	for (im = fs->dirty_list; im && fs->dirty_bytes > ARB_FLUSH_BATCH / 2;
+	if (im->ino == fs->fsync_ino || im->force_flush || !im->nr)
+		return 0;
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret)
+		return ret == -ENOENT ? 0 : ret;
+	keep = fsync_keep_size(fs, im, in.size);
+	if (!keep)
+		return 0;
+	if (keep < in.size) {
+		bool beyond;
+		/* an extent written earlier past keep (writes out of order)
+		 * would sit past the committed size: write the file */
+		ret = has_extent_from(fs, in.ino, round_up_bs(keep, fs->bs),
+				      &beyond);
+		if (ret || beyond)
+			return ret;
+		im->held_size = in.size;
+		in.size = keep;
+		ret = fs_inode_write(fs, t, &in);
+		if (ret)
+			return ret;
+	}
+	return 1;
+}
+
+int fs_fsync_restore_sizes(struct arb_fs *fs)
+{
+	struct arb_imem *im;
+	struct arb_inode in;
+	struct arb_txn *t = NULL;
+	int ret = 0;
+
+	for (im = fs->dirty_list; im; im = im->dirty_next) {
+		if (!im->held_size)
+			continue;
+		/* a plain transaction, not fs_op_begin: that may commit,
+		 * and a commit now would write the file with the held size
+		 * and drop its appended blocks */
+		if (!t) {
+			ret = arb_txn_begin(fs->vol, &t);
+			if (ret)
+				break;
+		}
+		ret = fs_inode_read(fs, im->ino, &in);
+		if (!ret) {
+			in.size = im->held_size;
+			ret = fs_inode_write(fs, t, &in);
+		}
+		if (ret) {
+			arb_txn_fail(t, ret);
+			break;
+		}
+		im->held_size = 0;
+	}
+	if (!t)
+		return ret;
+	return fs_op_end(fs, t, ret);
+}
+
+/*
+ * Write the first max dirty blocks of im as extents and forget them; the
+ * rest stay delayed.  A file that may still end up inline is written whole
+ * (fs_flush_inode decides inline against the whole file).
+ */
+static int flush_inode_head(struct arb_fs *fs, struct arb_txn *t,
+			    struct arb_imem *im, size_t max)
+{
+	struct arb_inode in;
+	uint64_t first_idx, last_idx;
+	size_t i, j;
+	int ret;
+
+	if (im->nr <= max)
+		return fs_flush_inode(fs, t, im);
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret)
+		return ret == -ENOENT ? fs_flush_inode(fs, t, im) : ret;
+	fs_imem_drop_blocks(fs, im, (in.size + fs->bs - 1) / fs->bs);
+	if (im->nr <= max || in.size <= fs->max_inline)
+		return fs_flush_inode(fs, t, im);
+	for (i = 0; i < max; i = j) {
+		for (j = i + 1; j < max &&
+				im->blocks[j].idx == im->blocks[j - 1].idx + 1;
+		     j++)
+			;
+		ret = flush_run(fs, t, &in, im, i, j - i);
+		if (ret)
+			return ret;
+	}
+	ret = fs_inode_write(fs, t, &in);
+	if (ret)
+		return ret;
+	first_idx = im->blocks[0].idx;
+	last_idx = im->blocks[max - 1].idx;
+	dmap_drop_range(fs, im, first_idx, last_idx + 1);
+	return 0;
+}
+
+/*
+ * A writer's share of the backlog: at least want bytes (rounded up to
+ * ARB_FLUSH_STEP), oldest dirty files first.  Bounded so that one write
+ * holds the volume lock for one step of I/O, not for a whole batch:
+ * an fsync of another file waits for the lock behind it.
+ */
+int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want)
+{
+	struct arb_imem *im, *next;
+	uint64_t budget, before;
+	int ret;
+
+	if (want < ARB_FLUSH_STEP)
+		want = ARB_FLUSH_STEP;
+	budget = (want + fs->bs - 1) / fs->bs;
+	for (im = fs->dirty_list; im && budget && fs->dirty_bytes;
 	     im = next) {
 		next = im->dirty_next;
-		ret = fs_flush_inode(fs, t, im);
+		before = im->nr;
+		ret = flush_inode_head(fs, t, im, (size_t)budget);
 		if (ret) {
 			arb_log(ARB_LOG_ERR,
 				"writing delayed data of inode %llu failed (%d)",
 				(unsigned long long)im->ino, ret);
 			return ret;
 		}
+		budget -= before > budget ? budget : before;
 		/* not put_if_idle: the caller may hold this entry */
 	}
 	return 0;
@@ -994,8 +1132,13 @@ int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)
 	 * other files' pure overwrites stay in memory for a later commit. */
 	for (im = fs->dirty_list; im; im = next) {
 		next = im->dirty_next;
-		if (fs->fsync_ino && fsync_may_skip(fs, im))
-			continue;
+		if (fs->fsync_ino) {
+			ret = fsync_leave(fs, t, im);
+			if (ret < 0)
+				return ret;
+			if (ret)
+				continue;
+		}
 		ret = fs_flush_inode(fs, t, im);
 		if (ret) {
 			arb_log(ARB_LOG_ERR,

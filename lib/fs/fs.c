@@ -483,6 +483,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	fs->opts = *o;
 	fs->dev = dev;
 	pthread_cond_init(&fs->cond, NULL);
+	pthread_mutex_init(&fs->bulk_lock, NULL);
 
 	memset(&vo, 0, sizeof(vo));
 	vo.cache_bytes = o->cache_bytes;
@@ -560,6 +561,7 @@ out_close:
 out_free:
 	imem_destroy_all(fs);
 	pthread_cond_destroy(&fs->cond);
+	pthread_mutex_destroy(&fs->bulk_lock);
 	free(fs);
 	return ret;
 }
@@ -620,6 +622,7 @@ int arb_fs_close(struct arb_fs *fs)
 		ret = -EIO;
 	arb_dev_destroy(fs->dev);
 	pthread_cond_destroy(&fs->cond);
+	pthread_mutex_destroy(&fs->bulk_lock);
 	free(fs);
 	return ret;
 }
@@ -762,6 +765,8 @@ int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
 		fs->fsync_ino = ino ? ino : UINT64_MAX;
 		ret = fs_commit(fs);
 		fs->fsync_ino = 0;
+		if (!ret)
+			ret = fs_fsync_restore_sizes(fs);
 	}
 	fs_unlock(fs);
 	return ret;

@@ -60,6 +60,8 @@
  * data as it goes, so that neither an fsync of another file nor the next
  * commit has to write a large backlog while holding the lock */
 #define ARB_FLUSH_BATCH (16ULL << 20)
+/* the least a writer over ARB_FLUSH_BATCH writes out per write(2) */
+#define ARB_FLUSH_STEP (4ULL << 20)
 /* largest extent delayed allocation asks for */
 #define ARB_MAX_EXTENT (128ULL << 20)
 /* metadata bytes an ordinary operation must find free (in nodes) */
@@ -105,9 +107,12 @@ struct arb_imem {
 	bool on_dirty;
 	/* i_size when the first of the current dirty blocks was made, and
 	 * whether something other than a write within that size dirtied it
-	 * (truncate, fallocate): see fs_flush_for_fsync */
+	 * (truncate, fallocate): see fsync_keep_size in file.c */
 	uint64_t disk_size;
 	bool force_flush;
+	/* the file's real size while an fsync's commit writes a smaller one
+	 * to the tree (its appended blocks stay in memory); 0 otherwise */
+	uint64_t held_size;
 };
 
 /* first size of the open inode table; it doubles as entries are added, as
@@ -164,7 +169,14 @@ struct arb_fs {
 	bool thread_running;
 	bool stop;
 	pthread_cond_t cond;
+
+	/* taken before the volume lock by large writes, so that they queue
+	 * here one at a time instead of crowding the volume lock: a small
+	 * write or an fsync then waits behind at most one of them */
+	pthread_mutex_t bulk_lock;
 };
+/* writes of at least this many bytes take fs->bulk_lock */
+#define ARB_BULK_WRITE (128u << 10)
 
 static inline void fs_lock(struct arb_fs *fs)
 {
@@ -249,9 +261,12 @@ int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 /* ---- file.c ---- */
 int fs_flush_all(struct arb_fs *fs, struct arb_txn *t);
 int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
-/* write delayed data of dirty inodes until at most ARB_FLUSH_BATCH / 2
- * bytes are left */
-int fs_flush_some(struct arb_fs *fs, struct arb_txn *t);
+/* write at least want bytes (at least ARB_FLUSH_STEP) of delayed data,
+ * oldest dirty files first */
+int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want);
+/* after an fsync's commit: give files whose size it held back their real
+ * size in the tree (see fsync_keep_size in file.c) */
+int fs_fsync_restore_sizes(struct arb_fs *fs);
 /* crc32c of a data sector, as stored in EXTENT_CSUM items */
 static inline uint32_t fs_data_csum(const void *buf, size_t len)
 {

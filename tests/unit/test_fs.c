@@ -1889,20 +1889,31 @@ START_TEST(test_commit_usage_stats)
 }
 END_TEST
 
+/* A filesystem on crash_copy(): close it, then destroy *copy. */
+static struct arb_fs *crash_open(struct arb_dev **copy)
+{
+	struct arb_fs *fs2;
+	const char *why = NULL;
+
+	*copy = crash_copy();
+	ck_assert_int_eq(arb_fs_open(borrow(*copy), &fopts, &fs2, &why), 0);
+	return fs2;
+}
+
 /*
- * fsync of one file commits that file's data and every tree change, but
- * leaves another file's pure overwrites in memory; a file that grew is
- * always written (its new size is in the tree).  A "crash" right after
- * the fsync (a copy of the device bytes) shows: the fsynced file new, the
- * overwritten one whole and old, the grown one whole and new; clean check.
+ * fsync of one file (b, grown) commits it; the other files' delayed data
+ * stays in memory: a's overwrite (the tree keeps the old bytes) and c's
+ * appends (the committed size stays at c's size before them, so a crash
+ * shows c as it was, not with a tail of zeros).  A crash copy taken after
+ * the fsync shows b whole and new, a whole and old, c at its old size;
+ * check clean.  The live filesystem shows every write, and the next commit
+ * writes them all.
  */
 START_TEST(test_fsync_selective)
 {
-	struct arb_dev *copy, *cd;
+	struct arb_dev *copy;
 	struct arb_fs *fs2, *saved;
-	const char *why = NULL;
 	uint64_t a, b, c;
-	uint8_t *img;
 
 	a = mkfile(ROOT, "a");
 	b = mkfile(ROOT, "b");
@@ -1916,36 +1927,81 @@ START_TEST(test_fsync_selective)
 	write_pattern(c, 300000, 50000, 5);    /* c grows */
 	write_pattern(b, 100000, 8192, 6);     /* b grows, fsynced */
 	ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
-	/* a's overwrite is still delayed data in memory */
-	ck_assert_uint_gt(fs->dirty_bytes, 0);
+	/* a's overwrite and c's appends are still delayed data in memory */
+	ck_assert_uint_ge(fs->dirty_bytes, 65536 + 49152);
+	ck_assert_uint_eq(getattr(c).size, 350000);
+	expect_pattern(c, 300000, 50000, 5);
 
-	img = malloc(mem->size);
-	ck_assert_ptr_nonnull(img);
-	ck_assert_int_eq(arb_dev_read(mem, img, mem->size, 0, ARB_IO_OTHER), 0);
-	ck_assert_int_eq(arb_dev_open_mem(mem->size, &copy), 0);
-	ck_assert_int_eq(arb_dev_write(copy, img, copy->size, 0, ARB_IO_OTHER),
-			 0);
-	free(img);
-	cd = borrow(copy);
-	ck_assert_int_eq(arb_fs_open(cd, &fopts, &fs2, &why), 0);
+	fs2 = crash_open(&copy);
 	saved = fs;
 	fs = fs2;
 	expect_pattern(b, 0, 100000, 2);
 	expect_pattern(b, 100000, 8192, 6);
+	ck_assert_uint_eq(getattr(b).size, 108192);
 	expect_pattern(c, 0, 300000, 3);
-	expect_pattern(c, 300000, 50000, 5);
+	ck_assert_uint_eq(getattr(c).size, 300000); /* appends not synced */
 	expect_pattern(a, 0, 1 << 20, 1); /* the overwrite was not synced */
 	check_clean();
 	ck_assert_int_eq(arb_fs_close(fs2), 0);
 	arb_dev_destroy(copy);
 	fs = saved;
 
-	/* the delayed overwrite reaches the image with the next commit */
+	/* the delayed data reaches the image with the next commit */
 	expect_pattern(a, 65536, 65536, 4);
+	ck_assert_uint_eq(getattr(c).size, 350000);
 	reopen();
 	expect_pattern(a, 0, 65536, 1);
 	expect_pattern(a, 65536, 65536, 4);
 	expect_pattern(a, 131072, (1 << 20) - 131072, 1);
+	ck_assert_uint_eq(getattr(c).size, 350000);
+	expect_pattern(c, 0, 300000, 3);
+	expect_pattern(c, 300000, 50000, 5);
+	check_clean();
+}
+END_TEST
+
+/*
+ * A big writer pays for its data in steps as it goes (ARB_FLUSH_STEP per
+ * write past ARB_FLUSH_BATCH), lowest blocks first.  Then it writes a
+ * block below the extents written so far: an fsync of another file must
+ * not hold its size back there (the extents past it would sit beyond the
+ * committed size), so it writes the file whole.  Crash copy: all of it.
+ */
+START_TEST(test_fsync_out_of_order)
+{
+	struct arb_dev *copy;
+	struct arb_fs *fs2, *saved;
+	uint64_t d, e;
+	int i;
+
+	d = mkfile(ROOT, "d");
+	e = mkfile(ROOT, "e");
+	write_pattern(d, 0, MiB, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	/* 23 MiB: the last write leaves 15 MiB delayed (each write past
+	 * 16 MiB wrote out the lowest 4 MiB) */
+	for (i = 0; i < 23; i++)
+		write_pattern(d, (8 + i) * MiB, MiB, 2);
+	ck_assert_uint_eq(fs->dirty_bytes, 15 * MiB);
+	/* below the extents written so far; stays delayed (under 16 MiB) */
+	write_pattern(d, 2 * MiB, 4096, 3);
+	write_pattern(e, 0, 8192, 4);
+	ck_assert_int_eq(arb_fs_fsync(fs, e, false), 0);
+
+	fs2 = crash_open(&copy);
+	saved = fs;
+	fs = fs2;
+	expect_pattern(e, 0, 8192, 4);
+	ck_assert_uint_eq(getattr(d).size, 31 * MiB);
+	expect_pattern(d, 0, MiB, 1);
+	expect_pattern(d, 2 * MiB, 4096, 3);
+	for (i = 0; i < 23; i++)
+		expect_pattern(d, (8 + i) * MiB, MiB, 2);
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs2), 0);
+	arb_dev_destroy(copy);
+	fs = saved;
+	check_clean();
 }
 END_TEST
 
@@ -1999,6 +2055,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_io_error);
 	tcase_add_test(tc, test_fsync_selective);
+	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_commit_usage_stats);
 	suite_add_tcase(s, tc);
 	return s;
