@@ -175,26 +175,48 @@ static void imem_destroy_all(struct arb_fs *fs)
 
 /* ---- transactions ------------------------------------------------------ */
 
-uint64_t fs_avail_bytes(struct arb_fs *fs)
-{
-	uint64_t free_b = arb_free_bytes(fs->vol);
-	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256 +
-			fs->txn_meta;
-
-	return free_b > used ? free_b - used : 0;
-}
-
 static uint64_t op_meta_bytes(struct arb_fs *fs)
 {
 	/* every node costs its copies (duplicated metadata) */
 	return (uint64_t)ARB_OP_META_NODES * arb_node_alloc_bytes(fs->vol);
 }
 
+/*
+ * Metadata space the running transaction may still need.  Each operation
+ * reserves its worst case (op_meta_bytes), but a node dirtied once is not
+ * paid for again, and a transaction never dirties more than the dirty-node
+ * limit (fs_op_end commits past a quarter of the node cache) plus one
+ * operation's nodes; the commit then writes extent-tree and root-tree
+ * changes for those.  So the sum of the reservations is capped at three
+ * times that bound: without the cap, df's "available" fell by 512 KiB per
+ * operation until the next commit (to nothing on a busy 4 GiB image), and
+ * a large image committed early just to reset the sum.
+ */
+static uint64_t txn_meta_bytes(struct arb_fs *fs)
+{
+	struct arb_vol *vol = fs->vol;
+	uint64_t nodes = vol->cache.max_bytes / 4 / vol->nodesize +
+			 ARB_OP_META_NODES;
+	uint64_t cap = 3 * nodes * arb_node_alloc_bytes(vol);
+
+	return fs->txn_meta < cap ? fs->txn_meta : cap;
+}
+
+uint64_t fs_avail_bytes(struct arb_fs *fs)
+{
+	uint64_t free_b = arb_free_bytes(fs->vol);
+	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256 +
+			txn_meta_bytes(fs);
+
+	return free_b > used ? free_b - used : 0;
+}
+
 static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
 {
 	uint64_t free_b = arb_free_bytes(fs->vol);
-	uint64_t want = need + need / 256 + op_meta_bytes(fs) + fs->txn_meta +
-			fs->dirty_bytes + fs->dirty_bytes / 256;
+	uint64_t want = need + need / 256 + op_meta_bytes(fs) +
+			txn_meta_bytes(fs) + fs->dirty_bytes +
+			fs->dirty_bytes / 256;
 
 	if (!(flags & ARB_OP_RESERVE))
 		want += fs->reserve;

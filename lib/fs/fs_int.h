@@ -142,7 +142,8 @@ struct arb_fs {
 	/* metadata bytes the operations of the running transaction may
 	 * still need (ARB_OP_META_NODES each): a commit must find them,
 	 * since copy-on-write of a tree node keeps the old one until the
-	 * commit is durable.  Reset by every commit. */
+	 * commit is durable.  Reset by every commit; what counts is capped
+	 * (txn_meta_bytes in fs.c). */
 	uint64_t txn_meta;
 
 	struct arb_imem **imem;     /* hash table of imem_buckets chains */
