@@ -120,6 +120,7 @@ static void drop_data_fn(struct arb_fs *fs, struct arb_imem *im, void *arg)
 	(void)arg;
 	fs_imem_drop_blocks(fs, im, 0);
 	im->held_size = 0;
+	im->fsync_want = false;
 	fs_imem_put_if_idle(fs, im);
 }
 
@@ -944,6 +945,7 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 		return ret;
 	fs_imem_drop_blocks(fs, im, 0);
 	im->force_flush = false;
+	im->fsync_want = false;
 	return 0;
 }
 
@@ -966,7 +968,8 @@ static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
 	size_t k;
 	uint64_t keep;
 
-	if (im->ino == fs->fsync_ino || im->force_flush || !im->nr)
+	if (im->ino == fs->fsync_ino || im->fsync_want || im->force_flush ||
+	    !im->nr)
 		return 0;
 	if (im->disk_size <= fs->max_inline)
 		return 0;
@@ -991,7 +994,8 @@ static int fsync_leave(struct arb_fs *fs, struct arb_txn *t,
 	uint64_t keep;
 	int ret;
 
-	if (im->ino == fs->fsync_ino || im->force_flush || !im->nr)
+	if (im->ino == fs->fsync_ino || im->fsync_want || im->force_flush ||
+	    !im->nr)
 		return 0;
 	ret = fs_inode_read(fs, im->ino, &in);
 	if (ret)

@@ -243,8 +243,10 @@ int fs_commit(struct arb_fs *fs)
 	if (ret)
 		return ret;
 	ret = arb_txn_commit(t);
-	if (fs->vol->nr_commits != commits)
-		fs->commit_ns += mono_ns() - start;
+	if (fs->vol->nr_commits != commits) {
+		fs->last_commit_ns = mono_ns() - start;
+		fs->commit_ns += fs->last_commit_ns;
+	}
 	if (ret) {
 		arb_log(ARB_LOG_ERR,
 			"commit of generation %llu failed: %s (%d); the "
@@ -506,6 +508,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	fs->dev = dev;
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_mutex_init(&fs->bulk_lock, NULL);
+	pthread_cond_init(&fs->fsync_cond, NULL);
 
 	memset(&vo, 0, sizeof(vo));
 	vo.cache_bytes = o->cache_bytes;
@@ -584,6 +587,7 @@ out_free:
 	imem_destroy_all(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
+	pthread_cond_destroy(&fs->fsync_cond);
 	free(fs);
 	return ret;
 }
@@ -645,6 +649,7 @@ int arb_fs_close(struct arb_fs *fs)
 	arb_dev_destroy(fs->dev);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
+	pthread_cond_destroy(&fs->fsync_cond);
 	free(fs);
 	return ret;
 }
@@ -771,26 +776,124 @@ int arb_fs_sync(struct arb_fs *fs)
 	return ret;
 }
 
+/*
+ * Is everything of ino durable already?  Every change to an inode writes
+ * its item with the running transaction's id (fs_inode_write), and its
+ * delayed data sits in its imem; so an inode with no delayed data whose
+ * item is from a committed generation has nothing to commit.  This is what
+ * lets concurrent fsyncs share one commit: the first commits the others'
+ * writes too, and they return without a commit of their own (btrfs checks
+ * last_trans against the last committed transaction the same way).
+ */
+static bool fsync_durable(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im;
+	struct arb_inode in;
+
+	if (!ino)
+		return false;
+	im = fs_imem_get(fs, ino, false);
+	if (im && (im->nr || im->held_size))
+		return false;
+	if (fs_inode_read(fs, ino, &in))
+		return false;
+	return in.transid <= fs->vol->generation;
+}
+
+static bool fsync_needed(struct arb_fs *fs, uint64_t ino)
+{
+	return !fs->readonly && (fs->txn_dirty || fs->dirty_bytes) &&
+	       !fsync_durable(fs, ino);
+}
+
+/* longest a gathering fsync waits for others to join its commit */
+#define ARB_FSYNC_GATHER_MAX_NS 2000000ull
+
+/*
+ * Group commit.  When other threads are in fsync too, the first one
+ * gathers: it lets go of the lock for about one commit's time (at most
+ * 2 ms), so that their writes land and they join (marking their files to
+ * be written), then commits for all and wakes them; they find their files
+ * durable and return.  A lone fsync commits at once.  (The kernel sends an
+ * fsync's page writes just before the FSYNC request, so without this each
+ * fsync met a transaction holding only its own write.)
+ */
+static void fsync_gather(struct arb_fs *fs)
+{
+	uint64_t wait = fs->last_commit_ns;
+	struct timespec ts;
+
+	if (wait > ARB_FSYNC_GATHER_MAX_NS)
+		wait = ARB_FSYNC_GATHER_MAX_NS;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)wait;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	fs->fsync_gathering = true;
+	pthread_cond_timedwait(&fs->fsync_cond, &fs->vol->lock, &ts);
+	fs->fsync_gathering = false;
+}
+
+/* join the gathering fsync's commit; false if this one must commit */
+static bool fsync_join(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im = ino ? fs_imem_get(fs, ino, false) : NULL;
+
+	if (!ino)
+		return false; /* a full commit: not the gatherer's kind */
+	if (im)
+		im->fsync_want = true;
+	while (fs->fsync_gathering)
+		pthread_cond_wait(&fs->fsync_cond, &fs->vol->lock);
+	return !fs->failed && !fsync_needed(fs, ino);
+}
+
+static int fsync_locked(struct arb_fs *fs, uint64_t ino)
+{
+	int ret;
+
+	if (fs->failed)
+		return -EIO;
+	if (!fsync_needed(fs, ino))
+		return 0;
+	if (fs->fsync_gathering && fsync_join(fs, ino))
+		return 0;
+	if (fs->failed)
+		return -EIO;
+	if (!fs->fsync_gathering &&
+	    __atomic_load_n(&fs->fsync_callers, __ATOMIC_RELAXED) > 1) {
+		fsync_gather(fs);
+		if (fs->failed || !fsync_needed(fs, ino)) {
+			pthread_cond_broadcast(&fs->fsync_cond);
+			return fs->failed ? -EIO : 0;
+		}
+	}
+	/* A commit is the only durability point.  It writes this file's
+	 * (and joined fsyncs' files') delayed data and the tree changes of
+	 * everything, but leaves other files' overwrites and appends in
+	 * memory (fs_flush_all), so that fsync does not pay for a
+	 * background writer's data. */
+	fs->fsync_ino = ino ? ino : UINT64_MAX;
+	ret = fs_commit(fs);
+	fs->fsync_ino = 0;
+	if (!ret)
+		ret = fs_fsync_restore_sizes(fs);
+	pthread_cond_broadcast(&fs->fsync_cond);
+	return ret;
+}
+
 int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
 {
-	int ret = 0;
+	int ret;
 
 	(void)datasync;
-	/* A commit is the only durability point.  It writes this file's
-	 * delayed data and the tree changes of everything, but leaves other
-	 * files' pure overwrites in memory (fs_flush_all), so that fsync
-	 * does not pay for a background writer's data. */
+	__atomic_fetch_add(&fs->fsync_callers, 1, __ATOMIC_RELAXED);
 	fs_lock(fs);
-	if (fs->failed) {
-		ret = -EIO;
-	} else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
-		fs->fsync_ino = ino ? ino : UINT64_MAX;
-		ret = fs_commit(fs);
-		fs->fsync_ino = 0;
-		if (!ret)
-			ret = fs_fsync_restore_sizes(fs);
-	}
+	ret = fsync_locked(fs, ino);
 	fs_unlock(fs);
+	__atomic_fetch_sub(&fs->fsync_callers, 1, __ATOMIC_RELAXED);
 	return ret;
 }
 

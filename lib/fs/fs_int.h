@@ -113,6 +113,8 @@ struct arb_imem {
 	/* the file's real size while an fsync's commit writes a smaller one
 	 * to the tree (its appended blocks stay in memory); 0 otherwise */
 	uint64_t held_size;
+	/* an fsync that joined a group commit wants this file written */
+	bool fsync_want;
 };
 
 /* first size of the open inode table; it doubles as entries are added, as
@@ -152,6 +154,14 @@ struct arb_fs {
 	/* inode an fsync commits for (0: a full commit, every inode's
 	 * delayed data is written) */
 	uint64_t fsync_ino;
+	/* group commit (arb_fs_fsync): threads in arb_fs_fsync, counted
+	 * before they take the lock (atomic); whether one of them is
+	 * gathering the others before its commit; signalled when that
+	 * commit is done; how long the last commit took */
+	unsigned fsync_callers;
+	bool fsync_gathering;
+	pthread_cond_t fsync_cond;
+	uint64_t last_commit_ns;
 	struct arb_imem *dirty_list; /* entries with dirty blocks: the flush
 				      * walks these, not every pinned inode */
 	uint64_t dirty_bytes; /* sum of dirty blocks * bs */

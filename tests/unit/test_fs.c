@@ -2005,6 +2005,55 @@ START_TEST(test_fsync_out_of_order)
 }
 END_TEST
 
+/*
+ * Concurrent fsyncs share one commit: the first commits the other file's
+ * write too, so the second fsync finds that file durable and does not
+ * commit again (nor does an fsync of an unchanged file); a crash copy has
+ * both.  A new write needs a commit again.
+ */
+START_TEST(test_fsync_shared)
+{
+	struct arb_fs_stats s0, s1;
+	struct arb_dev *copy;
+	struct arb_fs *fs2, *saved;
+	uint64_t a, b;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	write_pattern(a, 0, 10000, 1);
+	write_pattern(b, 0, 20000, 2);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
+	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	ck_assert_int_eq(arb_fs_fsync(fs, ROOT, false), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s1), 0);
+	ck_assert_uint_eq(s1.commits, s0.commits + 1);
+
+	/* another change pending (a third file) does not make b's fsync
+	 * commit: b has nothing uncommitted */
+	write_pattern(mkfile(ROOT, "c"), 0, 100, 3);
+	ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
+	ck_assert_uint_eq(s0.commits, s1.commits);
+
+	fs2 = crash_open(&copy);
+	saved = fs;
+	fs = fs2;
+	expect_pattern(a, 0, 10000, 1);
+	expect_pattern(b, 0, 20000, 2);
+	ck_assert_uint_eq(getattr(b).size, 20000);
+	ck_assert_int_eq(arb_fs_close(fs2), 0);
+	arb_dev_destroy(copy);
+	fs = saved;
+
+	write_pattern(b, 20000, 100, 4);
+	ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s1), 0);
+	ck_assert_uint_eq(s1.commits, s0.commits + 1);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -2056,6 +2105,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_io_error);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
+	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_commit_usage_stats);
 	suite_add_tcase(s, tc);
 	return s;
