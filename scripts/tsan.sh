@@ -69,6 +69,9 @@ if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 		run "resize.sh" tests/integration/resize.sh "$BUILD"
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "check.sh" tests/integration/check.sh "$BUILD"
+	# group commit: fsyncs of 8 processes gathering on one commit
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "fsync.sh" tests/integration/fsync.sh "$BUILD"
 else
 	echo "not root or no /dev/fuse: daemon tests skipped"
 fi

@@ -863,6 +863,26 @@ out:
 	return ret;
 }
 
+/* Write the first n dirty blocks of im, a run of consecutive ones at a
+ * time. */
+static int flush_runs(struct arb_fs *fs, struct arb_txn *t,
+		      struct arb_inode *in, struct arb_imem *im, size_t n)
+{
+	size_t i, j;
+	int ret;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n &&
+				im->blocks[j].idx == im->blocks[j - 1].idx + 1;
+		     j++)
+			;
+		ret = flush_run(fs, t, in, im, i, j - i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /* does ino have any extent at or after pos */
 static int has_extent_from(struct arb_fs *fs, uint64_t ino, uint64_t pos,
 			   bool *yes)
@@ -880,7 +900,6 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 {
 	struct arb_inode in;
 	uint32_t bs = fs->bs;
-	size_t i, j;
 	bool later;
 	int ret;
 
@@ -930,15 +949,9 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 			in.nbytes += in.size;
 		}
 	} else {
-		for (i = 0; i < im->nr; i = j) {
-			for (j = i + 1; j < im->nr &&
-					im->blocks[j].idx == im->blocks[j - 1].idx + 1;
-			     j++)
-				;
-			ret = flush_run(fs, t, &in, im, i, j - i);
-			if (ret)
-				return ret;
-		}
+		ret = flush_runs(fs, t, &in, im, im->nr);
+		if (ret)
+			return ret;
 	}
 	ret = fs_inode_write(fs, t, &in);
 	if (ret)
@@ -1064,7 +1077,6 @@ static int flush_inode_head(struct arb_fs *fs, struct arb_txn *t,
 {
 	struct arb_inode in;
 	uint64_t first_idx, last_idx;
-	size_t i, j;
 	int ret;
 
 	if (im->nr <= max)
@@ -1075,15 +1087,9 @@ static int flush_inode_head(struct arb_fs *fs, struct arb_txn *t,
 	fs_imem_drop_blocks(fs, im, (in.size + fs->bs - 1) / fs->bs);
 	if (im->nr <= max || in.size <= fs->max_inline)
 		return fs_flush_inode(fs, t, im);
-	for (i = 0; i < max; i = j) {
-		for (j = i + 1; j < max &&
-				im->blocks[j].idx == im->blocks[j - 1].idx + 1;
-		     j++)
-			;
-		ret = flush_run(fs, t, &in, im, i, j - i);
-		if (ret)
-			return ret;
-	}
+	ret = flush_runs(fs, t, &in, im, max);
+	if (ret)
+		return ret;
 	ret = fs_inode_write(fs, t, &in);
 	if (ret)
 		return ret;

@@ -1889,15 +1889,30 @@ START_TEST(test_commit_usage_stats)
 }
 END_TEST
 
-/* A filesystem on crash_copy(): close it, then destroy *copy. */
-static struct arb_fs *crash_open(struct arb_dev **copy)
+/*
+ * crash_enter: the global fs becomes a filesystem on crash_copy(), what a
+ * crash at this instant would leave; crash_leave closes it and returns to
+ * the live one.
+ */
+struct crash_view {
+	struct arb_dev *copy;
+	struct arb_fs *live;
+};
+
+static void crash_enter(struct crash_view *cv)
 {
-	struct arb_fs *fs2;
 	const char *why = NULL;
 
-	*copy = crash_copy();
-	ck_assert_int_eq(arb_fs_open(borrow(*copy), &fopts, &fs2, &why), 0);
-	return fs2;
+	cv->copy = crash_copy();
+	cv->live = fs;
+	ck_assert_int_eq(arb_fs_open(borrow(cv->copy), &fopts, &fs, &why), 0);
+}
+
+static void crash_leave(struct crash_view *cv)
+{
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	arb_dev_destroy(cv->copy);
+	fs = cv->live;
 }
 
 /*
@@ -1911,8 +1926,7 @@ static struct arb_fs *crash_open(struct arb_dev **copy)
  */
 START_TEST(test_fsync_selective)
 {
-	struct arb_dev *copy;
-	struct arb_fs *fs2, *saved;
+	struct crash_view cv;
 	uint64_t a, b, c;
 
 	a = mkfile(ROOT, "a");
@@ -1932,9 +1946,7 @@ START_TEST(test_fsync_selective)
 	ck_assert_uint_eq(getattr(c).size, 350000);
 	expect_pattern(c, 300000, 50000, 5);
 
-	fs2 = crash_open(&copy);
-	saved = fs;
-	fs = fs2;
+	crash_enter(&cv);
 	expect_pattern(b, 0, 100000, 2);
 	expect_pattern(b, 100000, 8192, 6);
 	ck_assert_uint_eq(getattr(b).size, 108192);
@@ -1942,9 +1954,7 @@ START_TEST(test_fsync_selective)
 	ck_assert_uint_eq(getattr(c).size, 300000); /* appends not synced */
 	expect_pattern(a, 0, 1 << 20, 1); /* the overwrite was not synced */
 	check_clean();
-	ck_assert_int_eq(arb_fs_close(fs2), 0);
-	arb_dev_destroy(copy);
-	fs = saved;
+	crash_leave(&cv);
 
 	/* the delayed data reaches the image with the next commit */
 	expect_pattern(a, 65536, 65536, 4);
@@ -1969,8 +1979,7 @@ END_TEST
  */
 START_TEST(test_fsync_out_of_order)
 {
-	struct arb_dev *copy;
-	struct arb_fs *fs2, *saved;
+	struct crash_view cv;
 	uint64_t d, e;
 	int i;
 
@@ -1988,9 +1997,7 @@ START_TEST(test_fsync_out_of_order)
 	write_pattern(e, 0, 8192, 4);
 	ck_assert_int_eq(arb_fs_fsync(fs, e, false), 0);
 
-	fs2 = crash_open(&copy);
-	saved = fs;
-	fs = fs2;
+	crash_enter(&cv);
 	expect_pattern(e, 0, 8192, 4);
 	ck_assert_uint_eq(getattr(d).size, 31 * MiB);
 	expect_pattern(d, 0, MiB, 1);
@@ -1998,9 +2005,7 @@ START_TEST(test_fsync_out_of_order)
 	for (i = 0; i < 23; i++)
 		expect_pattern(d, (8 + i) * MiB, MiB, 2);
 	check_clean();
-	ck_assert_int_eq(arb_fs_close(fs2), 0);
-	arb_dev_destroy(copy);
-	fs = saved;
+	crash_leave(&cv);
 	check_clean();
 }
 END_TEST
@@ -2014,8 +2019,7 @@ END_TEST
 START_TEST(test_fsync_shared)
 {
 	struct arb_fs_stats s0, s1;
-	struct arb_dev *copy;
-	struct arb_fs *fs2, *saved;
+	struct crash_view cv;
 	uint64_t a, b;
 
 	a = mkfile(ROOT, "a");
@@ -2037,15 +2041,11 @@ START_TEST(test_fsync_shared)
 	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
 	ck_assert_uint_eq(s0.commits, s1.commits);
 
-	fs2 = crash_open(&copy);
-	saved = fs;
-	fs = fs2;
+	crash_enter(&cv);
 	expect_pattern(a, 0, 10000, 1);
 	expect_pattern(b, 0, 20000, 2);
 	ck_assert_uint_eq(getattr(b).size, 20000);
-	ck_assert_int_eq(arb_fs_close(fs2), 0);
-	arb_dev_destroy(copy);
-	fs = saved;
+	crash_leave(&cv);
 
 	write_pattern(b, 20000, 100, 4);
 	ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
