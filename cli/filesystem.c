@@ -276,6 +276,20 @@ static void stats_json(const struct arb_ioc_stats *st)
 	       (unsigned long long)st->commits,
 	       (unsigned long long)st->commit_ns,
 	       ratio(st->commit_ns, st->commits) / 1e6);
+	if (st->version >= 3) {
+		printf(" \"commit_phases_ns\": {\"data\": %llu, \"tree\": %llu, "
+		       "\"node_writes\": %llu, \"flushes\": %llu},\n",
+		       (unsigned long long)st->commit_phase_ns[0],
+		       (unsigned long long)st->commit_phase_ns[1],
+		       (unsigned long long)st->commit_phase_ns[2],
+		       (unsigned long long)st->commit_phase_ns[3]);
+		printf(" \"fsyncs\": {\"count\": %llu, \"committed\": %llu, "
+		       "\"joined\": %llu, \"nothing_to_commit\": %llu},\n",
+		       (unsigned long long)st->fsyncs,
+		       (unsigned long long)st->fsync_commits,
+		       (unsigned long long)st->fsync_joined,
+		       (unsigned long long)st->fsync_durable);
+	}
 	printf(" \"image_bytes_written\": {");
 	for (int i = 0; i < 4; i++) {
 		printf("\"%s\": %llu, ", io_kind[i],
@@ -347,6 +361,20 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 	printf("commits        %llu, mean %.2f ms\n",
 	       (unsigned long long)st->commits,
 	       ratio(st->commit_ns, st->commits) / 1e6);
+	if (st->version >= 3) {
+		printf("commit phases  mean ms: data %.2f, tree %.2f, node "
+		       "writes %.2f, flushes+super %.2f\n",
+		       ratio(st->commit_phase_ns[0], st->commits) / 1e6,
+		       ratio(st->commit_phase_ns[1], st->commits) / 1e6,
+		       ratio(st->commit_phase_ns[2], st->commits) / 1e6,
+		       ratio(st->commit_phase_ns[3], st->commits) / 1e6);
+		printf("fsyncs         %llu: %llu committed, %llu joined a "
+		       "group commit, %llu had nothing to commit\n",
+		       (unsigned long long)st->fsyncs,
+		       (unsigned long long)st->fsync_commits,
+		       (unsigned long long)st->fsync_joined,
+		       (unsigned long long)st->fsync_durable);
+	}
 
 	printf("\n%-14s %16s %16s\n", "image bytes", "written", "read");
 	for (int i = 0; i < 4; i++) {

@@ -226,6 +226,13 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->meta_copies = s.meta_copies;
 	st->nodes_healed = s.nodes_healed;
 	st->nodes_unrecoverable = s.nodes_unrecoverable;
+	for (int i = 0; i < 4; i++)
+		st->commit_phase_ns[i] =
+			minus(s.commit_phase_ns[i], b.commit_phase_ns[i]);
+	st->fsyncs = minus(s.fsyncs, b.fsyncs);
+	st->fsync_commits = minus(s.fsync_commits, b.fsync_commits);
+	st->fsync_joined = minus(s.fsync_joined, b.fsync_joined);
+	st->fsync_durable = minus(s.fsync_durable, b.fsync_durable);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

@@ -88,6 +88,14 @@ struct arb_vol_opts {
 	const struct arb_super *super;
 };
 
+/* phases of a commit (txn.c), for statistics */
+enum arb_commit_phase {
+	ARB_COMMIT_DATA,  /* pre_commit: delayed file data, its tree items */
+	ARB_COMMIT_TREE,  /* root items and delayed reference counts */
+	ARB_COMMIT_WRITE, /* writing the dirty nodes */
+	ARB_COMMIT_FLUSH, /* the two flushes and the superblock */
+};
+
 struct arb_vol {
 	struct arb_dev *dev;
 	pthread_mutex_t lock;
@@ -134,6 +142,9 @@ struct arb_vol {
 
 	/* statistics */
 	uint64_t nr_commits;
+	/* time the commits counted by nr_commits spent in each phase (ns):
+	 * enum arb_commit_phase */
+	uint64_t commit_phase_ns[4];
 	/* node reads since open whose first copy failed (I/O error or
 	 * validation) and that the second copy answered; and node reads
 	 * that no copy could answer */

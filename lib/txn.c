@@ -31,6 +31,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uuid/uuid.h>
 
 #include "core.h"
@@ -90,13 +91,23 @@ static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
 			     ARB_IO_SUPER);
 }
 
+static uint64_t commit_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int do_commit(struct arb_txn *t, uint64_t magic)
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_super sb;
 	int slot = (int)(t->transid % 2), ret, rounds = 0;
+	uint64_t mark[5];
 
 	t->state = ARB_TXN_COMMITTING;
+	mark[0] = commit_clock();
 	if (vol->pre_commit) {
 		ret = vol->pre_commit(t, vol->pre_commit_arg);
 		if (ret)
@@ -106,6 +117,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		return t->error;
 	if (!txn_has_changes(vol))
 		return 0;
+	mark[1] = commit_clock();
 	do {
 		ret = arb_update_root_items(t);
 		if (!ret)
@@ -118,7 +130,9 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		}
 	} while (arb_roots_dirty(vol) || arb_delayed_refs_pending(vol));
 
+	mark[2] = commit_clock();
 	ret = arb_cache_write_dirty(vol);
+	mark[3] = commit_clock();
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
 	if (ret)
@@ -143,6 +157,9 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	vol->generation = t->transid;
 	vol->nr_commits++;
 	arb_free_space_unpin(vol);
+	mark[4] = commit_clock();
+	for (int i = 0; i < 4; i++)
+		vol->commit_phase_ns[i] += mark[i + 1] - mark[i];
 	return 0;
 fatal:
 	arb_log(ARB_LOG_ERR,

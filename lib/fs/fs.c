@@ -854,12 +854,17 @@ static int fsync_locked(struct arb_fs *fs, uint64_t ino)
 {
 	int ret;
 
+	fs->nr_fsyncs++;
 	if (fs->failed)
 		return -EIO;
-	if (!fsync_needed(fs, ino))
+	if (!fsync_needed(fs, ino)) {
+		fs->nr_fsync_durable++;
 		return 0;
-	if (fs->fsync_gathering && fsync_join(fs, ino))
+	}
+	if (fs->fsync_gathering && fsync_join(fs, ino)) {
+		fs->nr_fsync_joined++;
 		return 0;
+	}
 	if (fs->failed)
 		return -EIO;
 	if (!fs->fsync_gathering &&
@@ -867,7 +872,10 @@ static int fsync_locked(struct arb_fs *fs, uint64_t ino)
 		fsync_gather(fs);
 		if (fs->failed || !fsync_needed(fs, ino)) {
 			pthread_cond_broadcast(&fs->fsync_cond);
-			return fs->failed ? -EIO : 0;
+			if (fs->failed)
+				return -EIO;
+			fs->nr_fsync_durable++;
+			return 0;
 		}
 	}
 	/* A commit is the only durability point.  It writes this file's
@@ -875,6 +883,7 @@ static int fsync_locked(struct arb_fs *fs, uint64_t ino)
 	 * everything, but leaves other files' overwrites and appends in
 	 * memory (fs_flush_all), so that fsync does not pay for a
 	 * background writer's data. */
+	fs->nr_fsync_commits++;
 	fs->fsync_ino = ino ? ino : UINT64_MAX;
 	ret = fs_commit(fs);
 	fs->fsync_ino = 0;
@@ -950,6 +959,12 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	}
 	s->meta_copies = fs->vol->meta_copies;
 	arb_vol_heal_stats(fs->vol, &s->nodes_healed, &s->nodes_unrecoverable);
+	for (int i = 0; i < 4; i++)
+		s->commit_phase_ns[i] = fs->vol->commit_phase_ns[i];
+	s->fsyncs = fs->nr_fsyncs;
+	s->fsync_commits = fs->nr_fsync_commits;
+	s->fsync_joined = fs->nr_fsync_joined;
+	s->fsync_durable = fs->nr_fsync_durable;
 	fs_unlock(fs);
 	return 0;
 }

@@ -162,6 +162,9 @@ struct arb_fs {
 	bool fsync_gathering;
 	pthread_cond_t fsync_cond;
 	uint64_t last_commit_ns;
+	/* statistics (struct arb_fs_stats) */
+	uint64_t nr_fsyncs, nr_fsync_commits, nr_fsync_joined,
+		nr_fsync_durable;
 	struct arb_imem *dirty_list; /* entries with dirty blocks: the flush
 				      * walks these, not every pinned inode */
 	uint64_t dirty_bytes; /* sum of dirty blocks * bs */

@@ -23,8 +23,13 @@ for p in range(int(sys.argv[2])):
         f.write(bytes([p]) * (1 << 20))
 EOF
 sync -f "$MNT" || fail "sync after setup"
-commits() { "$ARBOR" filesystem stats "$MNT" | awk '$1 == "commits" {print $2; exit}' | tr -d ,; }
-c0=$(commits)
+# stat KEY SUB: a number from arbor filesystem stats --json
+stat() {
+	"$ARBOR" filesystem stats --json "$MNT" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+"$ARBOR" filesystem stats --reset "$MNT" >/dev/null || fail "stats --reset"
+c0=$(stat commits count)
 [ -n "$c0" ] || fail "no commit count from arbor filesystem stats"
 
 # each process: ROUNDS x (overwrite one 4 KiB block with a fresh pattern,
@@ -55,11 +60,17 @@ for pid in pids:
     bad += st != 0
 sys.exit(1 if bad else 0)
 EOF
-c1=$(commits)
+c1=$(stat commits count)
 fsyncs=$((NPROC * ROUNDS))
-log "$fsyncs fsyncs from $NPROC processes took $((c1 - c0)) commits"
+joined=$(stat fsyncs joined)
+seen=$(stat fsyncs count)
+log "$fsyncs fsyncs from $NPROC processes took $((c1 - c0)) commits; the daemon saw $seen fsyncs, $joined joined a group commit"
 [ $((c1 - c0)) -le $((fsyncs * 3 / 4)) ] ||
 	fail "$fsyncs concurrent fsyncs took $((c1 - c0)) commits: not shared"
+[ "$seen" -ge "$fsyncs" ] || fail "stats count $seen fsyncs, $fsyncs were made"
+[ "$joined" -gt 0 ] || fail "no fsync joined a group commit"
+"$ARBOR" filesystem stats "$MNT" | grep -E "^(commit phases|fsyncs) " ||
+	fail "stats lack the commit phases or the fsync line"
 
 # crash: no unmount, no sync
 kill -KILL "$DAEMON_PID"

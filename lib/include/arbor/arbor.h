@@ -270,6 +270,12 @@ struct arb_fs_stats {
 	 * first copy rewritten unless read-only); node reads no copy could
 	 * answer */
 	uint64_t nodes_healed, nodes_unrecoverable;
+	/* of commit_ns: delayed file data, root items and reference counts,
+	 * node writes, flushes and superblock */
+	uint64_t commit_phase_ns[4];
+	/* arb_fs_fsync calls; those that committed; those that joined
+	 * another's commit (group commit); those with nothing to commit */
+	uint64_t fsyncs, fsync_commits, fsync_joined, fsync_durable;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

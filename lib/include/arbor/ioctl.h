@@ -38,7 +38,7 @@ extern "C" {
 #define ARB_IOC_MAGIC 'A'
 /* version of the structs below; 1: the first; 2: arb_ioc_stats gained
  * meta_copies, nodes_healed, nodes_unrecoverable */
-#define ARB_IOC_VERSION 2
+#define ARB_IOC_VERSION 3
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -223,7 +223,18 @@ struct arb_ioc_stats {
 	__u64 meta_copies;
 	__u64 nodes_healed;
 	__u64 nodes_unrecoverable;
-	__u64 reserved[41];
+	/* out (version 3): of commit_ns, the time in each phase: delayed
+	 * file data, root items and reference counts, node writes, flushes
+	 * and superblock */
+	__u64 commit_phase_ns[4];
+	/* out (version 3): fsync requests; those that committed; those that
+	 * joined another fsync's commit (group commit); those that found
+	 * nothing uncommitted */
+	__u64 fsyncs;
+	__u64 fsync_commits;
+	__u64 fsync_joined;
+	__u64 fsync_durable;
+	__u64 reserved[33];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
