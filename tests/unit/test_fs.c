@@ -32,45 +32,6 @@
 #define ROOT ARB_ROOT_INO
 #define MiB (1024ULL * 1024)
 
-/* ---- a borrowed memory device ------------------------------------------ */
-
-static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
-		   enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pread(l, buf, len, off, kind);
-}
-static int b_pwrite(struct arb_dev *d, const void *buf, size_t len,
-		    uint64_t off, enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pwrite(l, buf, len, off, kind);
-}
-static int b_flush(struct arb_dev *d)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->flush(l);
-}
-static void b_destroy(struct arb_dev *d)
-{
-	free(d);
-}
-static const struct arb_dev_ops borrow_ops = {
-	.pread = b_pread,
-	.pwrite = b_pwrite,
-	.flush = b_flush,
-	.destroy = b_destroy,
-};
-
-static struct arb_dev *borrow(struct arb_dev *mem)
-{
-	struct arb_dev *d = calloc(1, sizeof(*d));
-	ck_assert_ptr_nonnull(d);
-	d->ops = &borrow_ops;
-	d->size = mem->size;
-	d->priv = mem;
-	return d;
-}
 
 /* ---- fixture ------------------------------------------------------------ */
 
@@ -82,7 +43,7 @@ static const struct arb_cred cred = { 1000, 1000 };
 static void fs_open_now(void)
 {
 	const char *why = NULL;
-	int ret = arb_fs_open(borrow(mem), &fopts, &fs, &why);
+	int ret = arb_fs_open(tu_dev_borrow(mem), &fopts, &fs, &why);
 	ck_assert_msg(ret == 0, "open: %d %s", ret, why ? why : "");
 }
 
@@ -95,7 +56,7 @@ static void setup_size(uint64_t size, uint32_t nodesize)
 	ck_assert_int_eq(arb_dev_open_mem(size, &mem), 0);
 	arb_mkfs_opts_default(&mo);
 	mo.nodesize = nodesize;
-	d = borrow(mem);
+	d = tu_dev_borrow(mem);
 	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
 	arb_dev_destroy(d);
 	arb_fs_opts_default(&fopts);
@@ -1647,7 +1608,7 @@ START_TEST(test_crash_points)
 	teardown();
 	ck_assert_int_eq(arb_dev_open_mem(32 * MiB, &base), 0);
 	{
-		struct arb_dev *d = borrow(base);
+		struct arb_dev *d = tu_dev_borrow(base);
 		ck_assert_int_eq(arb_mkfs(d, NULL), 0);
 		arb_dev_destroy(d);
 	}
@@ -1799,7 +1760,7 @@ START_TEST(test_io_error)
 	int ret;
 
 	ck_assert_int_eq(arb_fs_close(fs), 0);
-	ck_assert_int_eq(arb_dev_fault_wrap(borrow(mem), &fault), 0);
+	ck_assert_int_eq(arb_dev_fault_wrap(tu_dev_borrow(mem), &fault), 0);
 	ck_assert_int_eq(arb_fs_open(fault, &fopts, &fs, &why), 0);
 	f = mkfile(ROOT, "kept");
 	write_pattern(f, 0, 50000, 1);
@@ -1905,7 +1866,7 @@ static void crash_enter(struct crash_view *cv)
 
 	cv->copy = crash_copy();
 	cv->live = fs;
-	ck_assert_int_eq(arb_fs_open(borrow(cv->copy), &fopts, &fs, &why), 0);
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(cv->copy), &fopts, &fs, &why), 0);
 }
 
 static void crash_leave(struct crash_view *cv)

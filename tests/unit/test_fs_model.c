@@ -28,41 +28,6 @@
 #define MAX_FILE (2 * MiB)
 #define NNAMES 12
 
-/* ---- borrowed memory device (closing the fs keeps the bytes) ------------ */
-
-static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
-		   enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pread(l, buf, len, off, kind);
-}
-static int b_pwrite(struct arb_dev *d, const void *buf, size_t len,
-		    uint64_t off, enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pwrite(l, buf, len, off, kind);
-}
-static int b_flush(struct arb_dev *d)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->flush(l);
-}
-static void b_destroy(struct arb_dev *d)
-{
-	free(d);
-}
-static const struct arb_dev_ops borrow_ops = {
-	.pread = b_pread, .pwrite = b_pwrite, .flush = b_flush,
-	.destroy = b_destroy,
-};
-static struct arb_dev *borrow(struct arb_dev *mem)
-{
-	struct arb_dev *d = calloc(1, sizeof(*d));
-	d->ops = &borrow_ops;
-	d->size = mem->size;
-	d->priv = mem;
-	return d;
-}
 
 /* ---- the model ----------------------------------------------------------- */
 
@@ -100,7 +65,7 @@ static void fs_open_now(void)
 
 	arb_fs_opts_default(&o);
 	o.commit_interval = 0;
-	ret = arb_fs_open(borrow(mem), &o, &fs, &why);
+	ret = arb_fs_open(tu_dev_borrow(mem), &o, &fs, &why);
 	ck_assert_msg(ret == 0, "open: %d %s", ret, why ? why : "");
 }
 
@@ -614,7 +579,7 @@ START_TEST(test_model)
 	ck_assert_int_eq(arb_dev_open_mem(256 * MiB, &mem), 0);
 	arb_mkfs_opts_default(&mo);
 	mo.nodesize = nodesize;
-	d = borrow(mem);
+	d = tu_dev_borrow(mem);
 	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
 	arb_dev_destroy(d);
 	fs_open_now();

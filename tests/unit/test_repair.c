@@ -13,43 +13,6 @@
 
 #define MiB (1024ULL * 1024)
 
-/* a memory device lent to arb_fs_open (which destroys what it gets) */
-static int b_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
-		   enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pread(l, buf, len, off, kind);
-}
-static int b_pwrite(struct arb_dev *d, const void *buf, size_t len,
-		    uint64_t off, enum arb_io_kind kind)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->pwrite(l, buf, len, off, kind);
-}
-static int b_flush(struct arb_dev *d)
-{
-	struct arb_dev *l = d->priv;
-	return l->ops->flush(l);
-}
-static void b_destroy(struct arb_dev *d)
-{
-	free(d);
-}
-static const struct arb_dev_ops borrow_ops = {
-	.pread = b_pread,
-	.pwrite = b_pwrite,
-	.flush = b_flush,
-	.destroy = b_destroy,
-};
-static struct arb_dev *borrow(struct arb_dev *mem)
-{
-	struct arb_dev *d = calloc(1, sizeof(*d));
-	ck_assert_ptr_nonnull(d);
-	d->ops = &borrow_ops;
-	d->size = mem->size;
-	d->priv = mem;
-	return d;
-}
 
 static struct arb_dev *mem;
 /* opts.check_memory of the next open (0: one part) */
@@ -66,7 +29,7 @@ static struct arb_fs *open_fs(bool rw)
 	o.readonly = !rw;
 	o.keep_orphans = true;
 	o.check_memory = check_mem;
-	ret = arb_fs_open(borrow(mem), &o, &fs, NULL);
+	ret = arb_fs_open(tu_dev_borrow(mem), &o, &fs, NULL);
 	ck_assert_int_eq(ret, 0);
 	return fs;
 }
@@ -115,7 +78,7 @@ static void setup(void)
 	arb_log_level = ARB_LOG_ERR;
 	ck_assert_int_eq(arb_dev_open_mem(64 * MiB, &mem), 0);
 	arb_mkfs_opts_default(&mo);
-	d = borrow(mem);
+	d = tu_dev_borrow(mem);
 	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
 	arb_dev_destroy(d);
 	fs = open_fs(true);
@@ -322,7 +285,7 @@ START_TEST(test_node_copy_repair)
 	img[m + 2000] ^= 0x5a;
 	{
 		struct arb_fs_opts o;
-		struct arb_dev *d = borrow(mem);
+		struct arb_dev *d = tu_dev_borrow(mem);
 		arb_fs_opts_default(&o);
 		o.readonly = true;
 		ck_assert_int_eq(arb_fs_open(d, &o, &fs, NULL), -EUCLEAN);

@@ -90,3 +90,48 @@ void tu_vol_check(struct arb_vol *vol)
 		      "checker found %llu problems",
 		      (unsigned long long)rep.errors);
 }
+
+/* ---- a borrowed device -------------------------------------------------- */
+
+static int borrow_pread(struct arb_dev *d, void *buf, size_t len,
+			uint64_t off, enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pread(l, buf, len, off, kind);
+}
+
+static int borrow_pwrite(struct arb_dev *d, const void *buf, size_t len,
+			 uint64_t off, enum arb_io_kind kind)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->pwrite(l, buf, len, off, kind);
+}
+
+static int borrow_flush(struct arb_dev *d)
+{
+	struct arb_dev *l = d->priv;
+	return l->ops->flush(l);
+}
+
+static void borrow_destroy(struct arb_dev *d)
+{
+	free(d);
+}
+
+static const struct arb_dev_ops borrow_ops = {
+	.pread = borrow_pread,
+	.pwrite = borrow_pwrite,
+	.flush = borrow_flush,
+	.destroy = borrow_destroy,
+};
+
+struct arb_dev *tu_dev_borrow(struct arb_dev *lower)
+{
+	struct arb_dev *d = calloc(1, sizeof(*d));
+
+	ck_assert_ptr_nonnull(d);
+	d->ops = &borrow_ops;
+	d->size = lower->size;
+	d->priv = lower;
+	return d;
+}

@@ -39,3 +39,6 @@ void tu_vol_new_copies(uint64_t size, uint32_t nodesize, unsigned meta_copies,
 void tu_vol_reopen(struct arb_dev *dev, struct arb_vol **vol);
 /* Run the checker; fail the test with its report if it finds problems. */
 void tu_vol_check(struct arb_vol *vol);
+/* A device passing everything to lower whose destroy leaves lower alone:
+ * a filesystem closed on it keeps its bytes in lower for the next open. */
+struct arb_dev *tu_dev_borrow(struct arb_dev *lower);
