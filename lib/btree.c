@@ -355,22 +355,44 @@ static void leaf_delete(struct arb_vol *vol, struct arb_node *leaf, int slot,
 }
 
 /*
- * Move items [from, nr) of src to the front of dst (dst's items shift right)
- * or, with append, items [0, count) of src to the end of dst.
+ * Move items [first, first + count) of src to the front of dst (dst's items
+ * shift right) or, with append, to its end; dst has the room.  The data
+ * and the descriptors move as blocks: a push may move many small items.
  */
 static void leaf_move(struct arb_vol *vol, struct arb_node *dst,
 		      struct arb_node *src, int first, int count, bool append)
 {
-	struct arb_key k;
-	int at = append ? (int)arb_nritems(dst) : 0;
+	uint32_t dnr = arb_nritems(dst), dend = leaf_data_end(vol, dst);
+	uint32_t hi, lo, d, base, at = append ? dnr : 0;
 
-	for (int i = 0; i < count; i++) {
-		int s = first + i;
-		uint32_t size = arb_item_size(src, s);
-		arb_node_key(src, s, &k);
-		leaf_insert(vol, dst, at + i, &k, size);
-		memcpy(arb_item_ptr(dst, at + i), arb_item_ptr(src, s), size);
+	if (count <= 0)
+		return;
+	/* the moved items' data is [lo, hi) of src */
+	hi = first == 0 ? vol->nodesize
+			: arb_item_i_offset(arb_item_nr(src, first - 1));
+	lo = arb_item_i_offset(arb_item_nr(src, first + count - 1));
+	d = hi - lo;
+	if (append) {
+		base = dend;
+	} else {
+		base = vol->nodesize;
+		memmove(dst->data + dend - d, dst->data + dend,
+			vol->nodesize - dend);
+		for (uint32_t i = 0; i < dnr; i++) {
+			struct arb_item *it = arb_item_nr(dst, (int)i);
+			arb_set_item_i_offset(it, arb_item_i_offset(it) - d);
+		}
+		memmove(arb_item_nr(dst, count), arb_item_nr(dst, 0), dnr * ITEM);
 	}
+	memcpy(dst->data + base - d, src->data + lo, d);
+	memcpy(arb_item_nr(dst, (int)at), arb_item_nr(src, first),
+	       (uint32_t)count * ITEM);
+	for (int i = 0; i < count; i++) {
+		struct arb_item *it = arb_item_nr(dst, (int)at + i);
+		arb_set_item_i_offset(it, base - (hi - arb_item_i_offset(it)));
+	}
+	set_nritems(dst, dnr + (uint32_t)count);
+	arb_node_mark_dirty(vol, dst);
 	leaf_delete(vol, src, first, count);
 }
 
