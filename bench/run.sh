@@ -10,6 +10,7 @@
 #   BENCH_TIMEOUT=SECS        limit for one command of a workload (900)
 #   BENCH_SCALE_LIMIT=SECS    limit for one part of the scale workload (1800)
 #   BENCH_SCALE_DIV=N         divide the scale workload's file counts by N
+#   BENCH_MKFS_ARGS="ARGS"    extra mkfs.arborfs options (e.g. "-m single")
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -112,6 +113,8 @@ SCALE_FILES=$((1000000 / SCALE_DIV)) SCALE_DIRS=$((1000 / SCALE_DIV))
 SCALE_FLAT=$((200000 / SCALE_DIV))
 [ $SCALE_DIRS -ge 1 ] || SCALE_DIRS=1
 TMO=${BENCH_TIMEOUT:-900}
+# word-split on purpose: a list of mkfs.arborfs options
+read -r -a MKFS_ARBOR_ARGS <<<"${BENCH_MKFS_ARGS:-}"
 SCALE_LIMIT=${BENCH_SCALE_LIMIT:-1800}
 TREE_SRC=/usr/include
 IMG_SIZE=4G
@@ -294,8 +297,8 @@ setup_fs() { # fs [tag of the first mount]
 	mkdir -p "$CUR_MNT" && rm -f "$CUR_IMG" && truncate -s $IMG_SIZE "$CUR_IMG" || return 1
 	case $CUR_FS in
 	arborfs) CUR_KIND=fuse
-		echo "+ mkfs.arborfs -q -s $IMG_SIZE $CUR_IMG" >>"$log"
-		"$MKFS_ARBOR" -q -s $IMG_SIZE "$CUR_IMG" >>"$log" 2>&1 ;;
+		echo "+ mkfs.arborfs -q -s $IMG_SIZE ${MKFS_ARBOR_ARGS[*]} $CUR_IMG" >>"$log"
+		"$MKFS_ARBOR" -q -s $IMG_SIZE "${MKFS_ARBOR_ARGS[@]}" "$CUR_IMG" >>"$log" 2>&1 ;;
 	fuse2fs) CUR_KIND=fuse
 		echo "+ mkfs.ext4 -F -q ${ext4opts[*]} $CUR_IMG" >>"$log"
 		mkfs.ext4 -F -q "${ext4opts[@]}" "$CUR_IMG" >>"$log" 2>&1 ;;

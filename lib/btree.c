@@ -22,7 +22,10 @@
  *
  * Splits happen top-down during an insertion search (a full internal node
  * is split before descending into it; a leaf without room is split, then the
- * search restarts).  Merges happen bottom-up after a deletion: an empty node
+ * search restarts).  Before splitting a node that has a sibling under the
+ * same parent, the search first tries to move entries into that sibling
+ * (btrfs push_leaf_right/left, push_nodes_for_insert), then restarts: see
+ * "pushes" below.  Merges happen bottom-up after a deletion: an empty node
  * is removed, a node under a quarter full is merged into a sibling when both
  * fit in one, and a root with a single child is replaced by that child.
  */
@@ -252,6 +255,25 @@ static void fixup_low_keys(struct arb_vol *vol, struct arb_path *p, int level,
 	}
 }
 
+/* Set the key of parent's pointer at slot (parent writable). */
+static void set_ptr_key(struct arb_vol *vol, struct arb_node *parent, int slot,
+			const struct arb_key *key)
+{
+	arb_key_to_disk(&arb_ptr_nr(parent, slot)->p_key, key);
+	arb_node_mark_dirty(vol, parent);
+}
+
+/* Read the child at slot of parent (a sibling of a path node), pinned. */
+static int read_child(struct arb_txn *t, struct arb_node *parent, int slot,
+		      struct arb_node **out)
+{
+	int ret = arb_node_read(t->vol, arb_child_bytenr(parent, slot),
+				arb_child_mirror(parent, slot),
+				arb_child_gen(parent, slot), arb_level(parent) - 1,
+				out);
+	return ret ? arb_txn_fail(t, ret) : 0;
+}
+
 /* ---- raw node edits (node already writable) ----------------------------- */
 
 static void ptr_insert(struct arb_vol *vol, struct arb_node *n, int slot,
@@ -333,22 +355,44 @@ static void leaf_delete(struct arb_vol *vol, struct arb_node *leaf, int slot,
 }
 
 /*
- * Move items [from, nr) of src to the front of dst (dst's items shift right)
- * or, with append, items [0, count) of src to the end of dst.
+ * Move items [first, first + count) of src to the front of dst (dst's items
+ * shift right) or, with append, to its end; dst has the room.  The data
+ * and the descriptors move as blocks: a push may move many small items.
  */
 static void leaf_move(struct arb_vol *vol, struct arb_node *dst,
 		      struct arb_node *src, int first, int count, bool append)
 {
-	struct arb_key k;
-	int at = append ? (int)arb_nritems(dst) : 0;
+	uint32_t dnr = arb_nritems(dst), dend = leaf_data_end(vol, dst);
+	uint32_t hi, lo, d, base, at = append ? dnr : 0;
 
-	for (int i = 0; i < count; i++) {
-		int s = first + i;
-		uint32_t size = arb_item_size(src, s);
-		arb_node_key(src, s, &k);
-		leaf_insert(vol, dst, at + i, &k, size);
-		memcpy(arb_item_ptr(dst, at + i), arb_item_ptr(src, s), size);
+	if (count <= 0)
+		return;
+	/* the moved items' data is [lo, hi) of src */
+	hi = first == 0 ? vol->nodesize
+			: arb_item_i_offset(arb_item_nr(src, first - 1));
+	lo = arb_item_i_offset(arb_item_nr(src, first + count - 1));
+	d = hi - lo;
+	if (append) {
+		base = dend;
+	} else {
+		base = vol->nodesize;
+		memmove(dst->data + dend - d, dst->data + dend,
+			vol->nodesize - dend);
+		for (uint32_t i = 0; i < dnr; i++) {
+			struct arb_item *it = arb_item_nr(dst, (int)i);
+			arb_set_item_i_offset(it, arb_item_i_offset(it) - d);
+		}
+		memmove(arb_item_nr(dst, count), arb_item_nr(dst, 0), dnr * ITEM);
 	}
+	memcpy(dst->data + base - d, src->data + lo, d);
+	memcpy(arb_item_nr(dst, (int)at), arb_item_nr(src, first),
+	       (uint32_t)count * ITEM);
+	for (int i = 0; i < count; i++) {
+		struct arb_item *it = arb_item_nr(dst, (int)at + i);
+		arb_set_item_i_offset(it, base - (hi - arb_item_i_offset(it)));
+	}
+	set_nritems(dst, dnr + (uint32_t)count);
+	arb_node_mark_dirty(vol, dst);
 	leaf_delete(vol, src, first, count);
 }
 
@@ -472,6 +516,200 @@ static int split_leaf(struct arb_txn *t, struct arb_root *root,
 	return 0;
 }
 
+/* ---- pushes ------------------------------------------------------------ */
+
+/*
+ * A split leaves two half-full nodes, and a node that gets no more
+ * insertions stays half full.  Most insertions land in the middle of an fs
+ * tree (the entries of each directory, inline extents written at commit
+ * under older inodes), so before this most leaves stayed near half full.
+ * So before splitting a node, the search moves entries into a sibling under
+ * the same parent that has room, and splits only when neither sibling can
+ * take enough.  It moves just enough, then more while that evens the two
+ * nodes out, so that the next insertions there need no push.  A push never
+ * empties a node, and moves only a leaf's items on the far side of the
+ * insertion slot, so the new key stays in the leaf of the path; the search
+ * then restarts (slots changed).  Moving entries between nodes of one tree
+ * changes no reference count and no back-reference: tree blocks are counted
+ * per parent pointer and their back-references name the tree; data
+ * back-references name the tree, inode and offset.  Only shadowing the
+ * sibling does, through cow_node as for any node the path changes.
+ */
+
+/*
+ * How many items of l to move to sib so that need bytes fit in l: items
+ * first, first + step, ... (at most max of them).  0 when sib cannot take
+ * enough.
+ */
+static int push_count(struct arb_vol *vol, struct arb_node *l,
+		      struct arb_node *sib, int first, int step, int max,
+		      uint32_t need)
+{
+	uint32_t l_free = arb_leaf_free_space(vol, l);
+	uint32_t sib_free = arb_leaf_free_space(vol, sib);
+	uint32_t sib_used = leaf_used(vol, sib);
+	uint32_t half = (leaf_used(vol, l) + need + sib_used) / 2;
+	uint32_t moved = 0;
+	int c;
+
+	for (c = 0; c < max; c++) {
+		uint32_t sz = arb_item_size(l, first + c * step) + ITEM;
+		if (moved + sz > sib_free)
+			break;
+		if (l_free + moved >= need && sib_used + moved + sz > half)
+			break;
+		moved += sz;
+	}
+	return l_free + moved >= need ? c : 0;
+}
+
+/*
+ * Move items of the path's leaf into its right (dir 1) or left (dir -1)
+ * sibling so that need bytes fit at p->slots[0].  0 done, 1 no room there
+ * (nothing changed), <0 error.
+ */
+static int push_leaf_dir(struct arb_txn *t, struct arb_root *root,
+			 struct arb_path *p, int dir, uint32_t need)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_node *l = p->nodes[0], *parent = p->nodes[1], *sib, *c;
+	int nr = (int)arb_nritems(l), slot = p->slots[0];
+	int sslot = p->slots[1] + dir, count, ret;
+	struct arb_key k;
+
+	if (sslot < 0 || (uint32_t)sslot >= arb_nritems(parent))
+		return 1;
+	ret = read_child(t, parent, sslot, &sib);
+	if (ret)
+		return ret;
+	/* keep item 0 (right) or nr - 1 (left): a push never empties l */
+	if (dir > 0)
+		count = push_count(vol, l, sib, nr - 1, -1,
+				   nr - (slot > 1 ? slot : 1), need);
+	else
+		count = push_count(vol, l, sib, 0, 1,
+				   slot < nr - 1 ? slot : nr - 1, need);
+	if (count == 0) {
+		/* checked before shadowing: a useless push costs no block */
+		arb_node_put(vol, sib);
+		return 1;
+	}
+	ret = cow_node(t, root, sib, parent, sslot, &c);
+	arb_node_put(vol, sib);
+	if (ret)
+		return ret;
+	if (dir > 0) {
+		leaf_move(vol, c, l, nr - count, count, false);
+		arb_node_key(c, 0, &k);
+	} else {
+		leaf_move(vol, c, l, 0, count, true);
+		arb_node_key(l, 0, &k);
+	}
+	/* the changed first key is never at parent slot 0 (a left sibling
+	 * exists, or it is the right sibling's): ancestors keep theirs */
+	set_ptr_key(vol, parent, dir > 0 ? sslot : p->slots[1], &k);
+	arb_node_put(vol, c);
+	return 0;
+}
+
+/* Make room for need bytes in the path's leaf from a sibling; as above. */
+static int push_leaf(struct arb_txn *t, struct arb_root *root,
+		     struct arb_path *p, uint32_t need)
+{
+	int ret = push_leaf_dir(t, root, p, 1, need);
+
+	return ret == 1 ? push_leaf_dir(t, root, p, -1, need) : ret;
+}
+
+/* Move count pointers of n to the front (dir 1) or end (dir -1) of sib. */
+static void ptr_move(struct arb_vol *vol, struct arb_node *sib,
+		     struct arb_node *n, uint32_t count, int dir)
+{
+	uint32_t nr = arb_nritems(n), snr = arb_nritems(sib);
+
+	if (dir > 0) {
+		memmove(arb_ptr_nr(sib, (int)count), arb_ptr_nr(sib, 0),
+			snr * PTR);
+		memcpy(arb_ptr_nr(sib, 0), arb_ptr_nr(n, (int)(nr - count)),
+		       count * PTR);
+	} else {
+		memcpy(arb_ptr_nr(sib, (int)snr), arb_ptr_nr(n, 0), count * PTR);
+		memmove(arb_ptr_nr(n, 0), arb_ptr_nr(n, (int)count),
+			(nr - count) * PTR);
+	}
+	set_nritems(sib, snr + count);
+	set_nritems(n, nr - count);
+	arb_node_mark_dirty(vol, sib);
+	arb_node_mark_dirty(vol, n);
+}
+
+/*
+ * Internal node p->nodes[level] is full: even it out with its right (dir 1)
+ * or left (dir -1) sibling when both then stay below the split threshold.
+ * 0 done, 1 no room there, <0 error.
+ */
+static int push_node_dir(struct arb_txn *t, struct arb_root *root,
+			 struct arb_path *p, int level, int dir)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_node *n = p->nodes[level], *parent = p->nodes[level + 1];
+	struct arb_node *sib, *c;
+	uint32_t nr = arb_nritems(n), full = arb_node_max_ptrs(vol) - 2, count;
+	int pslot = p->slots[level + 1], sslot = pslot + dir, ret;
+	struct arb_key k;
+
+	if (sslot < 0 || (uint32_t)sslot >= arb_nritems(parent))
+		return 1;
+	ret = read_child(t, parent, sslot, &sib);
+	if (ret)
+		return ret;
+	count = nr > arb_nritems(sib) ? (nr - arb_nritems(sib)) / 2 : 0;
+	if (count == 0 || nr - count >= full ||
+	    arb_nritems(sib) + count >= full) {
+		arb_node_put(vol, sib);
+		return 1;
+	}
+	ret = cow_node(t, root, sib, parent, sslot, &c);
+	arb_node_put(vol, sib);
+	if (ret)
+		return ret;
+	ptr_move(vol, c, n, count, dir);
+	arb_node_key(dir > 0 ? c : n, 0, &k);
+	set_ptr_key(vol, parent, dir > 0 ? sslot : pslot, &k);
+	arb_node_put(vol, c);
+	return 0;
+}
+
+static int push_node(struct arb_txn *t, struct arb_root *root,
+		     struct arb_path *p, int level)
+{
+	int ret = push_node_dir(t, root, p, level, 1);
+
+	return ret == 1 ? push_node_dir(t, root, p, level, -1) : ret;
+}
+
+/*
+ * p->nodes[level] is full for the insertion (need bytes, for a leaf): push
+ * to a sibling if that is the first try at this level in this search, else
+ * (or when no sibling has room) split.  The caller restarts its search.
+ */
+static int make_room(struct arb_txn *t, struct arb_root *root,
+		     struct arb_path *p, int level, unsigned *pushed,
+		     uint32_t need)
+{
+	int ret = 1;
+
+	if (p->nodes[level] != root->node && !(*pushed & 1u << level)) {
+		*pushed |= 1u << level;
+		ret = level ? push_node(t, root, p, level)
+			    : push_leaf(t, root, p, need);
+	}
+	if (ret <= 0)
+		return ret;
+	return level ? split_node(t, root, p, level)
+		     : split_leaf(t, root, p, need);
+}
+
 /* ---- search ------------------------------------------------------------ */
 
 int arb_search_slot(struct arb_txn *t, struct arb_root *root,
@@ -480,6 +718,9 @@ int arb_search_slot(struct arb_txn *t, struct arb_root *root,
 {
 	struct arb_vol *vol = root->vol;
 	struct arb_node *n;
+	/* levels that pushed to a sibling in this search: once each, so
+	 * that the restarts end (a second time there, split) */
+	unsigned pushed = 0;
 	int level, slot, ret;
 
 	if (cow && (!t || t->error))
@@ -510,8 +751,8 @@ again:
 			if (ins_len > 0 && ret == 1 &&
 			    arb_leaf_free_space(vol, n) <
 				    (uint32_t)ins_len + ITEM) {
-				ret = split_leaf(t, root, p,
-						 (uint32_t)ins_len + ITEM);
+				ret = make_room(t, root, p, 0, &pushed,
+						(uint32_t)ins_len + ITEM);
 				if (ret)
 					goto err;
 				arb_path_release(vol, p);
@@ -524,7 +765,7 @@ again:
 		p->slots[level] = slot;
 		if (ins_len > 0 &&
 		    arb_nritems(n) >= arb_node_max_ptrs(vol) - 2) {
-			ret = split_node(t, root, p, level);
+			ret = make_room(t, root, p, level, &pushed, 0);
 			if (ret)
 				goto err;
 			arb_path_release(vol, p);
@@ -683,12 +924,9 @@ static int rebalance(struct arb_txn *t, struct arb_root *root,
 	if (!node_underfull(vol, n))
 		return 0;
 	if (pslot > 0) {
-		ret = arb_node_read(vol, arb_child_bytenr(parent, pslot - 1),
-				    arb_child_mirror(parent, pslot - 1),
-				    arb_child_gen(parent, pslot - 1), level,
-				    &sib);
+		ret = read_child(t, parent, pslot - 1, &sib);
 		if (ret)
-			return arb_txn_fail(t, ret);
+			return ret;
 		ret = cow_node(t, root, sib, parent, pslot - 1, &c);
 		arb_node_put(vol, sib);
 		if (ret)
@@ -705,12 +943,9 @@ static int rebalance(struct arb_txn *t, struct arb_root *root,
 		arb_node_put(vol, c);
 	}
 	if ((uint32_t)pslot + 1 < arb_nritems(parent)) {
-		ret = arb_node_read(vol, arb_child_bytenr(parent, pslot + 1),
-				    arb_child_mirror(parent, pslot + 1),
-				    arb_child_gen(parent, pslot + 1), level,
-				    &sib);
+		ret = read_child(t, parent, pslot + 1, &sib);
 		if (ret)
-			return arb_txn_fail(t, ret);
+			return ret;
 		ret = cow_node(t, root, sib, parent, pslot + 1, &c);
 		arb_node_put(vol, sib);
 		if (ret)

@@ -356,9 +356,10 @@ void arb_path_release(struct arb_vol *vol, struct arb_path *p);
  * found (path at the slot where it would be inserted, which may be
  * nritems), <0 on error.  With t != NULL and cow != 0 every node on the path
  * is made writable in t (shadowed when needed).  ins_len > 0 makes sure the
- * leaf has room for an item of ins_len data bytes (splitting on the way
- * down); ins_len < 0 merges underfull nodes on the way down (use before a
- * deletion).
+ * leaf has room for an item of ins_len data bytes (on the way down a full
+ * node moves entries into a sibling, or else splits; siblings may be
+ * shadowed too); ins_len < 0 merges underfull nodes on the way down (use
+ * before a deletion).
  */
 int arb_search_slot(struct arb_txn *t, struct arb_root *root,
 		    const struct arb_key *key, struct arb_path *p, int ins_len,
