@@ -530,6 +530,7 @@ again:
 			arb_path_release(vol, p);
 			goto again;
 		}
+		arb_node_readahead(vol, n, slot, false);
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
 				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1,
@@ -892,6 +893,9 @@ int arb_next_leaf(struct arb_root *root, struct arb_path *p)
 	for (; level > 0; level--) {
 		struct arb_node *n = p->nodes[level], *c;
 		slot = p->slots[level];
+		/* a leaf walk: read the next leaves ahead (upper levels
+		 * only when their misses come in order) */
+		arb_node_readahead(vol, n, slot, level == 1);
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
 				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1, &c);
