@@ -510,6 +510,14 @@ static void ra_issue(struct arb_vol *vol, const struct arb_node *parent,
 		arb_dev_readahead(vol->dev, start, len);
 }
 
+void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
+{
+	if (!vol->dev->ops->readahead || hash_find(&vol->cache, bytenr))
+		return;
+	vol->cache.readahead++;
+	arb_dev_readahead(vol->dev, bytenr, vol->nodesize);
+}
+
 void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq)
 {

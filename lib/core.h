@@ -248,6 +248,8 @@ int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
  */
 void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq);
+/* Hint the node at bytenr to the device unless it is cached. */
+void arb_node_hint(struct arb_vol *vol, uint64_t bytenr);
 /* A new zeroed, pinned, dirty node for a freshly allocated bytenr. */
 int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
 		    struct arb_node **out);
@@ -412,6 +414,13 @@ int arb_lookup_item(struct arb_root *root, const struct arb_key *key,
  * more leaves, <0 error.  Read-only paths only. */
 int arb_next_leaf(struct arb_root *root, struct arb_path *p);
 int arb_prev_leaf(struct arb_root *root, struct arb_path *p);
+/*
+ * Hint the leaf where key lives (or would live) to the device unless it is
+ * cached; internal nodes on the way are read (and stay cached).  For a
+ * caller about to look up a batch of scattered keys one by one: their
+ * leaves then arrive in parallel.  Errors are left to the real lookups.
+ */
+void arb_prefetch_leaf(struct arb_root *root, const struct arb_key *key);
 /* Mark the leaf of a cow path dirty after changing item bytes in place. */
 void arb_path_mark_dirty(struct arb_vol *vol, struct arb_path *p);
 

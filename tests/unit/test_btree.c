@@ -597,6 +597,59 @@ START_TEST(test_readahead_corrupt)
 }
 END_TEST
 
+/*
+ * arb_prefetch_leaf hints exactly the leaf that a search for the key then
+ * reads, once per uncached leaf, and nothing for a cached one.
+ */
+START_TEST(test_prefetch_leaf)
+{
+	struct arb_dev *mem;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_path p;
+	static struct ra_dev r;
+	uint64_t rng = 7;
+
+	ra_make(&mem);
+	ra_wrap(&r, mem);
+	ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	for (int i = 0; i < 200; i++) {
+		/* present keys and absent ones (odd) alike */
+		struct arb_key k = { tu_rand_range(&rng, RA_ITEMS * 2),
+				     ARB_TEST_ITEM, 0 };
+		size_t h0;
+		uint64_t leaf;
+		bool cached;
+
+		arb_path_init(&p);
+		ck_assert_int_ge(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+		leaf = p.nodes[0]->bytenr;
+		arb_path_release(vol, &p);
+		/* the leaf is cached now: no hint (the search may have
+		 * hinted siblings of its own) */
+		h0 = r.nr_hints;
+		arb_prefetch_leaf(root, &k);
+		ck_assert_uint_eq(r.nr_hints, h0);
+		/* evict it and ask again: one hint, the leaf's address */
+		arb_node_forget(vol, leaf);
+		arb_prefetch_leaf(root, &k);
+		ck_assert_uint_eq(r.nr_hints, h0 + 1);
+		ck_assert_uint_eq(r.hint_off[h0], leaf);
+		ck_assert_uint_eq(r.hint_len[h0], vol->nodesize);
+		arb_path_init(&p);
+		ck_assert_int_ge(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+		cached = p.nodes[0]->bytenr == leaf;
+		arb_path_release(vol, &p);
+		ck_assert(cached);
+		if (r.nr_hints + 2 >= RA_MAX)
+			r.nr_hints = 0;
+	}
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("btree");
@@ -620,6 +673,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_readahead_scan);
 	tcase_add_test(tc, test_readahead_corrupt);
+	tcase_add_test(tc, test_prefetch_leaf);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
