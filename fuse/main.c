@@ -13,7 +13,8 @@
  *      library's reason and exit status 1 before anything is mounted;
  *   4. create the session and mount, then detach (setsid, stdio to
  *      /dev/null) and tell the parent;
- *   5. serve with a thread pool until unmounted or signalled;
+ *   5. serve from one thread (-o multithread: a pool) until unmounted or
+ *      signalled;
  *   6. arb_fs_close() commits everything.
  *
  * Mounting through mount(8):  mount -t fuse.arborfs IMAGE /mnt -o OPTS, or
@@ -65,6 +66,7 @@ struct afs_config {
 	bool noatime;
 	bool readonly;
 	bool noacl;
+	bool multithread;
 	char *trace;
 	bool have_fsname;
 	bool have_subtype;
@@ -83,6 +85,7 @@ enum {
 	KEY_CACHE_SIZE,
 	KEY_AUTOGROW,
 	KEY_TRACE,
+	KEY_MULTITHREAD,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
@@ -100,6 +103,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
+	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -234,6 +238,9 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		free(c->trace);
 		c->trace = strdup(val);
 		return 0;
+	case KEY_MULTITHREAD:
+		c->multithread = true;
+		return 0;
 	case KEY_FSNAME:
 		c->have_fsname = true;
 		return 1;
@@ -266,6 +273,8 @@ static void usage(const char *prog)
 	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
 	       "                           refused (default: acl, enforced by the kernel)\n"
 	       "    -o trace=FILE          log every device I/O to FILE\n"
+	       "    -o multithread         serve requests from a pool of threads\n"
+	       "                           (default: one thread; see -o max_threads)\n"
 	       "\n"
 	       "default_permissions is always on: the kernel checks permissions\n"
 	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
@@ -589,7 +598,16 @@ int main(int argc, char *argv[])
 
 	daemon_detach();
 
-	if (opts.singlethread) {
+	if (opts.singlethread || !conf.multithread) {
+		/*
+		 * One thread by default: every operation holds the volume
+		 * lock (docs/DESIGN.md, Locking), so a pool adds no
+		 * parallelism, only hand-offs.  The kernel wakes the idle
+		 * reader that waited longest, so with a pool each request
+		 * lands on another thread, often on another CPU: on a
+		 * 2-vCPU VM creates and deletes of small files ran about
+		 * 2x faster with one thread (docs/PERFORMANCE.md).
+		 */
 		ret = fuse_session_loop(se);
 	} else {
 #if FUSE_USE_VERSION >= 312

@@ -771,6 +771,7 @@ again:
 			arb_path_release(vol, p);
 			goto again;
 		}
+		arb_node_readahead(vol, n, slot, false);
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
 				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1,
@@ -1109,6 +1110,33 @@ int arb_lookup_item(struct arb_root *root, const struct arb_key *key, void *buf,
 
 /* ---- walking leaves ----------------------------------------------------- */
 
+void arb_prefetch_leaf(struct arb_root *root, const struct arb_key *key)
+{
+	struct arb_vol *vol = root->vol;
+	struct arb_node *n = root->node, *c;
+	int level, slot;
+
+	if (!vol->dev->ops->readahead)
+		return;
+	arb_node_pin(n);
+	for (level = arb_level(n); level > 0; level--) {
+		/* the child slot as arb_search_slot picks it */
+		if (bin_search(n, key, &slot) != 0 && slot > 0)
+			slot--;
+		if (level == 1) {
+			arb_node_hint(vol, arb_child_bytenr(n, slot));
+			break;
+		}
+		if (arb_node_read(vol, arb_child_bytenr(n, slot),
+				  arb_child_mirror(n, slot),
+				  arb_child_gen(n, slot), level - 1, &c))
+			break;
+		arb_node_put(vol, n);
+		n = c;
+	}
+	arb_node_put(vol, n);
+}
+
 int arb_next_leaf(struct arb_root *root, struct arb_path *p)
 {
 	struct arb_vol *vol = root->vol;
@@ -1127,6 +1155,9 @@ int arb_next_leaf(struct arb_root *root, struct arb_path *p)
 	for (; level > 0; level--) {
 		struct arb_node *n = p->nodes[level], *c;
 		slot = p->slots[level];
+		/* a leaf walk: read the next leaves ahead (upper levels
+		 * only when their misses come in order) */
+		arb_node_readahead(vol, n, slot, level == 1);
 		ret = arb_node_read(vol, arb_child_bytenr(n, slot),
 				    arb_child_mirror(n, slot),
 				    arb_child_gen(n, slot), level - 1, &c);

@@ -459,6 +459,99 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
 	return 0;
 }
 
+/* ---- readahead of siblings ----------------------------------------------- */
+
+/* The stream of parent, or the least recently used one reset for it. */
+static struct arb_ra_stream *ra_stream(struct arb_cache *c, uint64_t parent,
+				       bool *fresh)
+{
+	struct arb_ra_stream *old = &c->ra[0];
+
+	for (int i = 0; i < ARB_RA_STREAMS; i++) {
+		struct arb_ra_stream *s = &c->ra[i];
+
+		if (s->parent == parent) {
+			*fresh = false;
+			return s;
+		}
+		if (s->used < old->used)
+			old = s;
+	}
+	old->parent = parent;
+	old->last = old->end = -2;
+	old->win = ARB_RA_FIRST;
+	*fresh = true;
+	return old;
+}
+
+/* Hint children from..to of parent that are not cached, one request per
+ * run of adjacent addresses. */
+static void ra_issue(struct arb_vol *vol, const struct arb_node *parent,
+		     int from, int to)
+{
+	uint64_t start = 0, len = 0;
+
+	for (int i = from; i <= to; i++) {
+		uint64_t b = arb_child_bytenr(parent, i);
+
+		if (hash_find(&vol->cache, b))
+			continue;
+		vol->cache.readahead++;
+		if (len && b == start + len) {
+			len += vol->nodesize;
+			continue;
+		}
+		if (len)
+			arb_dev_readahead(vol->dev, start, len);
+		start = b;
+		len = vol->nodesize;
+	}
+	if (len)
+		arb_dev_readahead(vol->dev, start, len);
+}
+
+void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
+{
+	if (!vol->dev->ops->readahead || hash_find(&vol->cache, bytenr))
+		return;
+	vol->cache.readahead++;
+	arb_dev_readahead(vol->dev, bytenr, vol->nodesize);
+}
+
+void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
+			int slot, bool seq)
+{
+	struct arb_cache *c = &vol->cache;
+	int nr = (int)arb_nritems(parent);
+	struct arb_ra_stream *s;
+	bool fresh, in_order;
+
+	/* only a miss can start or move a stream: hits cost no I/O */
+	if (!vol->dev->ops->readahead || slot < 0 || slot >= nr ||
+	    hash_find(c, arb_child_bytenr(parent, slot)))
+		return;
+	s = ra_stream(c, parent->bytenr, &fresh);
+	s->used = ++c->ra_clock;
+	/* the next child after the previous miss, or one hinted already:
+	 * a scan, not a random lookup that happens to share the parent */
+	in_order = seq || (!fresh && slot > s->last &&
+			   (slot == s->last + 1 || slot <= s->end));
+	s->last = slot;
+	if (!in_order)
+		return;
+	/* refill when half of the window is used up */
+	if (slot + s->win / 2 > s->end) {
+		int from = slot + 1 > s->end + 1 ? slot + 1 : s->end + 1;
+		int to = slot + s->win < nr - 1 ? slot + s->win : nr - 1;
+
+		if (from <= to)
+			ra_issue(vol, parent, from, to);
+		s->end = to;
+		if (s->win < ARB_RA_NODES)
+			s->win *= 2;
+	}
+}
+
 void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,
 			uint64_t *failed)
 {

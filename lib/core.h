@@ -63,6 +63,22 @@ struct arb_txn;
 struct arb_free_space;
 struct arb_delayed_refs;
 
+/*
+ * Readahead of sibling nodes: a stream is a parent node whose children are
+ * being read in slot order (a leaf scan).  Children up to slot end were
+ * hinted to the device already; last is the slot of the latest miss; win
+ * is the next window, which starts small (a short scan wastes little) and
+ * doubles with each refill up to ARB_RA_NODES.
+ */
+#define ARB_RA_STREAMS 4
+#define ARB_RA_FIRST 4
+#define ARB_RA_NODES 32
+struct arb_ra_stream {
+	uint64_t parent; /* 0: unused */
+	int last, end, win;
+	unsigned used; /* ra_clock at the latest miss, for replacement */
+};
+
 struct arb_cache {
 	/* hash table of every cached node, by bytenr */
 	struct arb_node **table;
@@ -76,6 +92,11 @@ struct arb_cache {
 	/* memory bound in bytes; clean nodes are evicted above it */
 	size_t max_bytes;
 	uint64_t hits, misses, evictions;
+	/* sequential walks being read ahead (arb_node_readahead) */
+	struct arb_ra_stream ra[ARB_RA_STREAMS];
+	unsigned ra_clock;
+	/* nodes hinted to the device */
+	uint64_t readahead;
 };
 
 struct arb_vol_opts {
@@ -228,6 +249,18 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
 int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
 		       uint64_t bytenr, uint64_t expect_gen, int expect_level,
 		       const char **why);
+/*
+ * About to read child slot of parent (level >= 1).  When that child is not
+ * cached and the misses under parent come in slot order (or seq says the
+ * caller walks leaves in order), the next children that are not cached
+ * (a window of ARB_RA_FIRST growing to ARB_RA_NODES) are hinted to the
+ * device (first copies only).  A hint changes
+ * nothing that a read returns: every node is still validated when read.
+ */
+void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
+			int slot, bool seq);
+/* Hint the node at bytenr to the device unless it is cached. */
+void arb_node_hint(struct arb_vol *vol, uint64_t bytenr);
 /* A new zeroed, pinned, dirty node for a freshly allocated bytenr. */
 int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
 		    struct arb_node **out);
@@ -393,6 +426,13 @@ int arb_lookup_item(struct arb_root *root, const struct arb_key *key,
  * more leaves, <0 error.  Read-only paths only. */
 int arb_next_leaf(struct arb_root *root, struct arb_path *p);
 int arb_prev_leaf(struct arb_root *root, struct arb_path *p);
+/*
+ * Hint the leaf where key lives (or would live) to the device unless it is
+ * cached; internal nodes on the way are read (and stay cached).  For a
+ * caller about to look up a batch of scattered keys one by one: their
+ * leaves then arrive in parallel.  Errors are left to the real lookups.
+ */
+void arb_prefetch_leaf(struct arb_root *root, const struct arb_key *key);
 /* Mark the leaf of a cow path dirty after changing item bytes in place. */
 void arb_path_mark_dirty(struct arb_vol *vol, struct arb_path *p);
 

@@ -353,6 +353,14 @@ static int trace_resize(struct arb_dev *dev, uint64_t size)
 	return ret;
 }
 
+/* a hint, not an I/O: passed on, not traced */
+static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	struct trace_dev *t = dev->priv;
+
+	arb_dev_readahead(t->lower, off, len);
+}
+
 static void trace_destroy(struct arb_dev *dev)
 {
 	struct trace_dev *t = dev->priv;
@@ -367,6 +375,7 @@ static const struct arb_dev_ops trace_ops = {
 	.flush = trace_flush,
 	.resize = trace_resize,
 	.destroy = trace_destroy,
+	.readahead = trace_readahead,
 };
 
 /* f stays the caller's; on failure lower does too. */

@@ -556,6 +556,11 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		arb_iter_release(&it);
 		if (ret < 0)
 			goto out;
+		/* the inodes of a directory are scattered when it grew with
+		 * others (untar): ask for all their leaves at once, then
+		 * read them one by one */
+		for (i = 0; plus && i < n; i++)
+			fs_inode_prefetch(fs, ents[i].ino);
 		for (i = 0; i < n; i++) {
 			if (plus) {
 				ret = fs_inode_read(fs, ents[i].ino, &in);

@@ -232,6 +232,8 @@ void fs_inode_unpack(struct arb_inode *in, uint64_t ino,
 void fs_inode_pack(struct arb_inode_item *d, const struct arb_inode *in);
 /* 0, -ENOENT, -EUCLEAN, <0 */
 int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in);
+/* Hint the leaf of ino's inode item to the device (arb_prefetch_leaf). */
+void fs_inode_prefetch(struct arb_fs *fs, uint64_t ino);
 /* write back (transid = t's) */
 int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
 int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);

@@ -90,6 +90,16 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 	return 0;
 }
 
+void fs_inode_prefetch(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_key k;
+
+	if (ino < ARB_FIRST_INO || ino >= ARB_ORPHAN_OBJECTID)
+		return;
+	inode_key(&k, ino);
+	arb_prefetch_leaf(fs->root, &k);
+}
+
 int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 {
 	struct arb_inode_item d;

@@ -521,6 +521,285 @@ START_TEST(test_fill_sequences)
 }
 END_TEST
 
+/* ---- readahead of leaves ------------------------------------------------ */
+
+/*
+ * A device over a memory device (not owned) that records every readahead
+ * hint and every node read, so a test can tell where hints went and that
+ * they were followed by real reads.
+ */
+#define RA_MAX 4096
+struct ra_dev {
+	struct arb_dev dev;
+	struct arb_dev *lower;
+	uint64_t hint_off[RA_MAX], hint_len[RA_MAX];
+	size_t nr_hints;
+	uint64_t read_off[RA_MAX];
+	size_t nr_reads;
+};
+
+static int ra_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		    enum arb_io_kind kind)
+{
+	struct ra_dev *r = dev->priv;
+
+	if (kind == ARB_IO_NODE && r->nr_reads < RA_MAX)
+		r->read_off[r->nr_reads++] = off;
+	return arb_dev_read(r->lower, buf, len, off, kind);
+}
+
+static int ra_pwrite(struct arb_dev *dev, const void *buf, size_t len,
+		     uint64_t off, enum arb_io_kind kind)
+{
+	struct ra_dev *r = dev->priv;
+
+	return arb_dev_write(r->lower, buf, len, off, kind);
+}
+
+static int ra_flush(struct arb_dev *dev)
+{
+	struct ra_dev *r = dev->priv;
+
+	return arb_dev_flush(r->lower);
+}
+
+static void ra_hint(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	struct ra_dev *r = dev->priv;
+
+	ck_assert_uint_lt(r->nr_hints, RA_MAX);
+	r->hint_off[r->nr_hints] = off;
+	r->hint_len[r->nr_hints++] = len;
+}
+
+static void ra_destroy(struct arb_dev *dev)
+{
+	(void)dev;
+}
+
+static const struct arb_dev_ops ra_ops = {
+	.pread = ra_pread,
+	.pwrite = ra_pwrite,
+	.flush = ra_flush,
+	.destroy = ra_destroy,
+	.readahead = ra_hint,
+};
+
+static void ra_wrap(struct ra_dev *r, struct arb_dev *lower)
+{
+	memset(r, 0, sizeof(*r));
+	r->lower = lower;
+	r->dev.ops = &ra_ops;
+	r->dev.size = lower->size;
+	r->dev.priv = r;
+}
+
+static bool ra_was_read(const struct ra_dev *r, uint64_t off)
+{
+	for (size_t i = 0; i < r->nr_reads; i++)
+		if (r->read_off[i] == off)
+			return true;
+	return false;
+}
+
+static bool ra_was_hinted(const struct ra_dev *r, uint64_t off)
+{
+	for (size_t i = 0; i < r->nr_hints; i++)
+		if (off >= r->hint_off[i] && off < r->hint_off[i] + r->hint_len[i])
+			return true;
+	return false;
+}
+
+#define RA_ITEMS 20000ULL
+
+/* a one-copy tree of RA_ITEMS items (key i*2, value i) over 4 KiB nodes */
+static void ra_make(struct arb_dev **mem)
+{
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+
+	tu_vol_new_copies(64ULL << 20, 4096, 1, mem, &vol);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+	for (uint64_t i = 0; i < RA_ITEMS; i++) {
+		struct arb_key k = { i * 2, ARB_TEST_ITEM, 0 };
+		ck_assert_int_eq(arb_insert_item(t, root, &k, &i, sizeof(i)), 0);
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	ck_assert_int_ge(arb_level(root->node), 2);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+}
+
+/* Walk the whole tree in order; returns the walk's end (1 or <0) and the
+ * number of items seen, each checked against its key. */
+static int ra_scan(struct arb_root *root, uint64_t *seen)
+{
+	struct arb_key k = { 0, 0, 0 };
+	struct arb_iter it;
+	int ret;
+
+	*seen = 0;
+	arb_iter_init(&it, root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		uint64_t v;
+
+		arb_iter_key(&it, &k);
+		ck_assert_uint_eq(arb_iter_size(&it), sizeof(v));
+		memcpy(&v, arb_iter_data(&it), sizeof(v));
+		ck_assert_uint_eq(k.objectid, *seen * 2);
+		ck_assert_uint_eq(v, *seen);
+		(*seen)++;
+	}
+	arb_iter_release(&it);
+	return ret;
+}
+
+/*
+ * A cold scan hints the leaves ahead (node-aligned, in bounds) and then
+ * reads every hinted node; point lookups in descending order hint nothing.
+ */
+START_TEST(test_readahead_scan)
+{
+	struct arb_dev *mem;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	static struct ra_dev r;
+	uint64_t seen;
+	size_t hints;
+
+	ra_make(&mem);
+	ra_wrap(&r, mem);
+	ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	ck_assert_int_eq(ra_scan(root, &seen), 1);
+	ck_assert_uint_eq(seen, RA_ITEMS);
+	ck_assert_uint_gt(r.nr_hints, 0);
+	for (size_t i = 0; i < r.nr_hints; i++) {
+		ck_assert_uint_eq(r.hint_off[i] % vol->nodesize, 0);
+		ck_assert_uint_eq(r.hint_len[i] % vol->nodesize, 0);
+		ck_assert_uint_le(r.hint_off[i] + r.hint_len[i], mem->size);
+		for (uint64_t o = r.hint_off[i];
+		     o < r.hint_off[i] + r.hint_len[i]; o += vol->nodesize)
+			ck_assert_msg(ra_was_read(&r, o),
+				      "node %llu hinted, never read",
+				      (unsigned long long)o);
+	}
+	/* most leaf reads were announced: a scan, not a lookup per leaf */
+	ck_assert_uint_gt(vol->cache.readahead, r.nr_reads / 2);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+
+	ra_wrap(&r, mem);
+	ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	/* opening walks the extent tree: hints of its own */
+	hints = r.nr_hints;
+	for (uint64_t i = RA_ITEMS; i-- > 0;) {
+		struct arb_key k = { i * 2, ARB_TEST_ITEM, 0 };
+		uint64_t v;
+
+		ck_assert_int_eq(arb_lookup_item(root, &k, &v, sizeof(v)),
+				 sizeof(v));
+		ck_assert_uint_eq(v, i);
+	}
+	ck_assert_uint_eq(r.nr_hints, hints);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
+/*
+ * A leaf damaged on disk that the scan read ahead is still caught when it
+ * is read: the scan returns every item before it, intact, then -EUCLEAN.
+ */
+START_TEST(test_readahead_corrupt)
+{
+	struct arb_dev *mem;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_path p;
+	static struct ra_dev r;
+	uint64_t seen, bad, first;
+	struct arb_key k = { RA_ITEMS, ARB_TEST_ITEM, 0 }; /* the middle */
+
+	ra_make(&mem);
+	ck_assert_int_eq(arb_vol_open(mem, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	arb_path_init(&p);
+	ck_assert_int_eq(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+	bad = p.nodes[0]->bytenr;
+	/* the first item of the damaged leaf */
+	arb_node_key(p.nodes[0], 0, &k);
+	first = k.objectid / 2;
+	arb_path_release(vol, &p);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	/* the last byte of item data: covered by the checksum only */
+	arb_dev_mem_data(mem)[bad + 4096 - 1] ^= 0x5a;
+
+	ra_wrap(&r, mem);
+	ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	ck_assert_int_eq(ra_scan(root, &seen), -EUCLEAN);
+	ck_assert_uint_eq(seen, first);
+	ck_assert_msg(ra_was_hinted(&r, bad), "the damaged leaf was not read ahead");
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
+/*
+ * arb_prefetch_leaf hints exactly the leaf that a search for the key then
+ * reads, once per uncached leaf, and nothing for a cached one.
+ */
+START_TEST(test_prefetch_leaf)
+{
+	struct arb_dev *mem;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_path p;
+	static struct ra_dev r;
+	uint64_t rng = 7;
+
+	ra_make(&mem);
+	ra_wrap(&r, mem);
+	ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	for (int i = 0; i < 200; i++) {
+		/* present keys and absent ones (odd) alike */
+		struct arb_key k = { tu_rand_range(&rng, RA_ITEMS * 2),
+				     ARB_TEST_ITEM, 0 };
+		size_t h0;
+		uint64_t leaf;
+		bool cached;
+
+		arb_path_init(&p);
+		ck_assert_int_ge(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+		leaf = p.nodes[0]->bytenr;
+		arb_path_release(vol, &p);
+		/* the leaf is cached now: no hint (the search may have
+		 * hinted siblings of its own) */
+		h0 = r.nr_hints;
+		arb_prefetch_leaf(root, &k);
+		ck_assert_uint_eq(r.nr_hints, h0);
+		/* evict it and ask again: one hint, the leaf's address */
+		arb_node_forget(vol, leaf);
+		arb_prefetch_leaf(root, &k);
+		ck_assert_uint_eq(r.nr_hints, h0 + 1);
+		ck_assert_uint_eq(r.hint_off[h0], leaf);
+		ck_assert_uint_eq(r.hint_len[h0], vol->nodesize);
+		arb_path_init(&p);
+		ck_assert_int_ge(arb_search_slot(NULL, root, &k, &p, 0, 0), 0);
+		cached = p.nodes[0]->bytenr == leaf;
+		arb_path_release(vol, &p);
+		ck_assert(cached);
+		if (r.nr_hints + 2 >= RA_MAX)
+			r.nr_hints = 0;
+	}
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("btree");
@@ -544,6 +823,13 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_fill_random, 0, 2);
 	tcase_add_loop_test(tc, test_fill_sequences, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("readahead");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_readahead_scan);
+	tcase_add_test(tc, test_readahead_corrupt);
+	tcase_add_test(tc, test_prefetch_leaf);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }

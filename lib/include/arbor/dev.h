@@ -39,6 +39,9 @@ struct arb_dev_ops {
 	/* grow or shrink the device (files only); may be NULL */
 	int (*resize)(struct arb_dev *dev, uint64_t size);
 	void (*destroy)(struct arb_dev *dev);
+	/* a hint: [off, off+len) will be read soon, start fetching it in
+	 * the background; may be NULL.  Changes nothing a read returns */
+	void (*readahead)(struct arb_dev *dev, uint64_t off, size_t len);
 };
 
 struct arb_dev {
@@ -57,6 +60,9 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind);
 int arb_dev_flush(struct arb_dev *dev);
+/* Hint that [off, off+len) will be read soon (ops->readahead); ignored by
+ * devices without the op and for requests out of bounds.  Not counted. */
+void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len);
 /* Grow or shrink the device (an image file; a block device refuses with
  * -EOPNOTSUPP).  allocate: reserve the added bytes on the host filesystem
  * now (fallocate) rather than leaving a sparse hole. */
