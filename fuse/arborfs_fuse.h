@@ -80,6 +80,22 @@ struct afs_op_counter {
 };
 
 /* Everything the operations need: the userdata of the FUSE session. */
+/* group commit of the one-thread daemon (fsyncq.c) */
+struct afs_fsyncq {
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	/* FSYNC requests waiting for the next commit */
+	fuse_req_t *reqs;
+	size_t nr, cap;
+	/* fsyncs of more than one process lately: gather before committing */
+	bool concurrent;
+	pid_t last_pid;
+	uint64_t last_add_ns, last_commit_ns;
+};
+
 struct afs {
 	struct arb_fs *fs;
 	struct afs_lookup_table lookups;
@@ -126,7 +142,16 @@ struct afs {
 	struct arb_online_check check_oc;
 	uint64_t check_nodes, check_items, check_sectors, check_problems;
 	char check_lines[ARB_IOC_CHECK_LINES][ARB_IOC_CHECK_LINE_LEN];
+
+	/* group commit; running only when one thread serves requests */
+	struct afs_fsyncq fsyncq;
 };
+
+/* ---- fsyncq.c: group commit for the one-thread daemon ---- */
+int afs_fsyncq_start(struct afs *afs);
+/* answers what is queued, then stops the thread */
+void afs_fsyncq_stop(struct afs *afs);
+int afs_fsyncq_add(struct afs *afs, fuse_req_t req, pid_t pid);
 
 /* ---- ctl.c: the control ioctls (arbor/ioctl.h) and request counters ---- */
 /* Start counting from now (at mount). */

@@ -608,7 +608,11 @@ int main(int argc, char *argv[])
 		 * 2-vCPU VM creates and deletes of small files ran about
 		 * 2x faster with one thread (docs/PERFORMANCE.md).
 		 */
+		if (!afs.readonly && afs_fsyncq_start(&afs) != 0)
+			afs_log(LOG_WARNING, "no group commit thread: each "
+				"fsync commits on its own");
 		ret = fuse_session_loop(se);
+		afs_fsyncq_stop(&afs);
 	} else {
 #if FUSE_USE_VERSION >= 312
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();

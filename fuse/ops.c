@@ -558,12 +558,32 @@ static void afs_release(fuse_req_t req, fuse_ino_t ino,
 						  to_ino(ino)));
 }
 
+/*
+ * With a pool of threads the library gathers concurrent fsyncs itself
+ * (arb_fs_fsync).  With one thread, the commit happens in fsyncq.c's
+ * thread, so that this one goes on serving requests and the fsyncs that
+ * arrive meanwhile share the next commit.
+ */
 static void afs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
+	struct afs *afs = req_afs(req);
+	int ret;
+
 	(void)fi;
-	reply_err(req, -arb_fs_fsync(req_afs(req)->fs, to_ino(ino),
-					  datasync != 0));
+	if (!afs->fsyncq.running) {
+		reply_err(req, -arb_fs_fsync(afs->fs, to_ino(ino),
+					     datasync != 0));
+		return;
+	}
+	ret = arb_fs_fsync_begin(afs->fs, to_ino(ino));
+	if (ret <= 0) {
+		reply_err(req, -ret);
+		return;
+	}
+	if (afs_fsyncq_add(afs, req, fuse_req_ctx(req)->pid) == 0)
+		return;
+	reply_err(req, -arb_fs_fsync_end(afs->fs, 1));
 }
 
 static void afs_opendir(fuse_req_t req, fuse_ino_t ino,

@@ -893,6 +893,54 @@ static int fsync_locked(struct arb_fs *fs, uint64_t ino)
 	return ret;
 }
 
+int arb_fs_fsync_begin(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im;
+	int ret = 1;
+
+	fs_lock(fs);
+	fs->nr_fsyncs++;
+	if (fs->failed) {
+		ret = -EIO;
+	} else if (!fsync_needed(fs, ino)) {
+		fs->nr_fsync_durable++;
+		ret = 0;
+	} else {
+		/* an inode without an entry has no delayed data: its tree
+		 * changes go with any commit */
+		im = ino ? fs_imem_get(fs, ino, false) : NULL;
+		if (im)
+			im->fsync_want = true;
+	}
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_fsync_end(struct arb_fs *fs, unsigned n)
+{
+	int ret = 0;
+
+	fs_lock(fs);
+	if (fs->failed) {
+		ret = -EIO;
+	} else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
+		fs->nr_fsync_commits++;
+		fs->nr_fsync_joined += n > 1 ? n - 1 : 0;
+		/* no one inode: the marked ones are written, other files'
+		 * overwrites and appends stay in memory */
+		fs->fsync_ino = UINT64_MAX;
+		ret = fs_commit(fs);
+		fs->fsync_ino = 0;
+		if (!ret)
+			ret = fs_fsync_restore_sizes(fs);
+	} else {
+		/* committed since the begins (by the commit thread, say) */
+		fs->nr_fsync_durable += n;
+	}
+	fs_unlock(fs);
+	return ret;
+}
+
 int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
 {
 	int ret;

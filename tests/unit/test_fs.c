@@ -2015,6 +2015,45 @@ START_TEST(test_fsync_shared)
 }
 END_TEST
 
+/*
+ * The two-half fsync of a one-thread server: begins mark, one end commits
+ * for all; an overwrite inside an existing file (which an fsync of another
+ * file leaves in memory) is written because its begin marked it.
+ */
+START_TEST(test_fsync_begin_end)
+{
+	struct arb_fs_stats s0, s1;
+	struct crash_view cv;
+	uint64_t a, b;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	write_pattern(a, 0, 1 << 20, 1);
+	write_pattern(b, 0, 1 << 20, 2);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	write_pattern(a, 4096, 8192, 3); /* overwrites */
+	write_pattern(b, 65536, 4096, 4);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s0), 0);
+	ck_assert_int_eq(arb_fs_fsync_begin(fs, a), 1);
+	ck_assert_int_eq(arb_fs_fsync_begin(fs, b), 1);
+	ck_assert_int_eq(arb_fs_fsync_begin(fs, ROOT), 0); /* unchanged */
+	ck_assert_int_eq(arb_fs_fsync_end(fs, 2), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s1), 0);
+	ck_assert_uint_eq(s1.commits, s0.commits + 1);
+	ck_assert_uint_eq(s1.fsyncs - s0.fsyncs, 3);
+	ck_assert_uint_eq(s1.fsync_joined - s0.fsync_joined, 1);
+	ck_assert_uint_eq(s1.fsync_durable - s0.fsync_durable, 1);
+	ck_assert_uint_eq(fs->dirty_bytes, 0);
+
+	crash_enter(&cv);
+	expect_pattern(a, 0, 4096, 1);
+	expect_pattern(a, 4096, 8192, 3);
+	expect_pattern(b, 65536, 4096, 4);
+	check_clean();
+	crash_leave(&cv);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -2067,6 +2106,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_fsync_shared);
+	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
 	suite_add_tcase(s, tc);
 	return s;

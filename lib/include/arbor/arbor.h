@@ -201,6 +201,16 @@ int64_t arb_fs_lseek(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		     int whence);
 /* data (and metadata unless datasync) of ino durable on return */
 int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync);
+/*
+ * The same in two halves, for a caller that serves many fsyncs from one
+ * thread and wants them to share commits: arb_fs_fsync_begin returns 0
+ * when everything of ino is durable already, 1 when ino is marked to be
+ * written by the next arb_fs_fsync_end, or a negative errno;
+ * arb_fs_fsync_end commits once for the n begins that returned 1 since
+ * the last end (its result is theirs).
+ */
+int arb_fs_fsync_begin(struct arb_fs *fs, uint64_t ino);
+int arb_fs_fsync_end(struct arb_fs *fs, unsigned n);
 /* everything durable on return (commit) */
 int arb_fs_sync(struct arb_fs *fs);
 
