@@ -87,8 +87,9 @@ struct afs_fsyncq {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	/* FSYNC requests waiting for the next commit */
+	/* FSYNC requests waiting for the next commit, and when each came */
 	fuse_req_t *reqs;
+	uint64_t *since;
 	size_t nr, cap;
 	/* fsyncs of more than one process lately: gather before committing */
 	bool concurrent;
@@ -162,6 +163,10 @@ uint64_t afs_op_start(enum arb_ioc_op op);
 void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns);
 /* The current request of this thread is answered with an error. */
 void afs_op_error(struct afs *afs);
+/* A request of kind op answered later, elsewhere (FSYNC, fsyncq.c): its
+ * time from the handler to the reply, and whether that was an error. */
+void afs_op_add_time(struct afs *afs, enum arb_ioc_op op, uint64_t ns,
+		     bool error);
 /* Cancel and wait for a running scrub (at unmount). */
 void afs_scrub_stop(struct afs *afs);
 /* Cancel and wait for a running online check (at unmount). */

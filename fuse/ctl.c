@@ -71,6 +71,21 @@ void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns)
 	cur_op = -1;
 }
 
+void afs_op_add_time(struct afs *afs, enum arb_ioc_op op, uint64_t ns,
+		     bool error)
+{
+	struct afs_op_counter *c = &afs->ops[op];
+	uint64_t max = atomic_load_explicit(&c->max_ns, memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&c->total_ns, ns, memory_order_relaxed);
+	if (error)
+		atomic_fetch_add_explicit(&c->errors, 1, memory_order_relaxed);
+	while (ns > max && !atomic_compare_exchange_weak_explicit(
+				   &c->max_ns, &max, ns, memory_order_relaxed,
+				   memory_order_relaxed))
+		;
+}
+
 void afs_op_error(struct afs *afs)
 {
 	if (cur_op >= 0 && cur_op < ARB_IOC_OP_NR)

@@ -34,12 +34,15 @@ static uint64_t mono_ns(void)
 }
 
 /* Under q->lock: take every queued request. */
-static size_t take_all(struct afs_fsyncq *q, fuse_req_t **out)
+static size_t take_all(struct afs_fsyncq *q, fuse_req_t **out,
+		       uint64_t **since)
 {
 	size_t n = q->nr;
 
 	*out = q->reqs;
+	*since = q->since;
 	q->reqs = NULL;
+	q->since = NULL;
 	q->nr = q->cap = 0;
 	return n;
 }
@@ -58,6 +61,7 @@ static void *fsyncq_thread(void *arg)
 	struct afs *afs = arg;
 	struct afs_fsyncq *q = &afs->fsyncq;
 	fuse_req_t *reqs;
+	uint64_t *since;
 	size_t n;
 	int ret;
 
@@ -76,15 +80,19 @@ static void *fsyncq_thread(void *arg)
 			gather(q, wait);
 			pthread_mutex_lock(&q->lock);
 		}
-		n = take_all(q, &reqs);
+		n = take_all(q, &reqs, &since);
 		pthread_mutex_unlock(&q->lock);
 
 		uint64_t t0 = mono_ns();
 		ret = arb_fs_fsync_end(afs->fs, (unsigned)n);
 		uint64_t t1 = mono_ns();
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			fuse_reply_err(reqs[i], ret < 0 ? -ret : 0);
+			afs_op_add_time(afs, ARB_IOC_OP_FSYNC, t1 - since[i],
+					ret < 0);
+		}
 		free(reqs);
+		free(since);
 
 		pthread_mutex_lock(&q->lock);
 		q->last_commit_ns = t1 - t0;
@@ -143,18 +151,23 @@ int afs_fsyncq_add(struct afs *afs, fuse_req_t req, pid_t pid)
 	if (q->nr == q->cap) {
 		size_t cap = q->cap ? q->cap * 2 : 16;
 		fuse_req_t *r = realloc(q->reqs, cap * sizeof(*r));
+		uint64_t *t;
 
-		if (!r) {
+		if (r)
+			q->reqs = r;
+		t = r ? realloc(q->since, cap * sizeof(*t)) : NULL;
+		if (!t) {
 			pthread_mutex_unlock(&q->lock);
 			return -ENOMEM;
 		}
-		q->reqs = r;
+		q->since = t;
 		q->cap = cap;
 	}
 	window = 4 * (q->last_commit_ns ? q->last_commit_ns : 1000000);
 	q->concurrent = pid != q->last_pid && now - q->last_add_ns < window;
 	q->last_pid = pid;
 	q->last_add_ns = now;
+	q->since[q->nr] = now;
 	q->reqs[q->nr++] = req;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
