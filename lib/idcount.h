@@ -9,7 +9,10 @@
  * per entry (32 to 112 bytes with the allocator's overhead) plus a bucket
  * pointer; this one is open addressing with linear probing over 16-byte
  * slots, kept between 3/8 and 3/4 full: 21 to 43 bytes per entry, no
- * allocation per entry, and one cache line per lookup.
+ * allocation per entry, and one cache line per lookup.  Ids and counts
+ * that fit in 32 bits (all of them, in practice: inode numbers are handed
+ * out from 257 up) take 8-byte slots, others 16-byte ones in a second
+ * table: a million entries cost 16 MiB, not 32.
  *
  * Id 0 marks an empty slot: FUSE never uses node id 0 and the library no
  * inode number 0.  Deletion shifts the following run back (no tombstones),
@@ -26,17 +29,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct arb_idcount_slot {
-	/* 0: empty */
-	uint64_t id;
-	uint64_t count;
+/* one of the two tables: slots of (u32 id, u32 count) or (u64, u64) */
+struct arb_idcount_tab {
+	void *slots;
+	/* a power of two, or 0 while empty */
+	size_t cap;
+	/* used slots */
+	size_t n;
+	bool wide;
 };
 
 struct arb_idcount {
-	struct arb_idcount_slot *slots;
-	/* a power of two, or 0 before the first add */
-	size_t cap;
-	/* used slots */
+	/* ids and counts below 2^32 */
+	struct arb_idcount_tab narrow;
+	/* the rest; an entry whose count outgrows 32 bits moves here */
+	struct arb_idcount_tab wide;
+	/* entries in both */
 	size_t n;
 };
 
@@ -64,7 +72,7 @@ void arb_idcount_clear(struct arb_idcount *t);
  */
 bool arb_idcount_next(const struct arb_idcount *t, size_t *pos,
 		      uint64_t *id, uint64_t *count);
-/* bytes the table holds, for statistics */
+/* bytes the tables hold, for statistics and tests */
 size_t arb_idcount_bytes(const struct arb_idcount *t);
 
 #endif

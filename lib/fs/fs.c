@@ -44,6 +44,7 @@ static int imem_table_init(struct arb_fs *fs)
 	if (!fs->imem)
 		return -ENOMEM;
 	fs->imem_buckets = ARB_IMEM_MIN_BUCKETS;
+	arb_idcount_init(&fs->pins);
 	return 0;
 }
 

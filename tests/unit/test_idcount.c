@@ -48,7 +48,10 @@ static const char *model_diff(const struct arb_idcount *t,
 	}
 	if (t->n != live)
 		return "n differs from the model";
-	if (t->n * 4 > t->cap * 3)
+	if (t->narrow.n + t->wide.n != t->n)
+		return "tables disagree with n";
+	if (t->narrow.n * 4 > t->narrow.cap * 3 ||
+	    t->wide.n * 4 > t->wide.cap * 3)
 		return "load above 3/4";
 	/* the walk yields live entries only (each model id was found
 	 * above, and the slots are distinct), as many as the model has */
@@ -85,7 +88,10 @@ START_TEST(test_random_model)
 	arb_idcount_init(&t);
 	for (long s = 0; s < steps; s++) {
 		size_t i = tu_rand_range(&rng, u);
-		uint64_t n = 1 + tu_rand_range(&rng, 3);
+		/* now and then a count near 2^32: entries move between the
+		 * narrow and the wide table */
+		uint64_t n = tu_rand_range(&rng, 50) ? 1 + tu_rand_range(&rng, 3)
+						     : UINT32_MAX - 2;
 		/* phases of mostly adds then mostly subs: grow and shrink */
 		bool adding = (s / (long)(4 * u + 8)) % 2 == 0;
 
@@ -127,8 +133,10 @@ START_TEST(test_grow_shrink)
 			ck_abort_msg("add of %llu", (unsigned long long)id);
 	ck_assert_uint_eq(t.n, n);
 	big = arb_idcount_bytes(&t);
-	ck_assert_uint_ge(big, n * sizeof(struct arb_idcount_slot));
-	ck_assert_uint_le(big, 3 * n * sizeof(struct arb_idcount_slot));
+	/* 32-bit ids: 8-byte slots, the table between 3/8 and 3/4 full */
+	ck_assert_uint_ge(big, n * 8);
+	ck_assert_uint_le(big, 3 * n * 8);
+	ck_assert_uint_eq(t.wide.n, 0);
 	for (uint64_t id = 1; id <= n; id++)
 		if (id % 1000 && arb_idcount_sub(&t, id, 1) != 0)
 			ck_abort_msg("sub of %llu", (unsigned long long)id);
@@ -156,6 +164,26 @@ START_TEST(test_edges)
 	ck_assert_int_eq(arb_idcount_add(&t, 0, 1), -EINVAL);
 	ck_assert_int_eq(arb_idcount_add(&t, 5, 0), -EINVAL);
 	ck_assert_uint_eq(t.n, 0);
+	/* a count outgrowing 32 bits moves its entry to the wide table */
+	ck_assert_int_eq(arb_idcount_add(&t, 7, UINT32_MAX), 1);
+	ck_assert_uint_eq(t.narrow.n, 1);
+	ck_assert_int_eq(arb_idcount_add(&t, 7, 1), 0);
+	ck_assert_uint_eq(t.narrow.n, 0);
+	ck_assert_uint_eq(t.wide.n, 1);
+	ck_assert_uint_eq(t.n, 1);
+	ck_assert_uint_eq(arb_idcount_get(&t, 7), 1ULL << 32);
+	ck_assert_int_eq(arb_idcount_add(&t, 7, UINT64_MAX), -EOVERFLOW);
+	ck_assert_uint_eq(arb_idcount_sub(&t, 7, 1ULL << 31), 1ULL << 31);
+	/* still found, and counted once, after further adds */
+	ck_assert_int_eq(arb_idcount_add(&t, 7, 2), 0);
+	ck_assert_uint_eq(arb_idcount_get(&t, 7), (1ULL << 31) + 2);
+	ck_assert_uint_eq(t.n, 1);
+	ck_assert_uint_eq(arb_idcount_sub(&t, 7, UINT64_MAX), 0);
+	ck_assert_uint_eq(t.n, 0);
+	/* a large id goes wide at once */
+	ck_assert_int_eq(arb_idcount_add(&t, 1ULL << 40, 1), 1);
+	ck_assert_uint_eq(t.wide.n, 1);
+	ck_assert_uint_eq(arb_idcount_sub(&t, 1ULL << 40, 1), 0);
 	/* counts beyond 32 bits; a sub larger than the count clamps */
 	ck_assert_int_eq(arb_idcount_add(&t, 5, 1ULL << 40), 1);
 	ck_assert_int_eq(arb_idcount_add(&t, 5, 1), 0);
