@@ -7,12 +7,11 @@
  * for every inode the kernel has seen: a million and more after a large
  * tree is created or walked.  A chained hash table costs a malloc'd node
  * per entry (32 to 112 bytes with the allocator's overhead) plus a bucket
- * pointer; this one is open addressing with linear probing over 16-byte
- * slots, kept between 3/8 and 3/4 full: 21 to 43 bytes per entry, no
- * allocation per entry, and one cache line per lookup.  Ids and counts
- * that fit in 32 bits (all of them, in practice: inode numbers are handed
- * out from 257 up) take 8-byte slots, others 16-byte ones in a second
- * table: a million entries cost 16 MiB, not 32.
+ * pointer; this one is open addressing with linear probing, kept between
+ * 3/8 and 3/4 full, with no allocation per entry and one cache line per
+ * lookup.  Ids and counts that fit in 32 bits (all of them, in practice:
+ * inode numbers are handed out from 257 up) take 8-byte slots, 11 to 21
+ * bytes per entry; others 16-byte ones in a second table.
  *
  * Id 0 marks an empty slot: FUSE never uses node id 0 and the library no
  * inode number 0.  Deletion shifts the following run back (no tombstones),
