@@ -25,6 +25,8 @@
 #include <arbor/arbor.h>
 #include <arbor/ioctl.h>
 
+#include "idcount.h" /* lib/idcount.c, compiled into the daemon */
+
 #ifdef ARB_DEBUG
 #define AFS_ASSERT(c)                                                          \
 	do {                                                                   \
@@ -43,17 +45,10 @@
  * while the count is positive.  The table has its own lock, never held
  * across a fuse_reply_*() call.
  */
-struct afs_lookup_entry {
-	struct afs_lookup_entry *next;
-	uint64_t nodeid;
-	uint64_t count;
-};
-
 struct afs_lookup_table {
 	pthread_mutex_t lock;
-	struct afs_lookup_entry **buckets;
-	size_t nbuckets; /* power of two */
-	size_t nentries;
+	/* node id -> nlookup, no allocation per entry */
+	struct arb_idcount counts;
 };
 
 int afs_lookup_init(struct afs_lookup_table *t);

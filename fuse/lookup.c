@@ -14,7 +14,9 @@
  * the transitions from and to zero for that, and never call the library
  * themselves, so that no library lock is ever taken under the table's.
  *
- * A chained hash table under one mutex; it doubles when the load passes 2.
+ * An open-addressing table of (node id, count) under one mutex
+ * (lib/idcount.c): the kernel may know a million inodes and more, and a
+ * malloc'd entry per inode cost about 40 bytes each.
  */
 #include <errno.h>
 #include <string.h>
@@ -22,136 +24,55 @@
 
 #include "arborfs_fuse.h"
 
-#define AFS_LOOKUP_MIN_BUCKETS 1024
-
-static size_t hash_nodeid(uint64_t id, size_t nbuckets)
-{
-	/* Fibonacci hashing: inode numbers are mostly sequential */
-	return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (nbuckets - 1);
-}
-
 int afs_lookup_init(struct afs_lookup_table *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->buckets = calloc(AFS_LOOKUP_MIN_BUCKETS, sizeof(*t->buckets));
-	if (!t->buckets)
-		return -ENOMEM;
-	t->nbuckets = AFS_LOOKUP_MIN_BUCKETS;
+	arb_idcount_init(&t->counts);
 	pthread_mutex_init(&t->lock, NULL);
 	return 0;
 }
 
 void afs_lookup_destroy(struct afs_lookup_table *t)
 {
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct afs_lookup_entry *e = t->buckets[i];
-
-		while (e) {
-			struct afs_lookup_entry *next = e->next;
-
-			free(e);
-			e = next;
-		}
-	}
-	free(t->buckets);
-	t->buckets = NULL;
-	t->nbuckets = t->nentries = 0;
+	arb_idcount_destroy(&t->counts);
 	pthread_mutex_destroy(&t->lock);
-}
-
-/* Called with t->lock held; failure to grow only costs speed. */
-static void lookup_grow(struct afs_lookup_table *t)
-{
-	size_t n = t->nbuckets * 2;
-	struct afs_lookup_entry **b = calloc(n, sizeof(*b));
-
-	if (!b)
-		return;
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct afs_lookup_entry *e = t->buckets[i];
-
-		while (e) {
-			struct afs_lookup_entry *next = e->next;
-			size_t h = hash_nodeid(e->nodeid, n);
-
-			e->next = b[h];
-			b[h] = e;
-			e = next;
-		}
-	}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = n;
-}
-
-static struct afs_lookup_entry **lookup_slot(struct afs_lookup_table *t,
-					     uint64_t nodeid)
-{
-	struct afs_lookup_entry **pp = &t->buckets[hash_nodeid(nodeid,
-							     t->nbuckets)];
-
-	while (*pp && (*pp)->nodeid != nodeid)
-		pp = &(*pp)->next;
-	return pp;
 }
 
 int afs_lookup_get(struct afs_lookup_table *t, uint64_t nodeid, uint64_t n)
 {
-	struct afs_lookup_entry **pp, *e;
-	int ret = 1;
+	int ret;
 
 	pthread_mutex_lock(&t->lock);
-	pp = lookup_slot(t, nodeid);
-	if (*pp) {
-		ret = 0;
-		(*pp)->count += n;
-		goto out_unlock;
-	}
-	e = malloc(sizeof(*e));
-	if (!e) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
-	e->nodeid = nodeid;
-	e->count = n;
-	e->next = NULL;
-	*pp = e;
-	if (++t->nentries > 2 * t->nbuckets)
-		lookup_grow(t);
-out_unlock:
+	ret = arb_idcount_add(&t->counts, nodeid, n);
 	pthread_mutex_unlock(&t->lock);
-	return ret;
+	/* -EINVAL: node id 0 or n 0, which no reply hands out */
+	AFS_ASSERT(ret != -EINVAL);
+	return ret == -EINVAL ? -EIO : ret;
 }
 
 int afs_lookup_put(struct afs_lookup_table *t, uint64_t nodeid, uint64_t n)
 {
 	static bool warned;
-	struct afs_lookup_entry **pp, *e;
+	uint64_t have;
 	int ret = 0;
 
 	pthread_mutex_lock(&t->lock);
-	pp = lookup_slot(t, nodeid);
-	e = *pp;
-	if (!e || e->count < n) {
+	have = arb_idcount_get(&t->counts, nodeid);
+	if (have < n) {
 		if (!warned)
 			afs_log(LOG_ERR,
 				"forget of node %llu x%llu but nlookup is %llu",
 				(unsigned long long)nodeid,
 				(unsigned long long)n,
-				(unsigned long long)(e ? e->count : 0));
+				(unsigned long long)have);
 		warned = true;
 		AFS_ASSERT(!"nlookup underflow");
-		if (!e)
+		if (!have)
 			goto out_unlock;
-		n = e->count;
+		n = have;
 	}
-	e->count -= n;
-	if (e->count == 0) {
-		*pp = e->next;
-		free(e);
-		t->nentries--;
+	if (arb_idcount_sub(&t->counts, nodeid, n) == 0)
 		ret = 1;
-	}
 out_unlock:
 	pthread_mutex_unlock(&t->lock);
 	return ret;
@@ -159,24 +80,14 @@ out_unlock:
 
 size_t afs_lookup_drain(struct afs_lookup_table *t, uint64_t **ids)
 {
-	size_t n = 0;
+	uint64_t id, count;
+	size_t n = 0, pos = 0;
 
 	pthread_mutex_lock(&t->lock);
-	*ids = malloc((t->nentries + 1) * sizeof(**ids));
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct afs_lookup_entry *e = t->buckets[i];
-
-		while (e) {
-			struct afs_lookup_entry *next = e->next;
-
-			if (*ids)
-				(*ids)[n++] = e->nodeid;
-			free(e);
-			e = next;
-		}
-		t->buckets[i] = NULL;
-	}
-	t->nentries = 0;
+	*ids = malloc((t->counts.n + 1) * sizeof(**ids));
+	while (*ids && arb_idcount_next(&t->counts, &pos, &id, &count))
+		(*ids)[n++] = id;
+	arb_idcount_clear(&t->counts);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -186,7 +97,7 @@ uint64_t afs_lookup_count(struct afs_lookup_table *t, uint64_t nodeid)
 	uint64_t c;
 
 	pthread_mutex_lock(&t->lock);
-	c = *lookup_slot(t, nodeid) ? (*lookup_slot(t, nodeid))->count : 0;
+	c = arb_idcount_get(&t->counts, nodeid);
 	pthread_mutex_unlock(&t->lock);
 	return c;
 }
@@ -196,7 +107,7 @@ size_t afs_lookup_size(struct afs_lookup_table *t)
 	size_t n;
 
 	pthread_mutex_lock(&t->lock);
-	n = t->nentries;
+	n = t->counts.n;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -475,6 +476,24 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	return 0;
 }
 
+/*
+ * One malloc arena for all threads.  The node cache allocates and frees a
+ * 16 KiB buffer per node as it evicts, and glibc gives each FUSE worker
+ * thread an arena of its own: a buffer freed by one thread goes back to
+ * the arena of the thread that allocated it, and each arena keeps its
+ * free chunks.  Creating 300,000 files in 1,000 directories peaked at
+ * 141 MiB RSS for a 64 MiB cache, 95 MiB with one arena, at the same
+ * speed (the workers serialize on the filesystem lock anyway).
+ * MALLOC_ARENA_MAX in the environment still overrides this.
+ */
+static void limit_malloc_arenas(void)
+{
+#ifdef M_ARENA_MAX
+	if (!getenv("MALLOC_ARENA_MAX"))
+		(void)mallopt(M_ARENA_MAX, 1);
+#endif
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -552,6 +571,8 @@ int main(int argc, char *argv[])
 
 	if (!opts.foreground && daemon_fork())
 		goto out_free_opts;
+
+	limit_malloc_arenas();
 
 	/*
 	 * Signals: see the comment at the top.  Blocked before the library

@@ -44,6 +44,7 @@ static int imem_table_init(struct arb_fs *fs)
 	if (!fs->imem)
 		return -ENOMEM;
 	fs->imem_buckets = ARB_IMEM_MIN_BUCKETS;
+	arb_idcount_init(&fs->pins);
 	return 0;
 }
 
@@ -119,14 +120,19 @@ static void imem_unmark_dirty(struct arb_fs *fs, struct arb_imem *im)
 	im->dirty_next = im->dirty_prev = NULL;
 }
 
-/* free the entry when nothing refers to it */
+bool fs_inode_pinned(const struct arb_fs *fs, uint64_t ino)
+{
+	return arb_idcount_get(&fs->pins, ino) != 0;
+}
+
+/* free the entry when it holds no dirty block (a pin does not need it) */
 void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
 {
 	struct arb_imem **pp;
 
 	if (im->nr == 0)
 		imem_unmark_dirty(fs, im);
-	if (im->open || im->nr)
+	if (im->nr)
 		return;
 	for (pp = &fs->imem[imem_bucket(fs, im->ino)]; *pp;
 	     pp = &(*pp)->hash_next) {
@@ -155,6 +161,7 @@ void fs_imem_for_each(struct arb_fs *fs,
 
 static void imem_destroy_all(struct arb_fs *fs)
 {
+	arb_idcount_destroy(&fs->pins);
 	if (!fs->imem)
 		return;
 	for (size_t b = 0; b < fs->imem_buckets; b++) {
@@ -424,6 +431,46 @@ static int fs_free_orphans(struct arb_fs *fs)
 /* ---- open / close ------------------------------------------------------ */
 
 /*
+ * At close: drop every pin, and free the inodes that were pinned with no
+ * link left (unlinked while the kernel still knew them).  The pins go
+ * first, so that fs_inode_free also frees their arb_imem.
+ */
+static int free_unlinked_pinned(struct arb_fs *fs)
+{
+	uint64_t *ids, id, count;
+	size_t n = 0, pos = 0;
+	int ret = 0;
+
+	if (!fs->pins.n)
+		return 0;
+	ids = malloc(fs->pins.n * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM; /* the orphan items free them at next mount */
+	while (arb_idcount_next(&fs->pins, &pos, &id, &count))
+		ids[n++] = id;
+	arb_idcount_clear(&fs->pins);
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct arb_inode in;
+		struct arb_txn *t;
+
+		if (fs_inode_read(fs, ids[i], &in) || in.nlink)
+			continue;
+		ret = arb_txn_begin(fs->vol, &t);
+		if (ret)
+			break;
+		ret = fs_inode_free(fs, t, in.ino);
+		if (ret) {
+			fs_abort(fs, t, ret);
+			break;
+		}
+		arb_txn_end(t);
+		fs->txn_dirty = true;
+	}
+	free(ids);
+	return ret;
+}
+
+/*
  * Why arb_vol_open failed: the superblock reader's own reason when the
  * superblocks are the problem, else a message for the error code.
  */
@@ -608,30 +655,7 @@ int arb_fs_close(struct arb_fs *fs)
 	fs_lock(fs);
 	if (!fs->readonly) {
 		/* inodes still open and unlinked go now */
-		for (size_t b = 0; b < fs->imem_buckets && !ret; b++) {
-			struct arb_imem *im, *next;
-			for (im = fs->imem[b]; im; im = next) {
-				struct arb_inode in;
-				struct arb_txn *t;
-
-				next = im->hash_next;
-				if (!im->open ||
-				    fs_inode_read(fs, im->ino, &in) ||
-				    in.nlink)
-					continue;
-				im->open = 0;
-				ret = arb_txn_begin(fs->vol, &t);
-				if (ret)
-					break;
-				ret = fs_inode_free(fs, t, in.ino);
-				if (ret) {
-					fs_abort(fs, t, ret);
-					break;
-				}
-				arb_txn_end(t);
-				fs->txn_dirty = true;
-			}
-		}
+		ret = free_unlinked_pinned(fs);
 		if (fs->txn_dirty || fs->dirty_bytes) {
 			ret2 = fs_commit(fs);
 			if (!ret)
@@ -716,19 +740,15 @@ int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o)
 int arb_fs_open_inode(struct arb_fs *fs, uint64_t ino)
 {
 	struct arb_inode in;
-	struct arb_imem *im;
 	int ret;
 
 	fs_lock(fs);
 	ret = fs_inode_read(fs, ino, &in);
 	if (ret)
 		goto out;
-	im = fs_imem_get(fs, ino, true);
-	if (!im) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	im->open++;
+	ret = arb_idcount_add(&fs->pins, ino, 1);
+	if (ret > 0)
+		ret = 0;
 out:
 	fs_unlock(fs);
 	return ret;
@@ -742,12 +762,11 @@ int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
 	int ret = 0;
 
 	fs_lock(fs);
-	im = fs_imem_get(fs, ino, false);
-	if (!im || !im->open) {
+	if (!fs_inode_pinned(fs, ino)) {
 		ret = -EINVAL;
 		goto out;
 	}
-	if (--im->open)
+	if (arb_idcount_sub(&fs->pins, ino, 1))
 		goto out;
 	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
 	    in.nlink == 0) {
@@ -755,9 +774,11 @@ int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
 		if (ret)
 			goto out;
 		ret = fs_op_end(fs, t, fs_inode_free(fs, t, ino));
-		goto out; /* im is gone */
+		goto out;
 	}
-	fs_imem_put_if_idle(fs, im);
+	im = fs_imem_get(fs, ino, false);
+	if (im)
+		fs_imem_put_if_idle(fs, im);
 out:
 	fs_unlock(fs);
 	return ret;

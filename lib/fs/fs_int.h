@@ -46,6 +46,7 @@
 
 #include "arbor/arbor.h"
 #include "core.h"
+#include "idcount.h"
 
 /* key objectid of ORPHAN_ITEMs (offset = the orphan inode) in an fs tree */
 #define ARB_ORPHAN_OBJECTID ((uint64_t)-5)
@@ -95,8 +96,6 @@ struct arb_dblock {
 /* Per-inode in-memory state: open count and delayed data. */
 struct arb_imem {
 	uint64_t ino;
-	/* arb_fs_open_inode references */
-	unsigned open;
 	/* dirty blocks sorted by idx */
 	struct arb_dblock *blocks;
 	size_t nr, cap;
@@ -148,6 +147,11 @@ struct arb_fs {
 	 * (txn_meta_bytes in fs.c). */
 	uint64_t txn_meta;
 
+	/* arb_fs_open_inode references per inode number: the daemon pins
+	 * every inode the kernel knows (a million and more), so a pin is a
+	 * 16-byte slot here, not an arb_imem; an arb_imem exists only while
+	 * an inode has delayed data */
+	struct arb_idcount pins;
 	struct arb_imem **imem;     /* hash table of imem_buckets chains */
 	size_t imem_buckets;        /* a power of two */
 	size_t imem_count;
@@ -218,6 +222,8 @@ int fs_commit(struct arb_fs *fs);
 uint64_t fs_avail_bytes(struct arb_fs *fs);
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);
 void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im);
+/* someone holds an arb_fs_open_inode reference on ino */
+bool fs_inode_pinned(const struct arb_fs *fs, uint64_t ino);
 /* put im on the dirty list (called when it gets its first dirty block) */
 void fs_imem_mark_dirty(struct arb_fs *fs, struct arb_imem *im);
 /* visit every entry; fn may free the entry it is given */

@@ -395,10 +395,9 @@ int fs_inode_free(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
 int fs_inode_unlinked(struct arb_fs *fs, struct arb_txn *t,
 		      struct arb_inode *in)
 {
-	struct arb_imem *im = fs_imem_get(fs, in->ino, false);
 	struct arb_key k;
 
-	if (im && im->open) {
+	if (fs_inode_pinned(fs, in->ino)) {
 		/* keep it until the last release; the orphan item makes the
 		 * next mount free it after a crash */
 		k.objectid = ARB_ORPHAN_OBJECTID;

@@ -1337,6 +1337,69 @@ START_TEST(test_orphans)
 }
 END_TEST
 
+/*
+ * Pins (arb_fs_open_inode) are counted in a table of their own: a pinned
+ * inode without delayed data has no arb_imem, and one that loses its last
+ * name survives commits, a late setattr and late writes (what the kernel's
+ * writeback cache sends after the last close) until the last release.
+ */
+START_TEST(test_pin_counts)
+{
+	uint64_t f = mkfile(ROOT, "pinned"), many[200];
+	struct arb_setattr sa = { 0 };
+	struct arb_stat st;
+
+	write_pattern(f, 0, 3 * 4096, 5);
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "pinned"), 0);
+	/* the commit writes the delayed data: the arb_imem goes, the pin
+	 * stays */
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_ptr_null(fs_imem_get(fs, f, false));
+	ck_assert(fs_inode_pinned(fs, f));
+	sa.mtime.tv_sec = 1234;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MTIME, &cred, &st),
+			 0);
+	ck_assert_int_eq(st.mtime.tv_sec, 1234);
+	write_pattern(f, 3 * 4096, 4096, 5);
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	/* one pin left: still there, data intact */
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.nlink, 0);
+	expect_pattern(f, 0, 4 * 4096, 5);
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), -EINVAL);
+	check_clean();
+
+	/* many pinned inodes, no delayed data: no arb_imem for any */
+	for (size_t i = 0; i < 200; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "m%zu", i);
+		many[i] = mkfile(ROOT, name);
+		ck_assert_int_eq(arb_fs_open_inode(fs, many[i]), 0);
+	}
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_uint_eq(fs->imem_count, 0);
+	ck_assert_uint_eq(fs->pins.n, 200);
+	/* half unlinked while pinned: freed by close, the rest kept */
+	for (size_t i = 0; i < 200; i += 2) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "m%zu", i);
+		ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+	}
+	reopen();
+	for (size_t i = 0; i < 200; i++)
+		ck_assert_int_eq(arb_fs_getattr(fs, many[i], &st),
+				 i % 2 ? 0 : -ENOENT);
+	check_clean();
+}
+END_TEST
+
 START_TEST(test_enospc)
 {
 	/* small image: fill it, get ENOSPC, delete, and write again */
@@ -2095,6 +2158,7 @@ Suite *fs_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_orphans);
+	tcase_add_test(tc, test_pin_counts);
 	tcase_add_test(tc, test_enospc);
 	tcase_add_test(tc, test_space_reuse);
 	tcase_add_test(tc, test_enospc_meta);
