@@ -383,7 +383,7 @@ struct afs_sigctx {
 	const char *mountpoint;
 	pthread_t main_thread;
 	sigset_t set;
-	volatile int loop_done;
+	_Atomic int loop_done; /* the signal thread polls it */
 };
 
 static void wake_handler(int sig)
