@@ -13,7 +13,7 @@
  *      library's reason and exit status 1 before anything is mounted;
  *   4. create the session and mount, then detach (setsid, stdio to
  *      /dev/null) and tell the parent;
- *   5. serve from one thread (-o multithread: a pool) until unmounted or
+ *   5. serve from a pool of threads (-o singlethread: one) until unmounted or
  *      signalled;
  *   6. arb_fs_close() commits everything.
  *
@@ -87,6 +87,7 @@ enum {
 	KEY_AUTOGROW,
 	KEY_TRACE,
 	KEY_MULTITHREAD,
+	KEY_SINGLETHREAD,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
@@ -105,6 +106,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
+	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -242,6 +244,9 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_MULTITHREAD:
 		c->multithread = true;
 		return 0;
+	case KEY_SINGLETHREAD:
+		c->multithread = false;
+		return 0;
 	case KEY_FSNAME:
 		c->have_fsname = true;
 		return 1;
@@ -274,8 +279,8 @@ static void usage(const char *prog)
 	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
 	       "                           refused (default: acl, enforced by the kernel)\n"
 	       "    -o trace=FILE          log every device I/O to FILE\n"
-	       "    -o multithread         serve requests from a pool of threads\n"
-	       "                           (default: one thread; see -o max_threads)\n"
+	       "    -o singlethread        serve requests from one thread (as -s);\n"
+	       "                           default: a pool (-o max_threads=N)\n"
 	       "\n"
 	       "default_permissions is always on: the kernel checks permissions\n"
 	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
@@ -501,6 +506,7 @@ int main(int argc, char *argv[])
 		.commit = 5,
 		.max_inline = 2048,
 		.cache_size = 64ULL << 20,
+		.multithread = true,
 	};
 	struct fuse_cmdline_opts opts = { 0 };
 	struct afs afs = {
@@ -621,13 +627,12 @@ int main(int argc, char *argv[])
 
 	if (opts.singlethread || !conf.multithread) {
 		/*
-		 * One thread by default: every operation holds the volume
-		 * lock (docs/DESIGN.md, Locking), so a pool adds no
-		 * parallelism, only hand-offs.  The kernel wakes the idle
-		 * reader that waited longest, so with a pool each request
-		 * lands on another thread, often on another CPU: on a
-		 * 2-vCPU VM creates and deletes of small files ran about
-		 * 2x faster with one thread (docs/PERFORMANCE.md).
+		 * One thread on request (-s, -o singlethread).  Not the
+		 * default: on an idle 2-vCPU VM the pool created empty files
+		 * 2x and removed small ones 1.5x faster (the kernel's side of
+		 * one request overlaps the daemon's side of the next); only
+		 * on a heavily loaded machine did one thread win, by saving
+		 * hand-offs between threads (docs/PERFORMANCE.md).
 		 */
 		if (!afs.readonly && afs_fsyncq_start(&afs) != 0)
 			afs_log(LOG_WARNING, "no group commit thread: each "

@@ -6,15 +6,24 @@
 # sync: after a remount each file must hold exactly what its last fsync
 # covered, and fsck is clean.  The commit count (arbor filesystem stats)
 # must stay well under the fsync count: without group commit every fsync
-# was a commit of its own.
+# was a commit of its own.  Both ways of serving requests: the default
+# pool of threads (the library gathers) and -o singlethread (a commit
+# thread answers queued FSYNCs, fuse/fsyncq.c).
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
 NPROC=8
 ROUNDS=50
 
+# stat KEY SUB: a number from arbor filesystem stats --json
+stat() {
+	"$ARBOR" filesystem stats --json "$MNT" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+for mode in "" singlethread; do
 fs_mkfs -s 1G
-fs_mount -o commit=3600
+log "serving with ${mode:-a pool of threads}"
+fs_mount -o commit=3600${mode:+,$mode}
 mkdir "$MNT/g"
 python3 - "$MNT/g" $NPROC <<'EOF' || fail "setup"
 import os, sys
@@ -23,11 +32,6 @@ for p in range(int(sys.argv[2])):
         f.write(bytes([p]) * (1 << 20))
 EOF
 sync -f "$MNT" || fail "sync after setup"
-# stat KEY SUB: a number from arbor filesystem stats --json
-stat() {
-	"$ARBOR" filesystem stats --json "$MNT" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]][sys.argv[2]])' "$1" "$2"
-}
 "$ARBOR" filesystem stats --reset "$MNT" >/dev/null || fail "stats --reset"
 c0=$(stat commits count)
 [ -n "$c0" ] || fail "no commit count from arbor filesystem stats"
@@ -85,4 +89,5 @@ for ((p = 0; p < NPROC; p++)); do
 done
 fs_umount
 check_fsck
+done
 finish
