@@ -76,15 +76,19 @@ struct afs_op_counter {
 
 /* Everything the operations need: the userdata of the FUSE session. */
 /* group commit of the one-thread daemon (fsyncq.c) */
+struct afs_fsyncq_ent {
+	fuse_req_t req;
+	uint64_t since; /* when it was queued (CLOCK_MONOTONIC ns) */
+};
+
 struct afs_fsyncq {
 	pthread_t thread;
 	bool running;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	/* FSYNC requests waiting for the next commit, and when each came */
-	fuse_req_t *reqs;
-	uint64_t *since;
+	/* FSYNC requests waiting for the next commit */
+	struct afs_fsyncq_ent *ents;
 	size_t nr, cap;
 	/* fsyncs of more than one process lately: gather before committing */
 	bool concurrent;

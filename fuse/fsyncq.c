@@ -34,34 +34,21 @@ static uint64_t mono_ns(void)
 }
 
 /* Under q->lock: take every queued request. */
-static size_t take_all(struct afs_fsyncq *q, fuse_req_t **out,
-		       uint64_t **since)
+static size_t take_all(struct afs_fsyncq *q, struct afs_fsyncq_ent **out)
 {
 	size_t n = q->nr;
 
-	*out = q->reqs;
-	*since = q->since;
-	q->reqs = NULL;
-	q->since = NULL;
+	*out = q->ents;
+	q->ents = NULL;
 	q->nr = q->cap = 0;
 	return n;
-}
-
-/* Sleep for the gather time without the queue lock: requests go on. */
-static void gather(struct afs_fsyncq *q, uint64_t ns)
-{
-	struct timespec ts = { 0, (long)ns };
-
-	(void)q;
-	nanosleep(&ts, NULL);
 }
 
 static void *fsyncq_thread(void *arg)
 {
 	struct afs *afs = arg;
 	struct afs_fsyncq *q = &afs->fsyncq;
-	fuse_req_t *reqs;
-	uint64_t *since;
+	struct afs_fsyncq_ent *ents;
 	size_t n;
 	int ret;
 
@@ -72,27 +59,27 @@ static void *fsyncq_thread(void *arg)
 		if (!q->nr && q->stop)
 			break;
 		if (q->concurrent) {
-			uint64_t wait = q->last_commit_ns;
+			/* without the queue lock: requests go on */
+			struct timespec ts = { 0, (long)q->last_commit_ns };
 
-			if (wait > FSYNCQ_GATHER_MAX_NS)
-				wait = FSYNCQ_GATHER_MAX_NS;
+			if (q->last_commit_ns > FSYNCQ_GATHER_MAX_NS)
+				ts.tv_nsec = (long)FSYNCQ_GATHER_MAX_NS;
 			pthread_mutex_unlock(&q->lock);
-			gather(q, wait);
+			nanosleep(&ts, NULL);
 			pthread_mutex_lock(&q->lock);
 		}
-		n = take_all(q, &reqs, &since);
+		n = take_all(q, &ents);
 		pthread_mutex_unlock(&q->lock);
 
 		uint64_t t0 = mono_ns();
 		ret = arb_fs_fsync_end(afs->fs, (unsigned)n);
 		uint64_t t1 = mono_ns();
 		for (size_t i = 0; i < n; i++) {
-			fuse_reply_err(reqs[i], ret < 0 ? -ret : 0);
-			afs_op_add_time(afs, ARB_IOC_OP_FSYNC, t1 - since[i],
-					ret < 0);
+			fuse_reply_err(ents[i].req, ret < 0 ? -ret : 0);
+			afs_op_add_time(afs, ARB_IOC_OP_FSYNC,
+					t1 - ents[i].since, ret < 0);
 		}
-		free(reqs);
-		free(since);
+		free(ents);
 
 		pthread_mutex_lock(&q->lock);
 		q->last_commit_ns = t1 - t0;
@@ -150,25 +137,21 @@ int afs_fsyncq_add(struct afs *afs, fuse_req_t req, pid_t pid)
 	pthread_mutex_lock(&q->lock);
 	if (q->nr == q->cap) {
 		size_t cap = q->cap ? q->cap * 2 : 16;
-		fuse_req_t *r = realloc(q->reqs, cap * sizeof(*r));
-		uint64_t *t;
+		struct afs_fsyncq_ent *e = realloc(q->ents, cap * sizeof(*e));
 
-		if (r)
-			q->reqs = r;
-		t = r ? realloc(q->since, cap * sizeof(*t)) : NULL;
-		if (!t) {
+		if (!e) {
 			pthread_mutex_unlock(&q->lock);
 			return -ENOMEM;
 		}
-		q->since = t;
+		q->ents = e;
 		q->cap = cap;
 	}
 	window = 4 * (q->last_commit_ns ? q->last_commit_ns : 1000000);
 	q->concurrent = pid != q->last_pid && now - q->last_add_ns < window;
 	q->last_pid = pid;
 	q->last_add_ns = now;
-	q->since[q->nr] = now;
-	q->reqs[q->nr++] = req;
+	q->ents[q->nr].req = req;
+	q->ents[q->nr++].since = now;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	return 0;

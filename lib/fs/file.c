@@ -972,8 +972,8 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
  * Past the first block that is not, none of the file's new bytes are on
  * disk, so the committed size stops there (btrfs's disk_i_size): a crash
  * shows the file as it was before those appends, never a tail of zeros.
- * Files that truncate or fallocate dirtied, and files small enough to end
- * up inline, are written.
+ * Files small enough to end up inline are written (and fsync_leave writes
+ * the fsynced ones and those truncate or fallocate dirtied).
  */
 static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
 				uint64_t size)
@@ -981,9 +981,6 @@ static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
 	size_t k;
 	uint64_t keep;
 
-	if (im->ino == fs->fsync_ino || im->fsync_want || im->force_flush ||
-	    !im->nr)
-		return 0;
 	if (im->disk_size <= fs->max_inline)
 		return 0;
 	k = dmap_lower(im, im->disk_size / fs->bs);

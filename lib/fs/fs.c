@@ -827,6 +827,25 @@ static bool fsync_needed(struct arb_fs *fs, uint64_t ino)
 	       !fsync_durable(fs, ino);
 }
 
+/*
+ * The commit of an fsync: writes the delayed data of ino (UINT64_MAX: of
+ * no one inode) and of the files marked fsync_want, leaves other files'
+ * overwrites and appends in memory (fsync_leave in file.c), then gives
+ * back the sizes it held.
+ */
+static int fsync_commit(struct arb_fs *fs, uint64_t ino)
+{
+	int ret;
+
+	fs->nr_fsync_commits++;
+	fs->fsync_ino = ino;
+	ret = fs_commit(fs);
+	fs->fsync_ino = 0;
+	if (!ret)
+		ret = fs_fsync_restore_sizes(fs);
+	return ret;
+}
+
 /* longest a gathering fsync waits for others to join its commit */
 #define ARB_FSYNC_GATHER_MAX_NS 2000000ull
 
@@ -904,12 +923,7 @@ static int fsync_locked(struct arb_fs *fs, uint64_t ino)
 	 * everything, but leaves other files' overwrites and appends in
 	 * memory (fs_flush_all), so that fsync does not pay for a
 	 * background writer's data. */
-	fs->nr_fsync_commits++;
-	fs->fsync_ino = ino ? ino : UINT64_MAX;
-	ret = fs_commit(fs);
-	fs->fsync_ino = 0;
-	if (!ret)
-		ret = fs_fsync_restore_sizes(fs);
+	ret = fsync_commit(fs, ino ? ino : UINT64_MAX);
 	pthread_cond_broadcast(&fs->fsync_cond);
 	return ret;
 }
@@ -945,15 +959,10 @@ int arb_fs_fsync_end(struct arb_fs *fs, unsigned n)
 	if (fs->failed) {
 		ret = -EIO;
 	} else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
-		fs->nr_fsync_commits++;
 		fs->nr_fsync_joined += n > 1 ? n - 1 : 0;
 		/* no one inode: the marked ones are written, other files'
 		 * overwrites and appends stay in memory */
-		fs->fsync_ino = UINT64_MAX;
-		ret = fs_commit(fs);
-		fs->fsync_ino = 0;
-		if (!ret)
-			ret = fs_fsync_restore_sizes(fs);
+		ret = fsync_commit(fs, UINT64_MAX);
 	} else {
 		/* committed since the begins (by the commit thread, say) */
 		fs->nr_fsync_durable += n;
