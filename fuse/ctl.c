@@ -35,31 +35,23 @@
 
 static _Thread_local int cur_op = -1;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void afs_stats_init(struct afs *afs)
 {
 	pthread_mutex_init(&afs->stats_lock, NULL);
 	memset(&afs->stats_base, 0, sizeof(afs->stats_base));
-	afs->stats_start_ns = now_ns();
+	afs->stats_start_ns = arb_mono_ns();
 }
 
 uint64_t afs_op_start(enum arb_ioc_op op)
 {
 	cur_op = (int)op;
-	return now_ns();
+	return arb_mono_ns();
 }
 
 void afs_op_done(struct afs *afs, enum arb_ioc_op op, uint64_t start_ns)
 {
 	struct afs_op_counter *c = &afs->ops[op];
-	uint64_t d = now_ns() - start_ns;
+	uint64_t d = arb_mono_ns() - start_ns;
 	uint64_t max = atomic_load_explicit(&c->max_ns, memory_order_relaxed);
 
 	atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed);
@@ -231,7 +223,7 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 
 	st->state = state_flags(&s);
 	st->error = (uint32_t)-s.error;
-	st->elapsed_ns = now_ns() - start;
+	st->elapsed_ns = arb_mono_ns() - start;
 	st->generation = s.generation;
 	st->commits = minus(s.commits, b.commits);
 	st->commit_ns = minus(s.commit_ns, b.commit_ns);
@@ -285,7 +277,7 @@ static int ioc_reset_stats(struct afs *afs)
 		return ret;
 	pthread_mutex_lock(&afs->stats_lock);
 	afs->stats_base = s;
-	afs->stats_start_ns = now_ns();
+	afs->stats_start_ns = arb_mono_ns();
 	for (int i = 0; i < ARB_IOC_OP_NR; i++) {
 		struct afs_op_counter *c = &afs->ops[i];
 
@@ -344,7 +336,7 @@ static void *scrub_thread(void *arg)
 	ret = arb_fs_scrub(afs->fs, &afs->scrub_stats, scrub_line, afs,
 			   &afs->scrub_cancel);
 	pthread_mutex_lock(&afs->scrub_lock);
-	afs->scrub_end_ns = now_ns();
+	afs->scrub_end_ns = arb_mono_ns();
 	afs->scrub_error = -ret;
 	afs->scrub_state = ret == -ECANCELED ? ARB_IOC_SCRUB_CANCELLED
 			   : ret		? ARB_IOC_SCRUB_FAILED
@@ -382,7 +374,7 @@ static int ioc_scrub_start(struct afs *afs, const struct arb_ioc_scrub *in)
 	afs->scrub_problems = 0;
 	afs->scrub_error = 0;
 	__atomic_store_n(&afs->scrub_cancel, false, __ATOMIC_RELAXED);
-	afs->scrub_start_ns = now_ns();
+	afs->scrub_start_ns = arb_mono_ns();
 	afs->scrub_end_ns = 0;
 	afs->scrub_state = ARB_IOC_SCRUB_RUNNING;
 	ret = -pthread_create(&afs->scrub_thread, NULL, scrub_thread, afs);
@@ -406,7 +398,7 @@ static int ioc_scrub_status(struct afs *afs, struct arb_ioc_scrub *o)
 	o->error = (uint32_t)afs->scrub_error;
 	o->elapsed_ns = state == ARB_IOC_SCRUB_IDLE ? 0
 			: afs->scrub_end_ns ? afs->scrub_end_ns - afs->scrub_start_ns
-					    : now_ns() - afs->scrub_start_ns;
+					    : arb_mono_ns() - afs->scrub_start_ns;
 	o->nr_problems = afs->scrub_problems;
 	o->nr_lines = afs->scrub_problems < ARB_IOC_SCRUB_LINES
 			      ? (uint32_t)afs->scrub_problems
@@ -491,7 +483,7 @@ static void *check_thread(void *arg)
 		if (!*nl)
 			break;
 	}
-	afs->check_end_ns = now_ns();
+	afs->check_end_ns = arb_mono_ns();
 	afs->check_nodes = r.nodes;
 	afs->check_items = r.items;
 	afs->check_sectors = r.sectors;
@@ -553,7 +545,7 @@ static int ioc_check_start(struct afs *afs, const struct arb_ioc_check *in)
 	__atomic_store_n(&afs->check_oc.bytes_used, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&afs->check_oc.bytes_read, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&afs->check_cancel, false, __ATOMIC_RELAXED);
-	afs->check_start_ns = now_ns();
+	afs->check_start_ns = arb_mono_ns();
 	afs->check_end_ns = 0;
 	afs->check_state = ARB_IOC_CHECK_RUNNING;
 	ret = -pthread_create(&afs->check_thread, NULL, check_thread, afs);
@@ -574,7 +566,7 @@ static int ioc_check_status(struct afs *afs, struct arb_ioc_check *o)
 	o->elapsed_ns = o->state == ARB_IOC_CHECK_IDLE ? 0
 			: afs->check_end_ns
 				? afs->check_end_ns - afs->check_start_ns
-				: now_ns() - afs->check_start_ns;
+				: arb_mono_ns() - afs->check_start_ns;
 	o->generation = __atomic_load_n(&afs->check_oc.generation,
 					__ATOMIC_RELAXED);
 	o->bytes_used = __atomic_load_n(&afs->check_oc.bytes_used,

@@ -25,14 +25,6 @@
 /* longest wait for more fsyncs to join a group */
 #define FSYNCQ_GATHER_MAX_NS 2000000ull
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Under q->lock: take every queued request. */
 static size_t take_all(struct afs_fsyncq *q, struct afs_fsyncq_ent **out)
 {
@@ -71,9 +63,9 @@ static void *fsyncq_thread(void *arg)
 		n = take_all(q, &ents);
 		pthread_mutex_unlock(&q->lock);
 
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = arb_mono_ns();
 		ret = arb_fs_fsync_end(afs->fs, (unsigned)n);
-		uint64_t t1 = mono_ns();
+		uint64_t t1 = arb_mono_ns();
 		for (size_t i = 0; i < n; i++) {
 			fuse_reply_err(ents[i].req, ret < 0 ? -ret : 0);
 			afs_op_add_time(afs, ARB_IOC_OP_FSYNC,
@@ -132,7 +124,7 @@ void afs_fsyncq_stop(struct afs *afs)
 int afs_fsyncq_add(struct afs *afs, fuse_req_t req, pid_t pid)
 {
 	struct afs_fsyncq *q = &afs->fsyncq;
-	uint64_t now = mono_ns(), window;
+	uint64_t now = arb_mono_ns(), window;
 
 	pthread_mutex_lock(&q->lock);
 	if (q->nr == q->cap) {

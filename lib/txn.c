@@ -31,9 +31,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <uuid/uuid.h>
 
+#include "arbor/arbor.h"
 #include "core.h"
 
 static const uint64_t super_off[2] = { ARB_SUPER_OFFSET0, ARB_SUPER_OFFSET1 };
@@ -91,14 +91,6 @@ static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
 			     ARB_IO_SUPER);
 }
 
-static uint64_t commit_clock(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int do_commit(struct arb_txn *t, uint64_t magic)
 {
 	struct arb_vol *vol = t->vol;
@@ -107,7 +99,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	uint64_t mark[5];
 
 	t->state = ARB_TXN_COMMITTING;
-	mark[0] = commit_clock();
+	mark[0] = arb_mono_ns();
 	if (vol->pre_commit) {
 		ret = vol->pre_commit(t, vol->pre_commit_arg);
 		if (ret)
@@ -117,7 +109,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		return t->error;
 	if (!txn_has_changes(vol))
 		return 0;
-	mark[1] = commit_clock();
+	mark[1] = arb_mono_ns();
 	do {
 		ret = arb_update_root_items(t);
 		if (!ret)
@@ -130,9 +122,9 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		}
 	} while (arb_roots_dirty(vol) || arb_delayed_refs_pending(vol));
 
-	mark[2] = commit_clock();
+	mark[2] = arb_mono_ns();
 	ret = arb_cache_write_dirty(vol);
-	mark[3] = commit_clock();
+	mark[3] = arb_mono_ns();
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
 	if (ret)
@@ -157,7 +149,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	vol->generation = t->transid;
 	vol->nr_commits++;
 	arb_free_space_unpin(vol);
-	mark[4] = commit_clock();
+	mark[4] = arb_mono_ns();
 	for (int i = 0; i < 4; i++)
 		vol->commit_phase_ns[i] += mark[i + 1] - mark[i];
 	return 0;

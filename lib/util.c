@@ -2,6 +2,7 @@
 /* util.c - small helpers the tools share. */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "arbor/arbor.h"
 
@@ -34,4 +35,12 @@ int arb_parse_size(const char *s, uint64_t *out)
 		return -ERANGE;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+uint64_t arb_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

@@ -230,17 +230,9 @@ static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
 	return free_b >= want;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int fs_commit(struct arb_fs *fs)
 {
-	uint64_t start = mono_ns(), commits = fs->vol->nr_commits;
+	uint64_t start = arb_mono_ns(), commits = fs->vol->nr_commits;
 	struct arb_txn *t;
 	int ret;
 
@@ -251,7 +243,7 @@ int fs_commit(struct arb_fs *fs)
 		return ret;
 	ret = arb_txn_commit(t);
 	if (fs->vol->nr_commits != commits) {
-		fs->last_commit_ns = mono_ns() - start;
+		fs->last_commit_ns = arb_mono_ns() - start;
 		fs->commit_ns += fs->last_commit_ns;
 	}
 	if (ret) {

@@ -84,6 +84,8 @@ void arb_fs_opts_default(struct arb_fs_opts *o);
 /* "123", "64K", "64M", "1G", "2T" (binary units; "KiB"/"KB" too): 0, or
  * -EINVAL (not a size) / -ERANGE (too large). */
 int arb_parse_size(const char *s, uint64_t *out);
+/* CLOCK_MONOTONIC in nanoseconds, for durations */
+uint64_t arb_mono_ns(void);
 
 struct arb_mkfs_opts {
 	uint64_t size;        /* bytes; 0 = size of the existing file/device */
