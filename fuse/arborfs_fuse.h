@@ -98,6 +98,8 @@ struct afs_fsyncq {
 
 struct afs {
 	struct arb_fs *fs;
+	/* for notifications to the kernel (set before the session loop) */
+	struct fuse_session *se;
 	struct afs_lookup_table lookups;
 	double entry_timeout;
 	double attr_timeout;
@@ -184,6 +186,15 @@ void afs_log(int prio, const char *fmt, ...)
 
 /* The operation table (ops.c). */
 extern const struct fuse_lowlevel_ops afs_ops;
+
+/*
+ * FUSE_HANDLE_KILLPRIV_V2 through the session's own read and writev
+ * (killpriv.c): afs_killpriv_attach after fuse_session_mount; an operation
+ * calls afs_kill_suidgid_asked to learn whether the kernel asked, with the
+ * request it is serving, for the set-id bits to be cleared.
+ */
+int afs_killpriv_attach(struct fuse_session *se);
+bool afs_kill_suidgid_asked(void);
 /* Drop the library pins of every inode the kernel still knows (unmount). */
 void afs_release_all(struct afs *afs);
 

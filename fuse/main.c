@@ -605,6 +605,7 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &afs_ops, sizeof(afs_ops), &afs);
 	if (!se)
 		goto out_destroy_lookups;
+	afs.se = se;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = wake_handler;
@@ -616,6 +617,10 @@ int main(int argc, char *argv[])
 
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_destroy_session;
+	/* cannot fail after a mount (only on a NULL io or a bad fd) */
+	if (afs_killpriv_attach(se) != 0)
+		afs_log(LOG_WARNING, "no FUSE_HANDLE_KILLPRIV_V2: each write "
+			"asks for security.capability");
 
 	sc.se = se;
 	sc.mountpoint = opts.mountpoint;

@@ -201,10 +201,9 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	if (!afs->readonly)
 		want |= FUSE_CAP_WRITEBACK_CACHE;
 	/*
-	 * Not FUSE_CAP_HANDLE_KILLPRIV_V2 (libfuse >= 3.15): it would spare
-	 * the kernel's getxattr("security.capability") before each write,
-	 * but then every write, truncate and chown would have to clear the
-	 * set-id bits and capabilities here, which arb_fs_write cannot do.
+	 * FUSE_HANDLE_KILLPRIV_V2, which spares the kernel's
+	 * getxattr("security.capability") before each write, is added to the
+	 * INIT reply by killpriv.c: libfuse 3.14 has no capability bit for it.
 	 */
 	conn->want |= want & conn->capable;
 	/* the library keeps the times on write (write_keeps_times) when the
@@ -279,6 +278,43 @@ static void reply_attr(fuse_req_t req, const struct arb_stat *st)
 	fuse_reply_attr(req, &s, req_afs(req)->attr_timeout);
 }
 
+/*
+ * Set-id bits under FUSE_HANDLE_KILLPRIV_V2 (killpriv.c).  The kernel asks
+ * the daemon to clear them and keeps the mode it has cached: with the
+ * writeback cache it does not ask for attributes after a write, and after
+ * a truncate from open(O_TRUNC) it kept the old mode in spite of the
+ * reply.  So whenever bits are about to go, the kernel is told to forget
+ * the inode's attributes, before the reply (attributes only: no lock of
+ * the inode is taken, so this cannot wait on the request being served).
+ */
+static bool has_setid(struct afs *afs, uint64_t ino)
+{
+	struct arb_stat st;
+
+	return arb_fs_getattr(afs->fs, ino, &st) == 0 &&
+	       (st.mode & (S_ISUID | S_ISGID));
+}
+
+static void forget_attrs(struct afs *afs, fuse_ino_t nodeid)
+{
+	if (afs->se)
+		fuse_lowlevel_notify_inval_inode(afs->se, nodeid, -1, 0);
+}
+
+/* the kernel asked for the set-id bits of nodeid to go */
+static int kill_suidgid(struct afs *afs, fuse_ino_t nodeid)
+{
+	struct arb_setattr sa = { 0 };
+	int ret;
+
+	if (!has_setid(afs, to_ino(nodeid)))
+		return 0;
+	ret = arb_fs_setattr(afs->fs, to_ino(nodeid), &sa,
+			     ARB_SET_KILL_SUIDGID, NULL, NULL);
+	forget_attrs(afs, nodeid);
+	return ret;
+}
+
 static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -300,6 +336,7 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct arb_stat st;
 	struct arb_cred cr;
 	unsigned valid = 0;
+	bool forget = false;
 	int ret;
 
 	(void)fi;
@@ -336,9 +373,16 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		valid |= ARB_SET_CTIME;
 		sa.ctime = attr->st_ctim;
 	}
+	/* truncate without CAP_FSETID, or a chown (killpriv.c) */
+	if (afs_kill_suidgid_asked() && has_setid(req_afs(req), to_ino(ino))) {
+		valid |= ARB_SET_KILL_SUIDGID;
+		forget = true;
+	}
 	req_cred(req, &cr);
 	ret = arb_fs_setattr(req_afs(req)->fs, to_ino(ino), &sa, valid, &cr,
 			     &st);
+	if (forget)
+		forget_attrs(req_afs(req), ino);
 	if (ret)
 		reply_err(req, -ret);
 	else
@@ -449,6 +493,15 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ret);
 		return;
 	}
+	/* O_TRUNC without CAP_FSETID (killpriv.c) */
+	if (afs_kill_suidgid_asked()) {
+		ret = kill_suidgid(req_afs(req), ino);
+		if (ret) {
+			arb_fs_release_inode(req_afs(req)->fs, to_ino(ino));
+			reply_err(req, -ret);
+			return;
+		}
+	}
 	/* no one else writes the image: cached pages stay valid */
 	fi->keep_cache = 1;
 	fi->fh = to_ino(ino);
@@ -541,6 +594,12 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		struct arb_setattr sa = { 0 };
 		int ret = arb_fs_setattr(afs->fs, to_ino(ino), &sa,
 					 ARB_SET_MTIME_NOW, NULL, NULL);
+		if (ret)
+			n = ret;
+	}
+	/* a write by a caller without CAP_FSETID (killpriv.c) */
+	if (n > 0 && afs_kill_suidgid_asked()) {
+		int ret = kill_suidgid(afs, ino);
 		if (ret)
 			n = ret;
 	}

@@ -185,6 +185,20 @@ int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st)
 	return ret;
 }
 
+/* the set-id bits that ARB_SET_KILL_SUIDGID clears from mode */
+static uint32_t kill_suidgid_bits(uint32_t mode)
+{
+	uint32_t bits = 0;
+
+	if (S_ISDIR(mode))
+		return 0;
+	if (mode & S_ISUID)
+		bits |= S_ISUID;
+	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		bits |= S_ISGID;
+	return bits;
+}
+
 int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
 		   unsigned valid, const struct arb_cred *cr,
 		   struct arb_stat *st)
@@ -201,6 +215,12 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 	ret = fs_inode_read(fs, ino, &in);
 	if (ret)
 		goto out_unlock;
+	/* the common case of a kill request: nothing to kill */
+	if (valid == ARB_SET_KILL_SUIDGID && !kill_suidgid_bits(in.mode)) {
+		if (st)
+			fs_inode_to_stat(fs, &in, st);
+		goto out_unlock;
+	}
 	if (valid & ARB_SET_SIZE) {
 		if (S_ISDIR(in.mode)) {
 			ret = -EISDIR;
@@ -269,13 +289,11 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 		/* as the kernel does: a chown of a non-directory by an
 		 * unprivileged caller drops setuid, and setgid if group
 		 * execute is set (otherwise it marks mandatory locking) */
-		if (changes && !S_ISDIR(in.mode) && cr && cr->uid != 0 &&
-		    !(valid & ARB_SET_MODE)) {
-			in.mode &= ~(uint32_t)S_ISUID;
-			if (in.mode & S_IXGRP)
-				in.mode &= ~(uint32_t)S_ISGID;
-		}
+		if (changes && cr && cr->uid != 0 && !(valid & ARB_SET_MODE))
+			in.mode &= ~kill_suidgid_bits(in.mode);
 	}
+	if (valid & ARB_SET_KILL_SUIDGID)
+		in.mode &= ~kill_suidgid_bits(in.mode);
 	if (valid & ARB_SET_ATIME_NOW)
 		in.atime = now;
 	else if (valid & ARB_SET_ATIME)

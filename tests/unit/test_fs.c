@@ -981,6 +981,59 @@ START_TEST(test_setattr)
 }
 END_TEST
 
+/* ARB_SET_KILL_SUIDGID: what Linux clears on an unprivileged write */
+START_TEST(test_setattr_kill_suidgid)
+{
+	static const struct {
+		uint32_t before, after;
+	} cases[] = {
+		{ 06777, 0777 },  /* both go: group execute is set */
+		{ 04755, 0755 },
+		{ 02767, 02767 }, /* no group execute: mandatory locking mark */
+		{ 02777, 0777 },
+		{ 0644, 0644 },
+	};
+	uint64_t f = mkfile(ROOT, "f"), d = mkdir_(ROOT, "d");
+	struct arb_setattr sa;
+	struct arb_stat st, st0;
+
+	memset(&sa, 0, sizeof(sa));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sa.mode = cases[i].before;
+		ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred,
+						&st0),
+				 0);
+		ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_KILL_SUIDGID,
+						NULL, &st),
+				 0);
+		ck_assert_uint_eq(st.mode, S_IFREG | cases[i].after);
+		/* nothing to clear: nothing changes, not even ctime */
+		if (cases[i].after == cases[i].before)
+			ck_assert(memcmp(&st.ctime, &st0.ctime,
+					 sizeof(st.ctime)) == 0);
+		reopen();
+		ck_assert_uint_eq(getattr(f).mode, S_IFREG | cases[i].after);
+	}
+	/* with a chown by root in the same call (the kernel's FATTR_KILL_SUIDGID) */
+	sa.mode = 06755;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st), 0);
+	sa.uid = 77;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa,
+					ARB_SET_UID | ARB_SET_KILL_SUIDGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.uid, 77);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0755);
+	/* directories keep theirs */
+	sa.mode = 06755;
+	ck_assert_int_eq(arb_fs_setattr(fs, d, &sa, ARB_SET_MODE, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_setattr(fs, d, &sa, ARB_SET_KILL_SUIDGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFDIR | 06755);
+}
+END_TEST
+
 START_TEST(test_acl_access)
 {
 	uint64_t f = mkfile(ROOT, "f");
@@ -2149,6 +2202,7 @@ Suite *fs_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_setattr);
+	tcase_add_test(tc, test_setattr_kill_suidgid);
 	tcase_add_test(tc, test_acl_access);
 	tcase_add_test(tc, test_acl_inherit);
 	tcase_add_test(tc, test_write_keeps_times);

@@ -138,6 +138,14 @@ enum arb_setattr_valid {
 	ARB_SET_ATIME_NOW = 1 << 6,
 	ARB_SET_MTIME_NOW = 1 << 7,
 	ARB_SET_CTIME = 1 << 8,
+	/*
+	 * After the changes above, clear set-user-ID, and set-group-ID if
+	 * group execute is set (without it the bit marks mandatory locking,
+	 * not privilege), as Linux does when an unprivileged caller writes or
+	 * truncates and on every chown.  Ignored for directories.  Alone and
+	 * with nothing to clear, it changes nothing (no ctime update).
+	 */
+	ARB_SET_KILL_SUIDGID = 1 << 9,
 };
 struct arb_setattr {
 	uint32_t mode, uid, gid;

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+/*
+ * killpriv.c - FUSE_HANDLE_KILLPRIV_V2 with libfuse 3.14.
+ *
+ * Without that flag the kernel asks the daemon for "security.capability"
+ * (GETXATTR) before every write(2) to a file, because it must drop a file
+ * capability that a write invalidates and cannot cache the answer.  That
+ * is a whole round trip per write: 16,384 GETXATTRs for 16,384 random
+ * 4 KiB writes (docs/PERFORMANCE.md).  With the flag the superblock gets
+ * SB_NOSEC: the kernel looks once per cached inode, remembers "no
+ * capability" (S_NOSEC) until a security xattr is set, and leaves the
+ * set-user-ID and set-group-ID bits to the filesystem, telling it when to
+ * clear them: FUSE_WRITE_KILL_SUIDGID on a write and FATTR_KILL_SUIDGID on
+ * a setattr (truncate by a caller without CAP_FSETID, any chown), and
+ * FUSE_OPEN_KILL_SUIDGID on an open with O_TRUNC.  File capabilities stay
+ * the kernel's job (it removes the xattr through REMOVEXATTR).
+ *
+ * libfuse 3.14 (Debian 12) can neither ask for the flag nor pass those
+ * three bits to the operations.  It does let a daemon supply its own read
+ * and writev for the session (fuse_session_custom_io), and that is all
+ * this file uses:
+ *
+ *  - read: after each request is read, note whether it asks for the
+ *    set-id bits to be cleared, in a thread-local variable.  libfuse
+ *    serves a request on the thread that read it, before that thread
+ *    reads again, so the operation sees the note of its own request
+ *    (afs_kill_suidgid_asked).  Remember the kernel's INIT offer.
+ *  - writev: add FUSE_HANDLE_KILLPRIV_V2 to the flags of the INIT reply,
+ *    if the kernel offered it.
+ *
+ * Splice is not used for requests (no write_buf operation), so every
+ * request passes through the read hook.  A newer libfuse can ask for the
+ * flag itself; setting it here as well changes nothing there.
+ */
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "arborfs_fuse.h"
+
+/* the request this thread is serving asked for the set-id bits to go */
+static __thread bool kill_asked;
+
+/* the kernel offered KILLPRIV_V2 in INIT; the unique id of that INIT */
+static _Atomic bool init_offered;
+static _Atomic uint64_t init_unique;
+
+bool afs_kill_suidgid_asked(void)
+{
+	return kill_asked;
+}
+
+/* what the request in buf[0, n) asks for */
+static void note_request(const void *buf, size_t n)
+{
+	const struct fuse_in_header *h = buf;
+	const void *arg = h + 1;
+	size_t len;
+
+	kill_asked = false;
+	if (n < sizeof(*h))
+		return;
+	len = n - sizeof(*h);
+	switch (h->opcode) {
+	case FUSE_WRITE:
+		if (len >= sizeof(struct fuse_write_in))
+			kill_asked = ((const struct fuse_write_in *)arg)->write_flags &
+				     FUSE_WRITE_KILL_SUIDGID;
+		break;
+	case FUSE_SETATTR:
+		if (len >= sizeof(struct fuse_setattr_in))
+			kill_asked = ((const struct fuse_setattr_in *)arg)->valid &
+				     FATTR_KILL_SUIDGID;
+		break;
+	case FUSE_OPEN:
+		if (len >= sizeof(struct fuse_open_in))
+			kill_asked = ((const struct fuse_open_in *)arg)->open_flags &
+				     FUSE_OPEN_KILL_SUIDGID;
+		break;
+	case FUSE_INIT:
+		/* the flags word is the same in every 7.x INIT request */
+		if (len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t) &&
+		    (((const struct fuse_init_in *)arg)->flags &
+		     FUSE_HANDLE_KILLPRIV_V2)) {
+			atomic_store(&init_unique, h->unique);
+			atomic_store(&init_offered, true);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static ssize_t kp_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n;
+
+	(void)userdata;
+	n = read(fd, buf, len);
+	if (n > 0) {
+		int e = errno;
+
+		note_request(buf, (size_t)n);
+		errno = e;
+	}
+	return n;
+}
+
+static ssize_t kp_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header *oh;
+
+	(void)userdata;
+	if (atomic_load_explicit(&init_offered, memory_order_relaxed) &&
+	    count >= 2 && iov[0].iov_len >= sizeof(*oh)) {
+		oh = iov[0].iov_base;
+		if (oh->unique == atomic_load(&init_unique) && oh->error == 0 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) +
+					      sizeof(uint32_t)) {
+			struct fuse_init_out *out = iov[1].iov_base;
+
+			out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			atomic_store(&init_offered, false);
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+int afs_killpriv_attach(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = {
+		.read = kp_read,
+		.writev = kp_writev,
+	};
+
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
