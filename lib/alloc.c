@@ -30,6 +30,7 @@
  * free-space map marks it used at open, and it is released (or pinned)
  * together with the first copy.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,15 @@ struct arb_free_space {
 	struct range *held;
 	size_t nr_held, cap_held;
 	uint64_t held_sectors;
+	/*
+	 * Grace lists: space freed while data reads ran outside the lock
+	 * (arb_data_read_begin).  A range freed during read epoch e stays
+	 * used, on grace[e], until every reader registered in e is done
+	 * (arb_free_space_grace), so a reader never sees its blocks reused.
+	 */
+	struct range *grace[2];
+	size_t nr_grace[2], cap_grace[2];
+	uint64_t grace_sectors;
 };
 
 struct data_delta {
@@ -247,6 +257,8 @@ void arb_free_space_destroy(struct arb_vol *vol)
 	free(vol->fsp->bits);
 	free(vol->fsp->pinned);
 	free(vol->fsp->held);
+	free(vol->fsp->grace[0]);
+	free(vol->fsp->grace[1]);
 	free(vol->fsp);
 	vol->fsp = NULL;
 }
@@ -299,6 +311,94 @@ static int range_add(struct range **v, size_t *nr, size_t *cap,
 	return 0;
 }
 
+/* ---- unlocked data reads -------------------------------------------------- */
+
+static uint32_t readers_in_flight(struct arb_vol *vol)
+{
+	return atomic_load(&vol->data_readers[0]) +
+	       atomic_load(&vol->data_readers[1]);
+}
+
+unsigned arb_data_read_begin(struct arb_vol *vol)
+{
+	unsigned e;
+
+	arb_free_space_grace(vol);
+	e = vol->read_epoch;
+	atomic_fetch_add(&vol->data_readers[e], 1);
+	return e;
+}
+
+void arb_data_read_end(struct arb_vol *vol, unsigned epoch)
+{
+	atomic_fetch_sub(&vol->data_readers[epoch], 1);
+}
+
+void arb_data_readers_wait(struct arb_vol *vol)
+{
+	while (readers_in_flight(vol))
+		sched_yield();
+}
+
+void arb_free_space_grace(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	/* two flips at most: with no reader left both lists empty */
+	for (int i = 0; i < 2; i++) {
+		unsigned prev = vol->read_epoch ^ 1;
+
+		if (atomic_load(&vol->data_readers[prev]))
+			return;
+		for (size_t j = 0; j < f->nr_grace[prev]; j++) {
+			bits_set(f, f->grace[prev][j].start,
+				 f->grace[prev][j].len, false);
+			f->grace_sectors -= f->grace[prev][j].len;
+		}
+		f->nr_grace[prev] = 0;
+		vol->read_epoch = prev;
+	}
+}
+
+uint64_t arb_free_space_grace_bytes(struct arb_vol *vol)
+{
+	return vol->fsp->grace_sectors * vol->sectorsize;
+}
+
+bool arb_free_space_grace_drain(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+	bool any = f->nr_grace[0] || f->nr_grace[1];
+
+	if (!any)
+		return false;
+	arb_data_readers_wait(vol);
+	arb_free_space_grace(vol);
+	return true;
+}
+
+/*
+ * Make sectors [start, start+len) free: now if no unlocked read is in
+ * flight (a reader registers under the lock, which the caller holds, so
+ * none can appear meanwhile), else after the readers that may have found
+ * them mapped are done.
+ */
+static void release_sectors(struct arb_vol *vol, uint64_t start, uint64_t len)
+{
+	struct arb_free_space *f = vol->fsp;
+	unsigned e = vol->read_epoch;
+	struct range r = { start, len, false };
+
+	if (readers_in_flight(vol) &&
+	    range_add(&f->grace[e], &f->nr_grace[e], &f->cap_grace[e], r) == 0) {
+		f->grace_sectors += len;
+		return;
+	}
+	/* no memory for the list: wait for the readers instead */
+	arb_data_readers_wait(vol);
+	bits_set(f, start, len, false);
+}
+
 /* gen: the generation that allocated the range (a held generation keeps
  * the ranges it references) */
 static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
@@ -325,9 +425,10 @@ void arb_free_space_unpin(struct arb_vol *vol)
 			f->held_sectors += r->len;
 			continue;
 		}
-		bits_set(f, r->start, r->len, false);
+		release_sectors(vol, r->start, r->len);
 	}
 	f->nr_pinned = 0;
+	arb_free_space_grace(vol);
 }
 
 int arb_free_space_hold(struct arb_vol *vol, uint64_t gen)
@@ -350,7 +451,7 @@ void arb_free_space_release(struct arb_vol *vol)
 	struct arb_free_space *f = vol->fsp;
 
 	for (size_t i = 0; i < f->nr_held; i++)
-		bits_set(f, f->held[i].start, f->held[i].len, false);
+		release_sectors(vol, f->held[i].start, f->held[i].len);
 	for (size_t i = 0; i < f->nr_pinned; i++)
 		f->pinned[i].hold = false;
 	free(f->held);
@@ -383,6 +484,16 @@ int arb_free_space_reload(struct arb_vol *vol)
 		struct arb_free_space *f = vol->fsp;
 		for (size_t i = 0; i < old->nr_held; i++)
 			bits_set(f, old->held[i].start, old->held[i].len, true);
+		/* ranges unlocked readers may still read stay used too */
+		for (int e = 0; e < 2; e++) {
+			for (size_t i = 0; i < old->nr_grace[e]; i++)
+				bits_set(f, old->grace[e][i].start,
+					 old->grace[e][i].len, true);
+			f->grace[e] = old->grace[e];
+			f->nr_grace[e] = old->nr_grace[e];
+			f->cap_grace[e] = old->cap_grace[e];
+		}
+		f->grace_sectors = old->grace_sectors;
 		f->holding = old->holding;
 		f->hold_gen = old->hold_gen;
 		f->held = old->held;
@@ -588,6 +699,8 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
 	if (t->error)
 		return t->error;
 	s = find_run(f, f->meta_cursor, n, n, n, &got);
+	if (s == UINT64_MAX && arb_free_space_grace_drain(vol))
+		s = find_run(f, f->meta_cursor, n, n, n, &got);
 	if (s == UINT64_MAX) {
 		arb_log(ARB_LOG_ERR, "no space left for a tree node");
 		return arb_txn_fail(t, -ENOSPC);
@@ -595,6 +708,8 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
 	bits_set(f, s, n, true);
 	if (vol->meta_copies > 1) {
 		m = find_run(f, f->mirror_cursor, n, n, n, &got);
+		if (m == UINT64_MAX && arb_free_space_grace_drain(vol))
+			m = find_run(f, f->mirror_cursor, n, n, n, &got);
 		if (m == UINT64_MAX) {
 			bits_set(f, s, n, false);
 			arb_log(ARB_LOG_ERR,
@@ -637,10 +752,15 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
 	if (!min || min > want)
 		min = want;
 	if (f->free < f->reserve + min)
+		arb_free_space_grace_drain(vol);
+	if (f->free < f->reserve + min)
 		return -ENOSPC;
 	if (want > f->free - f->reserve)
 		want = f->free - f->reserve;
 	s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1, &n);
+	if (s == UINT64_MAX && arb_free_space_grace_drain(vol))
+		s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1,
+			     &n);
 	if (s == UINT64_MAX)
 		return -ENOSPC;
 	bits_set(f, s, n, true);
@@ -695,11 +815,11 @@ static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 	if (is_tree)
 		arb_node_forget(vol, bytenr);
 	if (gen == t->transid) {
-		bits_set(vol->fsp, bytenr / vol->sectorsize,
-			 len / vol->sectorsize, false);
+		release_sectors(vol, bytenr / vol->sectorsize,
+				len / vol->sectorsize);
 		if (mirror)
-			bits_set(vol->fsp, mirror / vol->sectorsize,
-				 len / vol->sectorsize, false);
+			release_sectors(vol, mirror / vol->sectorsize,
+					len / vol->sectorsize);
 		return 0;
 	}
 	ret = pin_range(vol, bytenr, len, gen);

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,6 +161,11 @@ struct arb_vol {
 
 	/* the superblock changed outside a tree (size): commit writes it */
 	bool super_dirty;
+
+	/* data reads in flight outside the lock, per read epoch, and the
+	 * epoch new readers join (alloc.c, arb_data_read_begin) */
+	_Atomic uint32_t data_readers[2];
+	unsigned read_epoch;
 
 	/* statistics */
 	uint64_t nr_commits;
@@ -515,6 +521,27 @@ void arb_free_space_destroy(struct arb_vol *vol);
 /* Release blocks pinned by the commit that just became durable (those of
  * a held generation go to the held list instead). */
 void arb_free_space_unpin(struct arb_vol *vol);
+/*
+ * Data reads outside the lock.  Under the lock, a reader looks up where
+ * its data lies, calls arb_data_read_begin, drops the lock, reads, and
+ * calls arb_data_read_end (no lock needed).  Until then no sector freed
+ * meanwhile is reused: it waits on a grace list, released by
+ * arb_free_space_grace (called under the lock at every begin and commit)
+ * once the readers that may have seen it mapped are done, or at once by an
+ * allocation that would otherwise fail.
+ */
+unsigned arb_data_read_begin(struct arb_vol *vol);
+void arb_data_read_end(struct arb_vol *vol, unsigned epoch);
+/* Under the lock: wait until no data read runs outside it (before the
+ * device itself changes, e.g. its size). */
+void arb_data_readers_wait(struct arb_vol *vol);
+void arb_free_space_grace(struct arb_vol *vol);
+/* Short of space: wait until no unlocked read is in flight (they never
+ * need the lock to finish), then release the grace lists; true if they
+ * held anything. */
+bool arb_free_space_grace_drain(struct arb_vol *vol);
+/* bytes on the grace lists now (used in the map, covered by no extent) */
+uint64_t arb_free_space_grace_bytes(struct arb_vol *vol);
 /*
  * Hold generation gen (the last committed one): from now on a block that
  * gen references and a commit frees is not reused (it stays used in the

@@ -40,8 +40,9 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 	ret = dev->ops->pread(dev, buf, len, off, kind);
 	if (ret)
 		return ret;
-	dev->nr_reads++;
-	dev->bytes_read[kind] += len;
+	/* data reads run outside the filesystem's lock, several at once */
+	__atomic_fetch_add(&dev->nr_reads, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&dev->bytes_read[kind], len, __ATOMIC_RELAXED);
 	return 0;
 }
 

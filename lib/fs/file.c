@@ -429,61 +429,148 @@ static int csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 
 /* ---- reading ----------------------------------------------------------- */
 
-/* Read len bytes of a REG extent at disk address disk (file offset foff)
- * into dst, verifying the checksums of every sector touched. */
-static int read_disk(struct arb_fs *fs, uint64_t ino, uint64_t foff,
-		     uint64_t disk, size_t len, uint8_t *dst)
+/*
+ * Reading data.  Under the lock, a read finds where its bytes are: delayed
+ * blocks and inline extents are copied at once, and for each piece of a
+ * REG extent the sector range and its checksums are looked up (struct
+ * rd_piece).  The disk reads and checksum checks of those pieces happen
+ * after the lock is dropped (arb_fs_read, between arb_data_read_begin and
+ * _end, which keep the sectors from being reused meanwhile), so a cold
+ * read neither waits for nor holds up other operations.  A caller that
+ * needs the bytes under the lock (dirty_block) passes no plan and reads at
+ * once.
+ */
+struct rd_piece {
+	uint64_t ino, foff;     /* for messages */
+	uint64_t sec;           /* disk address of the first sector */
+	size_t nsec;
+	size_t skip, len;       /* the wanted bytes within the sectors */
+	uint8_t *dst;
+	uint32_t *sums;
+	uint8_t *have;
+};
+
+struct rd_plan {
+	struct rd_piece *p;
+	size_t nr, cap;
+};
+
+static void rd_piece_free(struct rd_piece *p)
+{
+	free(p->sums);
+	free(p->have);
+}
+
+static void rd_plan_free(struct rd_plan *pl)
+{
+	for (size_t i = 0; i < pl->nr; i++)
+		rd_piece_free(&pl->p[i]);
+	free(pl->p);
+	pl->p = NULL;
+	pl->nr = pl->cap = 0;
+}
+
+/* Under the lock: the sectors of len bytes of a REG extent at disk address
+ * disk (file offset foff) and their checksums. */
+static int rd_piece_prepare(struct arb_fs *fs, uint64_t ino, uint64_t foff,
+			    uint64_t disk, size_t len, uint8_t *dst,
+			    struct rd_piece *p)
 {
 	uint32_t bs = fs->bs;
 	uint64_t a = disk / bs * bs, b = round_up_bs(disk + len, bs);
-	size_t nsec = (b - a) / bs, i;
-	uint8_t *tmp, *have;
-	uint32_t *sums;
 	int ret;
 
-	tmp = malloc(b - a);
-	sums = malloc(nsec * sizeof(*sums));
-	have = malloc(nsec);
-	if (!tmp || !sums || !have) {
-		ret = -ENOMEM;
-		goto out;
+	memset(p, 0, sizeof(*p));
+	p->ino = ino;
+	p->foff = foff;
+	p->sec = a;
+	p->nsec = (b - a) / bs;
+	p->skip = disk - a;
+	p->len = len;
+	p->dst = dst;
+	p->sums = malloc(p->nsec * sizeof(*p->sums));
+	p->have = malloc(p->nsec);
+	if (!p->sums || !p->have) {
+		rd_piece_free(p);
+		return -ENOMEM;
 	}
-	ret = arb_dev_read(fs->dev, tmp, b - a, a, ARB_IO_DATA);
+	ret = fs_csum_lookup(fs, a, p->nsec, p->sums, p->have);
+	if (ret)
+		rd_piece_free(p);
+	return ret;
+}
+
+/* With or without the lock: read the sectors, check them, copy the bytes. */
+static int rd_piece_read(struct arb_fs *fs, const struct rd_piece *p)
+{
+	uint32_t bs = fs->bs;
+	uint8_t *tmp;
+	int ret;
+
+	tmp = malloc(p->nsec * bs);
+	if (!tmp)
+		return -ENOMEM;
+	ret = arb_dev_read(fs->dev, tmp, p->nsec * bs, p->sec, ARB_IO_DATA);
 	if (ret) {
 		arb_log(ARB_LOG_ERR,
 			"inode %llu offset %llu: read error %d at disk %llu",
-			(unsigned long long)ino, (unsigned long long)foff, ret,
-			(unsigned long long)a);
+			(unsigned long long)p->ino, (unsigned long long)p->foff,
+			ret, (unsigned long long)p->sec);
 		goto out;
 	}
-	ret = fs_csum_lookup(fs, a, nsec, sums, have);
-	if (ret)
-		goto out;
-	for (i = 0; i < nsec; i++) {
+	for (size_t i = 0; i < p->nsec; i++) {
 		uint32_t c = data_csum(tmp + i * bs, bs);
-		if (!have[i] || c != sums[i]) {
+		if (!p->have[i] || c != p->sums[i]) {
 			arb_log(ARB_LOG_ERR,
 				"inode %llu offset %llu: %s at disk %llu",
-				(unsigned long long)ino,
-				(unsigned long long)(foff - (disk - a) + i * bs),
-				have[i] ? "data checksum mismatch"
-					: "data checksum missing",
-				(unsigned long long)(a + i * bs));
+				(unsigned long long)p->ino,
+				(unsigned long long)(p->foff - p->skip + i * bs),
+				p->have[i] ? "data checksum mismatch"
+					   : "data checksum missing",
+				(unsigned long long)(p->sec + i * bs));
 			ret = -EIO;
 			goto out;
 		}
 	}
-	memcpy(dst, tmp + (disk - a), len);
+	memcpy(p->dst, tmp + p->skip, p->len);
 out:
 	free(tmp);
-	free(sums);
-	free(have);
 	return ret;
+}
+
+/* len bytes of a REG extent: read now (plan NULL) or add to the plan */
+static int read_disk(struct arb_fs *fs, uint64_t ino, uint64_t foff,
+		     uint64_t disk, size_t len, uint8_t *dst,
+		     struct rd_plan *plan)
+{
+	struct rd_piece p;
+	int ret;
+
+	ret = rd_piece_prepare(fs, ino, foff, disk, len, dst, &p);
+	if (ret)
+		return ret;
+	if (!plan) {
+		ret = rd_piece_read(fs, &p);
+		rd_piece_free(&p);
+		return ret;
+	}
+	if (plan->nr == plan->cap) {
+		size_t ncap = plan->cap ? plan->cap * 2 : 8;
+		struct rd_piece *np = realloc(plan->p, ncap * sizeof(*np));
+		if (!np) {
+			rd_piece_free(&p);
+			return -ENOMEM;
+		}
+		plan->p = np;
+		plan->cap = ncap;
+	}
+	plan->p[plan->nr++] = p;
+	return 0;
 }
 
 /* Read [off, off+len) from the tree only (no delayed data). */
 static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
-		     size_t len, uint8_t *buf)
+		     size_t len, uint8_t *buf, struct rd_plan *plan)
 {
 	uint64_t end = off + len, pos = off;
 	uint8_t *inl = NULL;
@@ -517,7 +604,7 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		} else if (e.type == ARB_FILE_EXTENT_REG) {
 			ret = read_disk(fs, ino, a,
 					e.disk_bytenr + e.offset + (a - e.start),
-					b - a, buf + (a - off));
+					b - a, buf + (a - off), plan);
 			if (ret)
 				break;
 		}
@@ -529,7 +616,8 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 
 /* Read through delayed data: runs of clean blocks come from the tree. */
 static int read_range(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
-		      uint64_t off, size_t len, uint8_t *buf)
+		      uint64_t off, size_t len, uint8_t *buf,
+		      struct rd_plan *plan)
 {
 	uint64_t pos = off, end = off + len;
 	uint32_t bs = fs->bs;
@@ -552,7 +640,7 @@ static int read_range(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
 			if (next > end)
 				next = end;
 			ret = read_tree(fs, ino, pos, next - pos,
-					buf + (pos - off));
+					buf + (pos - off), plan);
 			if (ret)
 				return ret;
 		}
@@ -583,7 +671,7 @@ static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
 	}
 	if (load && idx * (uint64_t)fs->bs < in->size) {
 		ret = read_tree(fs, in->ino, idx * (uint64_t)fs->bs, fs->bs,
-				buf);
+				buf, NULL);
 		if (ret) {
 			free(buf);
 			return ret;
@@ -625,6 +713,7 @@ static bool relatime_due(const struct arb_inode *in,
 ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 		    uint64_t off)
 {
+	struct rd_plan plan = { 0 };
 	struct arb_inode in;
 	struct arb_txn *t;
 	struct timespec now;
@@ -653,7 +742,8 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 	}
 	if (size > in.size - off)
 		size = in.size - off;
-	r = read_range(fs, fs_imem_get(fs, ino, false), ino, off, size, buf);
+	r = read_range(fs, fs_imem_get(fs, ino, false), ino, off, size, buf,
+		       &plan);
 	if (r) {
 		ret = r;
 		goto out;
@@ -667,8 +757,23 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 		if (r)
 			ret = r;
 	}
+	if (ret >= 0 && plan.nr) {
+		/* the disk reads, without the lock */
+		unsigned epoch = arb_data_read_begin(fs->vol);
+
+		fs_unlock(fs);
+		for (size_t i = 0; i < plan.nr && ret >= 0; i++) {
+			r = rd_piece_read(fs, &plan.p[i]);
+			if (r)
+				ret = r;
+		}
+		arb_data_read_end(fs->vol, epoch);
+		rd_plan_free(&plan);
+		return ret;
+	}
 out:
 	fs_unlock(fs);
+	rd_plan_free(&plan);
 	return ret;
 }
 

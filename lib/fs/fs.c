@@ -290,9 +290,12 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 		ret = fs_commit(fs);
 		if (ret)
 			return ret;
-		/* an online check holding freed blocks gives way to writes */
+		/* an online check holding freed blocks gives way to writes,
+		 * and so do data reads in flight outside the lock */
 		if (!op_has_space(fs, need, flags))
 			fs_check_yield(fs);
+		if (!op_has_space(fs, need, flags))
+			arb_free_space_grace_drain(fs->vol);
 		while (!op_has_space(fs, need, flags)) {
 			/* -o autogrow: a bigger image instead of ENOSPC */
 			if (fs_autogrow(fs, need))
@@ -1015,7 +1018,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->cache_bytes = fs->vol->cache.nr_nodes * (uint64_t)fs->vol->nodesize;
 	for (int i = 0; i < 4; i++) {
 		s->bytes_written[i] = fs->dev->bytes_written[i];
-		s->bytes_read[i] = fs->dev->bytes_read[i];
+		s->bytes_read[i] = __atomic_load_n(&fs->dev->bytes_read[i],
+						   __ATOMIC_RELAXED);
 	}
 	s->user_bytes_written = fs->user_bytes_written;
 	s->total_bytes = fs->vol->total_bytes;

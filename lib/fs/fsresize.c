@@ -58,6 +58,8 @@ int fs_resize_locked(struct arb_fs *fs, uint64_t size, bool allocate,
 	}
 	if (size > old) {
 		if (vol->dev->size < size) {
+			/* no unlocked data read may see the device change */
+			arb_data_readers_wait(vol);
 			ret = arb_dev_resize(vol->dev, size, allocate);
 			if (ret) {
 				*why = ret == -ENOSPC ? "no space on the host "
@@ -101,6 +103,7 @@ int fs_resize_locked(struct arb_fs *fs, uint64_t size, bool allocate,
 		*why = "commit of the new size failed";
 		return ret;
 	}
+	arb_data_readers_wait(vol);
 	ret = arb_dev_resize(vol->dev, size, false);
 	if (ret == -EOPNOTSUPP)
 		ret = 0; /* a block device keeps its size; the fs is smaller */

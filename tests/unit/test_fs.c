@@ -1864,6 +1864,157 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/*
+ * Data reads run outside the lock (file.c, rd_plan): while one is in
+ * flight, the blocks it found mapped must not be reused, even when a
+ * commit frees them and an allocation on a nearly full image wants them at
+ * once.  A device whose data reads wait first makes every read overlap the
+ * writer's overwrite + commit; each read must still return one whole
+ * version of the file and never a checksum error.
+ */
+struct slow_dev {
+	struct arb_dev dev;
+	struct arb_dev *lower;
+};
+
+static int slow_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
+		      enum arb_io_kind kind)
+{
+	struct slow_dev *s = d->priv;
+
+	/* longer than the overwrites + commits that reuse a block */
+	if (kind == ARB_IO_DATA)
+		usleep(50000);
+	return arb_dev_read(s->lower, buf, len, off, kind);
+}
+
+static int slow_pwrite(struct arb_dev *d, const void *buf, size_t len,
+		       uint64_t off, enum arb_io_kind kind)
+{
+	return arb_dev_write(((struct slow_dev *)d->priv)->lower, buf, len, off,
+			     kind);
+}
+
+static int slow_flush(struct arb_dev *d)
+{
+	return arb_dev_flush(((struct slow_dev *)d->priv)->lower);
+}
+
+static void slow_destroy(struct arb_dev *d)
+{
+	struct slow_dev *s = d->priv;
+
+	arb_dev_destroy(s->lower);
+	free(s);
+}
+
+static const struct arb_dev_ops slow_ops = {
+	.pread = slow_pread,
+	.pwrite = slow_pwrite,
+	.flush = slow_flush,
+	.destroy = slow_destroy,
+};
+
+#define REUSE_FILE (256 * 1024)
+static _Atomic bool reuse_done;
+
+struct reuse_reader {
+	uint64_t ino;
+	int reads, errors;
+};
+
+static void *reuse_reader_fn(void *arg)
+{
+	struct reuse_reader *r = arg;
+	uint8_t *buf = malloc(REUSE_FILE);
+
+	while (!atomic_load(&reuse_done)) {
+		ssize_t n = arb_fs_read(fs, r->ino, buf, REUSE_FILE, 0);
+		r->reads++;
+		if (n != REUSE_FILE) {
+			r->errors++;
+			continue;
+		}
+		for (size_t i = 1; i < REUSE_FILE; i++)
+			if (buf[i] != buf[0]) {
+				r->errors++;
+				break;
+			}
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_read_during_reuse)
+{
+	size_t chunk = 1024 * 1024, written = 0;
+	struct reuse_reader rd[2] = { { 0 } };
+	uint8_t *buf = malloc(chunk);
+	struct arb_setattr sa = { 0 };
+	struct slow_dev *sd;
+	const char *why;
+	pthread_t th[2];
+	uint64_t fill, f;
+	ssize_t n;
+
+	teardown();
+	setup_size(32 * MiB, 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	sd = calloc(1, sizeof(*sd));
+	sd->lower = tu_dev_borrow(mem);
+	sd->dev.ops = &slow_ops;
+	sd->dev.size = sd->lower->size;
+	sd->dev.priv = sd;
+	ck_assert_int_eq(arb_fs_open(&sd->dev, &fopts, &fs, &why), 0);
+	/* nearly full: what an overwrite frees is what the next one gets */
+	fill = mkfile(ROOT, "fill");
+	memset(buf, 0xee, chunk);
+	while ((n = arb_fs_write(fs, fill, buf, chunk, written)) > 0)
+		written += (size_t)n;
+	ck_assert_int_eq(n, -ENOSPC);
+	/* room for the file's live version, the one its commit frees, and
+	 * a little: every overwrite takes what the one before freed */
+	sa.size = written - chunk;
+	ck_assert_int_eq(arb_fs_setattr(fs, fill, &sa, ARB_SET_SIZE, NULL,
+					NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	f = mkfile(ROOT, "f");
+	memset(buf, 0, REUSE_FILE);
+	write_all(f, buf, REUSE_FILE, 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+
+	atomic_store(&reuse_done, false);
+	for (int i = 0; i < 2; i++) {
+		rd[i].ino = f;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, reuse_reader_fn,
+						&rd[i]),
+				 0);
+	}
+	for (int v = 1; v <= 250; v++) {
+		memset(buf, v, REUSE_FILE);
+		write_all(f, buf, REUSE_FILE, 0);
+		/* allocates, writes and commits: frees the last version */
+		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	}
+	atomic_store(&reuse_done, true);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_gt(rd[i].reads, 2);
+		ck_assert_msg(rd[i].errors == 0, "reader %d: %d of %d reads bad",
+			      i, rd[i].errors, rd[i].reads);
+	}
+	free(buf);
+	reopen();
+	{
+		uint8_t back[64];
+		ck_assert_int_eq(arb_fs_read(fs, f, back, sizeof(back), 0),
+				 (ssize_t)sizeof(back));
+		ck_assert_uint_eq(back[0], 250);
+	}
+}
+END_TEST
+
 /* a write error during a commit: the filesystem turns read-only and the
  * image keeps the previous commit */
 START_TEST(test_io_error)
@@ -2220,6 +2371,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_commit_thread);
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_read_during_reuse);
 	tcase_add_test(tc, test_io_error);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);

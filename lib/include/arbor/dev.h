@@ -49,7 +49,8 @@ struct arb_dev {
 	/* size in bytes */
 	uint64_t size;
 	void *priv;
-	/* counters, maintained by arb_dev_read/write/flush */
+	/* counters, maintained by arb_dev_read/write/flush; reads may run
+	 * concurrently with everything else and count with atomic adds */
 	uint64_t bytes_read[4], bytes_written[4];
 	uint64_t nr_reads, nr_writes, nr_flushes;
 };
