@@ -64,6 +64,7 @@ struct afs_config {
 	unsigned max_inline;
 	uint64_t cache_size;
 	uint64_t autogrow;
+	uint64_t dirty_limit; /* 0: the kernel's */
 	bool noatime;
 	bool readonly;
 	bool noacl;
@@ -85,6 +86,7 @@ enum {
 	KEY_MAX_INLINE,
 	KEY_CACHE_SIZE,
 	KEY_AUTOGROW,
+	KEY_DIRTY_LIMIT,
 	KEY_TRACE,
 	KEY_MULTITHREAD,
 	KEY_SINGLETHREAD,
@@ -104,6 +106,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
+	FUSE_OPT_KEY("dirty_limit=", KEY_DIRTY_LIMIT),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
@@ -233,6 +236,17 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 			c->autogrow = size;
 		}
 		return 0;
+	case KEY_DIRTY_LIMIT:
+		if (!parse_size(val, &size) || size < 4096) {
+			fprintf(stderr,
+				"arborfs: bad dirty_limit=%s: want bytes (at least "
+				"4K) with an optional K, M or G suffix\n",
+				val);
+			c->bad = true;
+		} else {
+			c->dirty_limit = size;
+		}
+		return 0;
 	case KEY_TRACE:
 		if (!*val) {
 			fprintf(stderr, "arborfs: trace= needs a file name\n");
@@ -272,9 +286,15 @@ static void usage(const char *prog)
 	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
 	       "                           (default 2048)\n"
 	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
+	       "                           (default 64M)\n"
 	       "    -o autogrow=SIZE       grow a full image file (fallocate) up to\n"
 	       "                           SIZE (K/M/G/T) instead of ENOSPC\n"
-	       "                           (default 64M)\n"
+	       "    -o dirty_limit=BYTES   most data the kernel may hold dirty for\n"
+	       "                           this mount (K/M/G; root, Linux >= 6.2):\n"
+	       "                           lower means shorter fsync waits beside\n"
+	       "                           big writers, slower streaming writes\n"
+	       "                           (default: the kernel's, about 1%% of its\n"
+	       "                           dirty limit)\n"
 	       "    -o noatime             never update access times (default relatime)\n"
 	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
 	       "                           refused (default: acl, enforced by the kernel)\n"
@@ -351,6 +371,67 @@ static int daemon_fork(void)
 }
 
 /* In the child, once mounted: detach and let the parent exit 0. */
+/* mountinfo's escaping of a path (octal for space, tab, newline, \\) */
+static void mountinfo_escape(const char *in, char *out, size_t size)
+{
+	size_t n = 0;
+
+	for (; *in && n + 5 < size; in++) {
+		if (*in == ' ' || *in == '\t' || *in == '\n' || *in == '\\')
+			n += (size_t)snprintf(out + n, size - n, "\\%03o",
+					      (unsigned char)*in);
+		else
+			out[n++] = *in;
+	}
+	out[n] = 0;
+}
+
+/*
+ * -o dirty_limit: the most dirty page cache the kernel keeps for this
+ * mount (its backing device's max_bytes).  The kernel's own limit for a
+ * FUSE mount is a share of its global dirty limit (about 47 MiB here); the
+ * dirty pages of a streaming writer queue ahead of an fsync's own page, so
+ * a lower limit shortens fsync waits beside big writers and slows those
+ * writers (docs/PERFORMANCE.md, "fsync under load").  The device number
+ * comes from /proc/self/mountinfo, for the same reason.
+ */
+static void set_dirty_limit(const char *mountpoint, uint64_t bytes)
+{
+	char want[PATH_MAX * 4], line[PATH_MAX * 4 + 512], dev[64] = "";
+	char path[PATH_MAX];
+	FILE *f;
+
+	/* absolute already (fuse_parse_cmdline); no realpath: a lookup on
+	 * the mountpoint would ask this daemon, which is not serving yet */
+	mountinfo_escape(mountpoint, want, sizeof(want));
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		goto fail;
+	/* the last match is the mount on top */
+	while (fgets(line, sizeof(line), f)) {
+		char mdev[64], mpoint[sizeof(line)];
+
+		if (sscanf(line, "%*s %*s %63s %*s %s", mdev, mpoint) == 2 &&
+		    strcmp(mpoint, want) == 0)
+			snprintf(dev, sizeof(dev), "%s", mdev);
+	}
+	fclose(f);
+	if (!*dev)
+		goto fail;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/max_bytes", dev);
+	f = fopen(path, "we");
+	if (!f)
+		goto fail;
+	fprintf(f, "%llu\n", (unsigned long long)bytes);
+	if (fclose(f) != 0)
+		goto fail;
+	return;
+fail:
+	afs_log(LOG_WARNING, "dirty_limit: cannot set the limit of %s (%s%s)",
+		mountpoint, *dev ? "no writable max_bytes for device " : "mount not found",
+		dev);
+}
+
 static void daemon_detach(void)
 {
 	unsigned char ok = 0;
@@ -618,6 +699,8 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_destroy_session;
 	/* cannot fail after a mount (only on a NULL io or a bad fd) */
+	if (conf.dirty_limit && !conf.readonly)
+		set_dirty_limit(opts.mountpoint, conf.dirty_limit);
 	if (afs_killpriv_attach(se) != 0)
 		afs_log(LOG_WARNING, "no FUSE_HANDLE_KILLPRIV_V2: each write "
 			"asks for security.capability");

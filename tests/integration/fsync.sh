@@ -23,7 +23,21 @@ stat() {
 for mode in "" singlethread; do
 fs_mkfs -s 1G
 log "serving with ${mode:-a pool of threads}"
-fs_mount -o commit=3600${mode:+,$mode}
+# the pool run also caps the mount's dirty page cache (-o dirty_limit)
+limit=,dirty_limit=16M
+[ -z "$mode" ] || limit=
+fs_mount -o commit=3600${mode:+,$mode}$limit
+if [ -z "$mode" ]; then
+	mb=/sys/class/bdi/$(mountpoint -d "$MNT")/max_bytes
+	if [ -f "$mb" ]; then
+		v=$(cat "$mb")
+		log "dirty_limit=16M: the kernel's max_bytes is $v"
+		[ "$v" -ge $((15 << 20)) ] && [ "$v" -le $((17 << 20)) ] ||
+			fail "dirty_limit=16M left max_bytes at $v"
+	else
+		log "no max_bytes in sysfs (Linux < 6.2): dirty_limit not checked"
+	fi
+fi
 mkdir "$MNT/g"
 python3 - "$MNT/g" $NPROC <<'EOF' || fail "setup"
 import os, sys
