@@ -72,6 +72,10 @@ if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 	# group commit: fsyncs of 8 processes gathering on one commit
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "fsync.sh" tests/integration/fsync.sh "$BUILD"
+	# the request notes of the session's own read (killpriv.c), per
+	# worker thread, and attribute notifications from the workers
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "killpriv.sh" tests/integration/killpriv.sh "$BUILD"
 	# the signal thread against the loop (stop on SIGTERM/INT/HUP)
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "signals.sh" tests/integration/signals.sh "$BUILD"
