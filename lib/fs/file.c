@@ -688,6 +688,20 @@ static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
 	return 0;
 }
 
+/* Read ino, which must be a regular file: -EISDIR for a directory,
+ * not_reg for anything else (read/write: -EINVAL, fallocate: -ENODEV). */
+static int reg_inode_read(struct arb_fs *fs, uint64_t ino,
+			  struct arb_inode *in, int not_reg)
+{
+	int ret = fs_inode_read(fs, ino, in);
+
+	if (ret)
+		return ret;
+	if (S_ISDIR(in->mode))
+		return -EISDIR;
+	return S_ISREG(in->mode) ? 0 : not_reg;
+}
+
 static bool has_inline(struct arb_fs *fs, uint64_t ino)
 {
 	struct ext e;
@@ -723,17 +737,9 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 	if (size > SSIZE_MAX)
 		size = SSIZE_MAX;
 	fs_lock(fs);
-	r = fs_inode_read(fs, ino, &in);
+	r = reg_inode_read(fs, ino, &in, -EINVAL);
 	if (r) {
 		ret = r;
-		goto out;
-	}
-	if (S_ISDIR(in.mode)) {
-		ret = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(in.mode)) {
-		ret = -EINVAL;
 		goto out;
 	}
 	if (off >= in.size || size == 0) {
@@ -804,17 +810,9 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (size >= ARB_BULK_WRITE)
 		pthread_mutex_lock(&fs->bulk_lock);
 	fs_lock(fs);
-	r = fs_inode_read(fs, ino, &in);
+	r = reg_inode_read(fs, ino, &in, -EINVAL);
 	if (r) {
 		ret = r;
-		goto out;
-	}
-	if (S_ISDIR(in.mode)) {
-		ret = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(in.mode)) {
-		ret = -EINVAL;
 		goto out;
 	}
 	first = off / bs;
@@ -1479,17 +1477,9 @@ int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
 
 	fs_lock(fs);
 	bs = fs->bs;
-	ret = fs_inode_read(fs, ino, &in);
+	ret = reg_inode_read(fs, ino, &in, -ENODEV);
 	if (ret)
 		goto out;
-	if (S_ISDIR(in.mode)) {
-		ret = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(in.mode)) {
-		ret = -ENODEV;
-		goto out;
-	}
 	if (fs->readonly) {
 		ret = -EROFS;
 		goto out;
