@@ -80,6 +80,9 @@ int fs_resize_locked(struct arb_fs *fs, uint64_t size, bool allocate,
 			*why = "commit of the new size failed";
 		return ret;
 	}
+	/* blocks freed while data reads were in flight are free once they
+	 * are done (grace lists): not "in use" past the new end */
+	arb_free_space_grace_drain(vol);
 	ret = arb_vol_set_size(vol, size);
 	if (ret == -EBUSY) {
 		*why = "space past the new end is in use (shrinking does not "
