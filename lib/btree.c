@@ -1110,21 +1110,39 @@ int arb_lookup_item(struct arb_root *root, const struct arb_key *key, void *buf,
 
 /* ---- walking leaves ----------------------------------------------------- */
 
+/* the child slot of an internal node as arb_search_slot picks it */
+static int child_slot(const struct arb_node *n, const struct arb_key *key)
+{
+	int slot;
+
+	if (bin_search(n, key, &slot) != 0 && slot > 0)
+		slot--;
+	return slot;
+}
+
 void arb_prefetch_leaf(struct arb_root *root, const struct arb_key *key)
+{
+	arb_prefetch_range(root, key, key, 1);
+}
+
+void arb_prefetch_range(struct arb_root *root, const struct arb_key *lo,
+			const struct arb_key *hi, int max)
 {
 	struct arb_vol *vol = root->vol;
 	struct arb_node *n = root->node, *c;
 	int level, slot;
 
-	if (!vol->dev->ops->readahead)
+	if (!vol->dev->ops->readahead || max < 1)
 		return;
 	arb_node_pin(n);
 	for (level = arb_level(n); level > 0; level--) {
-		/* the child slot as arb_search_slot picks it */
-		if (bin_search(n, key, &slot) != 0 && slot > 0)
-			slot--;
+		slot = child_slot(n, lo);
 		if (level == 1) {
-			arb_node_hint(vol, arb_child_bytenr(n, slot));
+			int last = child_slot(n, hi);
+
+			if (last > slot + max - 1)
+				last = slot + max - 1;
+			arb_node_hint_children(vol, n, slot, last);
 			break;
 		}
 		if (arb_node_read(vol, arb_child_bytenr(n, slot),

@@ -510,6 +510,20 @@ static void ra_issue(struct arb_vol *vol, const struct arb_node *parent,
 		arb_dev_readahead(vol->dev, start, len);
 }
 
+void arb_node_hint_children(struct arb_vol *vol, const struct arb_node *parent,
+			    int from, int to)
+{
+	int nr = (int)arb_nritems(parent);
+
+	if (!vol->dev->ops->readahead || from >= nr || to < from)
+		return;
+	if (from < 0)
+		from = 0;
+	if (to >= nr)
+		to = nr - 1;
+	ra_issue(vol, parent, from, to);
+}
+
 void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
 {
 	if (!vol->dev->ops->readahead || hash_find(&vol->cache, bytenr))

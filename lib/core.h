@@ -267,6 +267,10 @@ void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq);
 /* Hint the node at bytenr to the device unless it is cached. */
 void arb_node_hint(struct arb_vol *vol, uint64_t bytenr);
+/* Hint children from..to of parent (clamped) that are not cached, one
+ * request per run of adjacent addresses. */
+void arb_node_hint_children(struct arb_vol *vol, const struct arb_node *parent,
+			    int from, int to);
 /* A new zeroed, pinned, dirty node for a freshly allocated bytenr. */
 int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
 		    struct arb_node **out);
@@ -439,6 +443,14 @@ int arb_prev_leaf(struct arb_root *root, struct arb_path *p);
  * leaves then arrive in parallel.  Errors are left to the real lookups.
  */
 void arb_prefetch_leaf(struct arb_root *root, const struct arb_key *key);
+/*
+ * The same for the leaves holding keys lo..hi, at most max of them and
+ * only those under the parent of lo's leaf: for a caller about to scan the
+ * range (a readdir from its start), whose leaves then arrive together
+ * instead of one by one.
+ */
+void arb_prefetch_range(struct arb_root *root, const struct arb_key *lo,
+			const struct arb_key *hi, int max);
 /* Mark the leaf of a cow path dirty after changing item bytes in place. */
 void arb_path_mark_dirty(struct arb_vol *vol, struct arb_path *p);
 

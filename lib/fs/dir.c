@@ -470,6 +470,8 @@ struct rd_ent {
 };
 
 #define RD_BATCH 64
+/* leaves hinted when a listing starts (1 MiB with 16 KiB nodes) */
+#define RD_PREFETCH_LEAVES 64
 
 int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		   arb_filldir_t fill, void *ctx)
@@ -490,6 +492,14 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 	if (!S_ISDIR(din.mode)) {
 		ret = -ENOTDIR;
 		goto out;
+	}
+	/* a listing from its start: its first leaves are read together (the
+	 * scan's own readahead takes over after them) */
+	if (off == 0) {
+		struct arb_key lo = { dir, ARB_DIR_INDEX, 0 };
+		struct arb_key hi = { dir, ARB_DIR_INDEX, UINT64_MAX };
+
+		arb_prefetch_range(fs->root, &lo, &hi, RD_PREFETCH_LEAVES);
 	}
 	/* "." and ".." */
 	while (off < 2) {
