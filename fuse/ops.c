@@ -983,14 +983,25 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t offset, off_t length,
 			  struct fuse_file_info *fi)
 {
+	int ret;
+
 	(void)fi;
 	if (offset < 0 || length <= 0) {
 		reply_err(req, EINVAL);
 		return;
 	}
-	reply_err(req, -arb_fs_fallocate(req_afs(req)->fs, to_ino(ino),
-					      mode, (uint64_t)offset,
-					      (uint64_t)length));
+	ret = arb_fs_fallocate(req_afs(req)->fs, to_ino(ino), mode,
+			       (uint64_t)offset, (uint64_t)length);
+	/*
+	 * The kernel clears set-id bits before a fallocate as before a write
+	 * (file_modified), but with KILLPRIV_V2 that request never reaches
+	 * us and FALLOCATE carries no kill flag: clear them here for a
+	 * caller other than root (CAP_FSETID, which the daemon cannot see,
+	 * approximated by uid 0).
+	 */
+	if (!ret && fuse_req_ctx(req)->uid != 0)
+		ret = kill_suidgid(req_afs(req), ino);
+	reply_err(req, -ret);
 }
 
 static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

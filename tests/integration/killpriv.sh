@@ -5,10 +5,11 @@
 # The daemon negotiates FUSE_HANDLE_KILLPRIV_V2 (fuse/killpriv.c): the
 # kernel stops asking for security.capability before every write(2), and
 # the daemon clears the set-id bits itself when the kernel says so (a
-# write or truncate by a caller without CAP_FSETID, any chown).  This test
-# checks both halves: the modes after writes, truncates, O_TRUNC opens,
-# O_DIRECT writes and chowns by an unprivileged user and by root, through
-# the kernel at once and from the image after a remount; a file
+# write or truncate by a caller without CAP_FSETID, any chown; a fallocate
+# by anyone but root, which carries no flag).  This test checks both
+# halves: the modes after writes, truncates, O_TRUNC opens, O_DIRECT
+# writes, fallocates and chowns by an unprivileged user and by root,
+# through the kernel at once and from the image after a remount; a file
 # capability removed by a write; and the number of GETXATTR requests that
 # 1,000 small writes cost (arbor filesystem stats).
 . "$(dirname "$0")/lib.sh" "$@"
@@ -52,6 +53,7 @@ WRITE='fd = os.open(f, os.O_WRONLY | os.O_APPEND); os.write(fd, b"more\n"); os.c
 TRUNC='os.truncate(f, 3)'
 OTRUNC='os.close(os.open(f, os.O_WRONLY | os.O_TRUNC))'
 DIRECT='m = mmap.mmap(-1, 4096); m.write(b"x" * 4096); fd = os.open(f, os.O_WRONLY | os.O_DIRECT); os.pwrite(fd, m, 0); os.close(fd)'
+FALLOC='fd = os.open(f, os.O_WRONLY); os.posix_fallocate(fd, 0, 65536); os.close(fd)'
 
 EXPECT=$TMP/expect
 : >"$EXPECT"
@@ -70,6 +72,8 @@ mk w-sgid 2777; as_nobody "$WRITE" "$D/w-sgid"; want w-sgid 777
 mk t-suid 6777; as_nobody "$TRUNC" "$D/t-suid"; want t-suid 777
 mk o-suid 6777; as_nobody "$OTRUNC" "$D/o-suid"; want o-suid 777
 mk d-suid 6777; as_nobody "$DIRECT" "$D/d-suid"; want d-suid 777
+# no kill flag on FALLOCATE: the daemon clears them for a caller not root
+mk f-suid 6777; as_nobody "$FALLOC" "$D/f-suid"; want f-suid 777
 # a second write after the first cleared the bits, then a new chmod +s:
 # the kernel must ask again, not trust what it saw before
 mk w2-suid 6777; as_nobody "$WRITE" "$D/w2-suid"; chmod 4777 "$D/w2-suid"
@@ -80,6 +84,7 @@ mk r-w 6777; as_root "$WRITE" "$D/r-w"; want r-w 6777
 mk r-t 6777; as_root "$TRUNC" "$D/r-t"; want r-t 6777
 mk r-o 6777; as_root "$OTRUNC" "$D/r-o"; want r-o 6777
 mk r-d 6777; as_root "$DIRECT" "$D/r-d"; want r-d 6777
+mk r-f 6777; as_root "$FALLOC" "$D/r-f"; want r-f 6777
 
 log "chown clears them, even by root (sgid only with group execute)"
 mk c-suid 6755; chown 65534 "$D/c-suid"; want c-suid 755
