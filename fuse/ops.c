@@ -493,7 +493,9 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ret);
 		return;
 	}
-	/* O_TRUNC without CAP_FSETID (killpriv.c) */
+	/* O_TRUNC without CAP_FSETID (killpriv.c); the kernel sends this
+	 * even though the truncate itself then comes as a SETATTR
+	 * (killpriv.sh, o-suid, fails without it) */
 	if (afs_kill_suidgid_asked()) {
 		ret = kill_suidgid(req_afs(req), ino);
 		if (ret) {

@@ -93,29 +93,39 @@ void tu_vol_check(struct arb_vol *vol)
 
 /* ---- a borrowed device -------------------------------------------------- */
 
+struct borrow {
+	struct arb_dev dev;
+	struct arb_dev *lower;
+	void (*before_read)(enum arb_io_kind kind);
+};
+
 static int borrow_pread(struct arb_dev *d, void *buf, size_t len,
 			uint64_t off, enum arb_io_kind kind)
 {
-	struct arb_dev *l = d->priv;
+	struct borrow *b = d->priv;
+	struct arb_dev *l = b->lower;
+
+	if (b->before_read)
+		b->before_read(kind);
 	return l->ops->pread(l, buf, len, off, kind);
 }
 
 static int borrow_pwrite(struct arb_dev *d, const void *buf, size_t len,
 			 uint64_t off, enum arb_io_kind kind)
 {
-	struct arb_dev *l = d->priv;
+	struct arb_dev *l = ((struct borrow *)d->priv)->lower;
 	return l->ops->pwrite(l, buf, len, off, kind);
 }
 
 static int borrow_flush(struct arb_dev *d)
 {
-	struct arb_dev *l = d->priv;
+	struct arb_dev *l = ((struct borrow *)d->priv)->lower;
 	return l->ops->flush(l);
 }
 
 static void borrow_destroy(struct arb_dev *d)
 {
-	free(d);
+	free(d->priv);
 }
 
 static const struct arb_dev_ops borrow_ops = {
@@ -125,13 +135,21 @@ static const struct arb_dev_ops borrow_ops = {
 	.destroy = borrow_destroy,
 };
 
+struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,
+				     void (*before_read)(enum arb_io_kind kind))
+{
+	struct borrow *b = calloc(1, sizeof(*b));
+
+	ck_assert_ptr_nonnull(b);
+	b->dev.ops = &borrow_ops;
+	b->dev.size = lower->size;
+	b->dev.priv = b;
+	b->lower = lower;
+	b->before_read = before_read;
+	return &b->dev;
+}
+
 struct arb_dev *tu_dev_borrow(struct arb_dev *lower)
 {
-	struct arb_dev *d = calloc(1, sizeof(*d));
-
-	ck_assert_ptr_nonnull(d);
-	d->ops = &borrow_ops;
-	d->size = lower->size;
-	d->priv = lower;
-	return d;
+	return tu_dev_borrow_hooked(lower, NULL);
 }

@@ -6,6 +6,8 @@
 #include <check.h>
 #include <stdint.h>
 
+#include <arbor/dev.h>
+
 /* ARBOR_TEST_SCALE=ci (default) or full */
 int tu_full_scale(void);
 /* pick n for ci, m for full */
@@ -42,3 +44,7 @@ void tu_vol_check(struct arb_vol *vol);
 /* A device passing everything to lower whose destroy leaves lower alone:
  * a filesystem closed on it keeps its bytes in lower for the next open. */
 struct arb_dev *tu_dev_borrow(struct arb_dev *lower);
+/* The same, calling before_read (may be NULL) before each read, e.g. to
+ * make reads slow. */
+struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,
+				     void (*before_read)(enum arb_io_kind kind));
