@@ -110,6 +110,12 @@ struct afs {
 	/* the kernel granted the writeback cache (set in init); the library
 	 * was opened with write_keeps_times when the mount is writable */
 	bool writeback;
+	/* the kernel opens files / directories without asking us (an ENOSYS
+	 * from the first OPEN / OPENDIR tells it to; set in init) */
+	bool no_open;
+	bool no_opendir;
+	/* -o open_requests: keep them anyway */
+	bool open_requests;
 
 	/* ---- statistics for ARB_IOC_GET_STATS (ctl.c) ---- */
 	struct afs_op_counter ops[ARB_IOC_OP_NR];

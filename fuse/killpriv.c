@@ -11,12 +11,14 @@
  * capability" (S_NOSEC) until a security xattr is set, and leaves the
  * set-user-ID and set-group-ID bits to the filesystem, telling it when to
  * clear them: FUSE_WRITE_KILL_SUIDGID on a write and FATTR_KILL_SUIDGID on
- * a setattr (truncate by a caller without CAP_FSETID, any chown), and
- * FUSE_OPEN_KILL_SUIDGID on an open with O_TRUNC.  File capabilities stay
- * the kernel's job (it removes the xattr through REMOVEXATTR).
+ * a setattr (truncate by a caller without CAP_FSETID, any chown; the
+ * truncate of an open with O_TRUNC is one, as the daemon does not take
+ * atomic O_TRUNC, see afs_init).  (FUSE_OPEN_KILL_SUIDGID, the third bit,
+ * comes only with atomic O_TRUNC.)  File capabilities stay the kernel's
+ * job (it removes the xattr through REMOVEXATTR).
  *
  * libfuse 3.14 (Debian 12) can neither ask for the flag nor pass those
- * three bits to the operations.  It does let a daemon supply its own read
+ * bits to the operations.  It does let a daemon supply its own read
  * and writev for the session (fuse_session_custom_io), and that is all
  * this file uses:
  *
@@ -75,11 +77,6 @@ static void note_request(const void *buf, size_t n)
 		if (len >= sizeof(struct fuse_setattr_in))
 			kill_asked = ((const struct fuse_setattr_in *)arg)->valid &
 				     FATTR_KILL_SUIDGID;
-		break;
-	case FUSE_OPEN:
-		if (len >= sizeof(struct fuse_open_in))
-			kill_asked = ((const struct fuse_open_in *)arg)->open_flags &
-				     FUSE_OPEN_KILL_SUIDGID;
 		break;
 	case FUSE_INIT:
 		/* the flags word is the same in every 7.x INIT request */

@@ -69,6 +69,7 @@ struct afs_config {
 	bool readonly;
 	bool noacl;
 	bool multithread;
+	bool open_requests;
 	char *trace;
 	bool have_fsname;
 	bool have_subtype;
@@ -90,6 +91,7 @@ enum {
 	KEY_TRACE,
 	KEY_MULTITHREAD,
 	KEY_SINGLETHREAD,
+	KEY_OPEN_REQUESTS,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
@@ -110,6 +112,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
+	FUSE_OPT_KEY("open_requests", KEY_OPEN_REQUESTS),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -258,6 +261,9 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_MULTITHREAD:
 		c->multithread = true;
 		return 0;
+	case KEY_OPEN_REQUESTS:
+		c->open_requests = true;
+		return 0;
 	case KEY_SINGLETHREAD:
 		c->multithread = false;
 		return 0;
@@ -301,6 +307,9 @@ static void usage(const char *prog)
 	       "    -o trace=FILE          log every device I/O to FILE\n"
 	       "    -o singlethread        serve requests from one thread (as -s);\n"
 	       "                           default: a pool (-o max_threads=N)\n"
+	       "    -o open_requests       have the kernel send OPEN, RELEASE, OPENDIR\n"
+	       "                           and RELEASEDIR (default: opens cost no\n"
+	       "                           request where the kernel allows it)\n"
 	       "\n"
 	       "default_permissions is always on: the kernel checks permissions\n"
 	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
@@ -677,6 +686,7 @@ int main(int argc, char *argv[])
 	afs.readonly = conf.readonly;
 	afs.debug = opts.debug;
 	afs.posix_acl = !conf.noacl;
+	afs.open_requests = conf.open_requests;
 	if (afs_lookup_init(&afs.lookups))
 		goto out_close_fs;
 	afs_stats_init(&afs);

@@ -217,6 +217,31 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/* the daemon is the only writer: cached pages never go stale */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/*
+	 * Zero-message opens.  An open holds nothing here the kernel's
+	 * lookup reference does not already hold (the inode stays pinned
+	 * until FORGET, which comes after the last close), and the flags a
+	 * reply would carry are the kernel's defaults without one:
+	 * FOPEN_KEEP_CACHE, and FOPEN_CACHE_DIR for directories.  So the
+	 * first OPEN and OPENDIR answer ENOSYS, and the kernel sends no
+	 * OPEN, OPENDIR, RELEASE or RELEASEDIR after them: two requests
+	 * fewer per file read (tar c) and per directory listed (find).
+	 * Files made by CREATE still get a RELEASE, which afs_release
+	 * balances against the pin afs_create took.
+	 *
+	 * No atomic O_TRUNC: an open with O_TRUNC reaches us as a SETATTR
+	 * of the size (carrying FATTR_KILL_SUIDGID where set-id bits must
+	 * go), with or without OPEN requests.  libfuse 3.14 asks for atomic
+	 * O_TRUNC by default, and before 2026-12-03 the daemon took it but
+	 * its OPEN never truncated: the kernel cut only its page cache, and
+	 * the image kept the old bytes past what was written after the
+	 * open (opens.sh checks this after a remount).
+	 */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	afs->no_open = !afs->open_requests &&
+		       (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	afs->no_opendir = !afs->open_requests &&
+			  (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* libfuse lowers this to what its buffers and the kernel allow */
 	conn->max_write = 1024 * 1024;
 	/* the kernel proposed its own maximum; ask for at least 1 MiB */
@@ -488,21 +513,15 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int ret;
 
+	if (req_afs(req)->no_open) {
+		/* "opened": the kernel sends no more OPEN or RELEASE (init) */
+		reply_err(req, ENOSYS);
+		return;
+	}
 	ret = arb_fs_open_inode(req_afs(req)->fs, to_ino(ino));
 	if (ret) {
 		reply_err(req, -ret);
 		return;
-	}
-	/* O_TRUNC without CAP_FSETID (killpriv.c); the kernel sends this
-	 * even though the truncate itself then comes as a SETATTR
-	 * (killpriv.sh, o-suid, fails without it) */
-	if (afs_kill_suidgid_asked()) {
-		ret = kill_suidgid(req_afs(req), ino);
-		if (ret) {
-			arb_fs_release_inode(req_afs(req)->fs, to_ino(ino));
-			reply_err(req, -ret);
-			return;
-		}
 	}
 	/* no one else writes the image: cached pages stay valid */
 	fi->keep_cache = 1;
@@ -653,6 +672,11 @@ static void afs_opendir(fuse_req_t req, fuse_ino_t ino,
 	struct arb_stat st;
 	int ret;
 
+	if (req_afs(req)->no_opendir) {
+		/* no more OPENDIR or RELEASEDIR, listings cached (init) */
+		reply_err(req, ENOSYS);
+		return;
+	}
 	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
 	if (ret) {
 		reply_err(req, -ret);

@@ -27,7 +27,8 @@ op_count() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["ops"].get(sys.argv[1], {}).get("count", 0))' "$1"
 }
 
-for mode in "" singlethread; do
+# open_requests: the O_TRUNC kill then comes with an OPEN (opens.sh)
+for mode in "" singlethread open_requests; do
 log "serving with ${mode:-a pool of threads}"
 fs_mkfs -s 256M
 fs_mount ${mode:+-o $mode}

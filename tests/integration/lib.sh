@@ -169,7 +169,8 @@ fs_umount() {
 	local st=0
 	wait "$DAEMON_PID" || st=$?
 	DAEMON_PID=
-	[ $st -eq 0 ] || fail "daemon exited with status $st (see $DAEMON_LOG)"
+	# a sanitizer's report explains a bad status better than its tail
+	[ $st -eq 0 ] || { check_daemon_log; fail "daemon exited with status $st (see $DAEMON_LOG)"; }
 	check_daemon_log
 }
 
