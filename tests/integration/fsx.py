@@ -216,6 +216,19 @@ class Fsx:
                 os.close(fd)
         return "append %s len=%d" % (p, len(buf)), f, [p]
 
+    def op_rewrite(self):
+        # open(O_TRUNC) and write less than was there: the shell's '>'
+        p = self.file_path()
+        buf = self.data(self.rnd.choice([0, 3, self.rnd.randrange(1, 9000)]))
+
+        def f(root):
+            fd = os.open(os.path.join(root, p), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                return os.write(fd, buf)
+            finally:
+                os.close(fd)
+        return "rewrite %s len=%d" % (p, len(buf)), f, [p]
+
     def op_read(self):
         p = self.file_path()
         off = self.rnd.randrange(MAX_OFF)
@@ -375,7 +388,7 @@ class Fsx:
                 os.close(fd)
         return "fsync %s" % p, f, []
 
-    OPS = [("write", 20), ("append", 4), ("read", 10), ("truncate", 6), ("fallocate", 6),
+    OPS = [("write", 20), ("append", 4), ("rewrite", 4), ("read", 10), ("truncate", 6), ("fallocate", 6),
            ("mmap", 4), ("rename", 8), ("link", 4), ("unlink", 6), ("mkdir", 5),
            ("rmdir", 3), ("symlink", 3), ("setxattr", 4), ("removexattr", 2),
            ("chmod", 4), ("utime", 3), ("unlinked_open", 1), ("fsync", 2)]
