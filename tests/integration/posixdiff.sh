@@ -1,0 +1,49 @@
+#!/bin/bash
+# posixdiff.sh - arborfs answers POSIX operations as the kernel's tmpfs
+# does.
+#
+# posixdiff.py runs a fixed script of about 120 operations (set-group-ID
+# directories, chmod/chown/utime by owners and others, the sticky bit,
+# name and symlink limits, open flags, renames with RENAME_NOREPLACE and
+# RENAME_EXCHANGE, link counts, which timestamps move, holes and large
+# offsets, xattr flags and limits), as root and as unprivileged users,
+# and prints what a user sees for each: the errno or "ok", modes, owners,
+# link counts, sizes, contents.  It runs once on a tmpfs and once on a
+# fresh arborfs mount (-o dev, as tmpfs allows device nodes); the two
+# outputs must be identical.  The tree must then survive a remount
+# unchanged (manifest) and pass fsck.
+. "$(dirname "$0")/lib.sh" "$@"
+
+REF=$TMP/ref
+mkdir -p "$REF"
+test_cleanup() {
+	mountpoint -q "$REF" && umount "$REF"
+}
+mount -t tmpfs -o mode=755,size=64M tmpfs "$REF" || skip "cannot mount a tmpfs"
+log "reference run on tmpfs"
+python3 "$SRCDIR/tests/integration/posixdiff.py" "$REF" >"$TMP/ref.out" ||
+	fail "posixdiff.py failed on tmpfs"
+umount "$REF"
+
+fs_mkfs -s 256M
+fs_mount -o dev
+chmod 755 "$MNT"
+log "the same on arborfs"
+python3 "$SRCDIR/tests/integration/posixdiff.py" "$MNT" >"$TMP/arb.out" ||
+	fail "posixdiff.py failed on arborfs"
+log "$(wc -l <"$TMP/ref.out") results compared"
+if ! diff -u "$TMP/ref.out" "$TMP/arb.out" >"$TMP/diff"; then
+	cat "$TMP/diff" >&2
+	soft_fail "arborfs differs from tmpfs (- tmpfs, + arborfs)"
+fi
+[ "$(wc -l <"$TMP/ref.out")" -ge 100 ] || soft_fail "only $(wc -l <"$TMP/ref.out") results"
+
+manifest "$MNT" >"$TMP/before"
+fs_remount -o dev
+manifest "$MNT" >"$TMP/after"
+if ! diff -u "$TMP/before" "$TMP/after" >&2; then
+	soft_fail "the tree changed across a remount"
+fi
+fs_umount
+check_fsck
+finish
