@@ -328,4 +328,70 @@ report_as("user xattr on another's 0644 file", NOBODY, NOBODY, [],
 report_as("read user xattr of another's 0644 file", NOBODY, NOBODY, [],
           lambda: os.getxattr(p("x"), "user.a"))
 
+# ---- POSIX ACLs (system.posix_acl_*, binary form) ----------------------
+import struct
+
+TAGS = {"u::": 1, "u:": 2, "g::": 4, "g:": 8, "m::": 16, "o::": 32}
+NAMES = {1: "u::", 2: "u:", 4: "g::", 8: "g:", 16: "m::", 32: "o::"}
+
+
+def acl(*entries):
+    """acl(("u::", 7), ("u:", 65534, 6), ...) in the xattr's binary form"""
+    b = struct.pack("<I", 2)
+    for e in entries:
+        tag, perm, qual = e[0], e[-1], (e[1] if len(e) == 3 else 0xFFFFFFFF)
+        b += struct.pack("<HHI", TAGS[tag], perm, qual)
+    return b
+
+
+def show_acl(path, kind):
+    try:
+        b = os.getxattr(path, "system.posix_acl_" + kind, follow_symlinks=False)
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    out = []
+    for i in range(4, len(b), 8):
+        tag, perm, qual = struct.unpack("<HHI", b[i:i + 8])
+        name = NAMES.get(tag, "?%d" % tag)
+        out.append(name + ("%d:" % qual if tag in (2, 8) else "") + "%o" % perm)
+    return ",".join(out)
+
+
+def acl_fact(name, path):
+    OUT.append("%s: %s access=%s default=%s" % (name, st(path), show_acl(path, "access"),
+                                               show_acl(path, "default") if os.path.isdir(path) else "-"))
+
+
+os.mkdir(p("acl"))
+report("set a default ACL", lambda: os.setxattr(p("acl"), "system.posix_acl_default",
+       acl(("u::", 7), ("u:", NOBODY, 7), ("g::", 5), ("m::", 7), ("o::", 0))))
+acl_fact("  the dir", p("acl"))
+write(p("acl", "f"), b"inherits", 0o666)
+acl_fact("file created 0666 under it (umask 022 not applied)", p("acl", "f"))
+os.mkdir(p("acl", "d"), 0o777)
+acl_fact("dir created under it", p("acl", "d"))
+write(p("acl", "d", "g"), b"", 0o640)
+acl_fact("file created 0640 two levels down", p("acl", "d", "g"))
+report_as("write through a named-user entry", NOBODY, NOBODY, [],
+          lambda: write(p("acl", "f"), b"by acl", flags=os.O_WRONLY | os.O_TRUNC))
+report_as("write by another user (other: none)", OTHER, OTHER, [],
+          lambda: write(p("acl", "f"), b"no", flags=os.O_WRONLY))
+report("chmod 0640 of a file with an extended ACL", lambda: os.chmod(p("acl", "f"), 0o640))
+acl_fact("  the mask follows the group bits", p("acl", "f"))
+report_as("write through the named-user entry, mask r--", NOBODY, NOBODY, [],
+          lambda: write(p("acl", "f"), b"masked", flags=os.O_WRONLY))
+write(p("acl", "plain"), b"", 0o644)
+report("set a minimal access ACL", lambda: os.setxattr(p("acl", "plain"), "system.posix_acl_access",
+       acl(("u::", 6), ("g::", 0), ("o::", 4))))
+acl_fact("  it becomes the mode", p("acl", "plain"))
+report("remove the default ACL", lambda: os.removexattr(p("acl"), "system.posix_acl_default"))
+write(p("acl", "after"), b"", 0o666)
+acl_fact("file created after the removal", p("acl", "after"))
+report("an ACL with no mask but a named user", lambda: os.setxattr(p("acl", "plain"), "system.posix_acl_access",
+       acl(("u::", 6), ("u:", NOBODY, 6), ("g::", 4), ("o::", 4))))
+report("an ACL with a bad version", lambda: os.setxattr(p("acl", "plain"), "system.posix_acl_access",
+       b"\x03\0\0\0" + acl(("u::", 6), ("g::", 4), ("o::", 4))[4:]))
+report("a default ACL on a file", lambda: os.setxattr(p("acl", "plain"), "system.posix_acl_default",
+       acl(("u::", 6), ("g::", 4), ("o::", 4))))
+
 print("\n".join(OUT))

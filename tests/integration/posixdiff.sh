@@ -2,11 +2,13 @@
 # posixdiff.sh - arborfs answers POSIX operations as the kernel's tmpfs
 # does.
 #
-# posixdiff.py runs a fixed script of about 120 operations (set-group-ID
+# posixdiff.py runs a fixed script of about 140 operations (set-group-ID
 # directories, chmod/chown/utime by owners and others, the sticky bit,
 # name and symlink limits, open flags, renames with RENAME_NOREPLACE and
 # RENAME_EXCHANGE, link counts, which timestamps move, holes and large
-# offsets, xattr flags and limits), as root and as unprivileged users,
+# offsets, xattr flags and limits, POSIX ACLs: default ACL inheritance,
+# named-user entries and the mask, minimal and invalid ACLs), as root and
+# as unprivileged users,
 # and prints what a user sees for each: the errno or "ok", modes, owners,
 # link counts, sizes, contents.  It runs once on a tmpfs and once on a
 # fresh arborfs mount (-o dev, as tmpfs allows device nodes); the two
