@@ -134,7 +134,10 @@ fs_mount() {
 	# ARBOR_DAEMON_DEBUG=1: log every FUSE request (-d) to $DAEMON_LOG
 	local dbg=()
 	[ "${ARBOR_DAEMON_DEBUG:-0}" = 0 ] || dbg=(-d)
-	env "${DAEMON_ENV[@]}" "$DAEMON" -f "${dbg[@]}" "$@" "$IMG" "$MNT" \
+	# ARBOR_MOUNT_OPTS="-o x,y": added to every mount of the test
+	# shellcheck disable=SC2206
+	local extra=(${ARBOR_MOUNT_OPTS:-})
+	env "${DAEMON_ENV[@]}" "$DAEMON" -f "${dbg[@]}" "${extra[@]}" "$@" "$IMG" "$MNT" \
 		>>"$DAEMON_LOG" 2>&1 &
 	DAEMON_PID=$!
 	local t=300
