@@ -226,8 +226,8 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	 * first OPEN and OPENDIR answer ENOSYS, and the kernel sends no
 	 * OPEN, OPENDIR, RELEASE or RELEASEDIR after them: two requests
 	 * fewer per file read (tar c) and per directory listed (find).
-	 * Nor, once it has seen the ENOSYS, a RELEASE for files made by
-	 * CREATE: afs_create takes no open pin in this mode.
+	 * Nor, once it has seen the ENOSYS, always a RELEASE for files made
+	 * by CREATE: afs_create takes no open pin in this mode.
 	 *
 	 * No atomic O_TRUNC: an open with O_TRUNC reaches us as a SETATTR
 	 * of the size (carrying FATTR_KILL_SUIDGID where set-id bits must
@@ -557,8 +557,8 @@ static void afs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	/*
 	 * An open pin only where a RELEASE will come for it: once the
-	 * kernel opens without requests (afs_init) it sends no RELEASE
-	 * even for files made by CREATE (Linux 6.18: a pin taken here was
+	 * kernel opens without requests (afs_init) it may send no RELEASE
+	 * for files made by CREATE either (Linux 6.18: a pin taken here was
 	 * never dropped, and the unlinked file's space never came back;
 	 * enospc.sh, opens.sh).  The lookup reference pins it then.
 	 */
