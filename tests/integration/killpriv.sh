@@ -15,17 +15,7 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-# the system's python: a per-user one (pyenv) may be out of nobody's reach
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-command -v setpriv >/dev/null || skip "setpriv (util-linux) missing"
-
-# op_count OP: requests of kind OP since the last reset (arbor filesystem stats)
-op_count() {
-	"$ARBOR" filesystem stats --json "$MNT" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["ops"].get(sys.argv[1], {}).get("count", 0))' "$1"
-}
+need_nobody
 
 # open_requests: the O_TRUNC kill then comes with an OPEN (opens.sh)
 for mode in "" singlethread open_requests; do

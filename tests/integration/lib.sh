@@ -307,3 +307,20 @@ install_pkg() {
 		return 1
 	command -v "$1" >/dev/null
 }
+
+# op_count OP: FUSE requests of kind OP since the last `arbor filesystem
+# stats --reset` of $MNT
+op_count() {
+	"$BUILD/cli/arbor" filesystem stats --json "$MNT" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["ops"].get(sys.argv[1], {}).get("count", 0))' "$1"
+}
+
+# need_nobody: set NOBODY (a command prefix that runs as uid/gid 65534
+# without groups) and PY (the system's python3: a per-user one, pyenv,
+# may be out of nobody's reach), or skip the test
+need_nobody() {
+	command -v setpriv >/dev/null || skip "setpriv (util-linux) missing"
+	NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	PY=/usr/bin/python3
+	[ -x "$PY" ] || PY=$(command -v python3)
+}

@@ -18,16 +18,7 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-command -v setpriv >/dev/null || skip "setpriv (util-linux) missing"
-
-# op_count OP: requests of kind OP since the last reset
-op_count() {
-	"$ARBOR" filesystem stats --json "$MNT" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["ops"].get(sys.argv[1], {}).get("count", 0))' "$1"
-}
+need_nobody
 
 for mode in "" open_requests; do
 log "mounted with ${mode:-the defaults}"
