@@ -76,6 +76,10 @@ if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 	# worker thread, and attribute notifications from the workers
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "killpriv.sh" tests/integration/killpriv.sh "$BUILD"
+	# opens without requests: orphans freed at FORGET by whichever
+	# worker reads it, while others serve the same inode
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "opens.sh" tests/integration/opens.sh "$BUILD"
 	# the signal thread against the loop (stop on SIGTERM/INT/HUP)
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "signals.sh" tests/integration/signals.sh "$BUILD"
