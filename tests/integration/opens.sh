@@ -6,9 +6,9 @@
 # (5.1 and later) then opens files and directories by itself, with
 # FOPEN_KEEP_CACHE (and FOPEN_CACHE_DIR), and sends no RELEASE or
 # RELEASEDIR.  -o open_requests keeps the requests.  In both modes this
-# test counts the requests that reading 60 files and listing 6
+# test counts the requests that reading 60 files and listing 7
 # directories cost (arbor filesystem stats), and checks what depends on
-# opens: a file unlinked while open stays readable and writable until the
+# opens: a file unlinked (or renamed over) while open stays readable until the
 # last close and is freed then; O_TRUNC truncates (and clears set-id bits
 # for an unprivileged caller); a file created 0444 is writable through the
 # descriptor that created it and not openable for writing afterwards by
@@ -51,7 +51,7 @@ else
 		soft_fail "-o open_requests: too few open requests (want at least 60 files and 7 directories)"
 fi
 
-log "a file unlinked while open lives until the last close, then is freed"
+log "a file unlinked or renamed over while open lives until the last close, then is freed"
 python3 - "$D/orphan" "$MNT" <<'EOF' || soft_fail "unlinked open file"
 import os, sys, time
 p, mnt = sys.argv[1], sys.argv[2]
@@ -87,6 +87,28 @@ for _ in range(100):
     time.sleep(0.05)
 print("used: %d before, %d with the open orphan, %d after its close" % (u0, u1, u2))
 assert u2 - u0 < 1 << 20, "the closed orphan's space was not freed"
+
+# the same for a file replaced by a rename while open
+victim, other = p + "-victim", p + "-other"
+with open(victim, "wb") as f:
+    f.write(data)
+with open(other, "wb") as f:
+    f.write(b"the new one")
+fd = os.open(victim, os.O_RDONLY)
+os.rename(other, victim)
+assert open(victim, "rb").read() == b"the new one"
+assert os.pread(fd, len(data), 0) == data, "replaced file unreadable through its fd"
+u3 = used()
+assert u3 - u0 >= 4 << 20, "the replaced open file holds %d bytes" % (u3 - u0)
+os.close(fd)
+for _ in range(100):
+    u4 = used()
+    if u4 - u0 < 1 << 20:
+        break
+    time.sleep(0.05)
+print("used: %d with the replaced file open, %d after its close" % (u3, u4))
+assert u4 - u0 < 1 << 20, "the replaced file's space was not freed"
+os.unlink(victim)
 EOF
 
 log "O_TRUNC truncates, and clears set-id bits for an unprivileged caller"
