@@ -992,11 +992,67 @@ static void afs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
+/*
+ * The names of a list without the trusted.* ones, in place; the new
+ * length.  Kernel filesystems list trusted.* only to CAP_SYS_ADMIN (its
+ * values are refused to others by the VFS itself, but a FUSE listing is
+ * the daemon's to filter).
+ */
+static size_t drop_trusted(char *list, size_t n)
+{
+	size_t in = 0, out = 0;
+
+	while (in < n) {
+		size_t len = strnlen(list + in, n - in);
+
+		if (in + len < n)
+			len++; /* with its NUL */
+		if (strncmp(list + in, "trusted.", 8) != 0) {
+			memmove(list + out, list + in, len);
+			out += len;
+		}
+		in += len;
+	}
+	return out;
+}
+
 static void afs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct arb_fs *fs = req_afs(req)->fs;
 	ssize_t n;
 	char *buf = NULL;
 
+	/* CAP_SYS_ADMIN, which the daemon cannot see, approximated by uid 0 */
+	if (fuse_req_ctx(req)->uid != 0) {
+		/* the whole list, to know the size of what is left of it */
+		for (int tries = 0;; tries++) {
+			n = arb_fs_listxattr(fs, to_ino(ino), NULL, 0);
+			if (n < 0)
+				break;
+			free(buf);
+			buf = malloc(n ? (size_t)n : 1);
+			if (!buf) {
+				n = -ENOMEM;
+				break;
+			}
+			n = arb_fs_listxattr(fs, to_ino(ino), buf, (size_t)n);
+			/* ERANGE: it grew meanwhile */
+			if (n != -ERANGE || tries == 4)
+				break;
+		}
+		if (n >= 0)
+			n = (ssize_t)drop_trusted(buf, (size_t)n);
+		if (n < 0)
+			reply_err(req, (int)-n);
+		else if (size == 0)
+			fuse_reply_xattr(req, (size_t)n);
+		else if (size < (size_t)n)
+			reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, buf, (size_t)n);
+		free(buf);
+		return;
+	}
 	if (size) {
 		buf = malloc(size);
 		if (!buf) {
@@ -1004,7 +1060,7 @@ static void afs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			return;
 		}
 	}
-	n = arb_fs_listxattr(req_afs(req)->fs, to_ino(ino), buf, size);
+	n = arb_fs_listxattr(fs, to_ino(ino), buf, size);
 	if (n < 0)
 		reply_err(req, (int)-n);
 	else if (size)

@@ -328,6 +328,47 @@ report_as("user xattr on another's 0644 file", NOBODY, NOBODY, [],
 report_as("read user xattr of another's 0644 file", NOBODY, NOBODY, [],
           lambda: os.getxattr(p("x"), "user.a"))
 
+# ---- more: links across directories, times, namespaces, modes -------------
+os.mkdir(p("m"))
+os.mkdir(p("m", "a"))
+os.mkdir(p("m", "b"))
+write(p("m", "a", "f"), b"linked")
+report("link into another dir", lambda: os.link(p("m", "a", "f"), p("m", "b", "g")))
+report("rename one link over the other dir's name", lambda: (write(p("m", "b", "h"), b"h"), os.rename(p("m", "a", "f"), p("m", "b", "h")))[0])
+fact("  the survivor", p("m", "b", "g"))
+report("  names left", lambda: (sorted(os.listdir(p("m", "a"))), sorted(os.listdir(p("m", "b")))))
+report("unlink one of two links", lambda: os.unlink(p("m", "b", "h")))
+fact("  the other", p("m", "b", "g"))
+write(p("m", "t"), b"times")
+os.utime(p("m", "t"), ns=(1000000000, 2000000000))
+report("UTIME_OMIT for atime", lambda: os.utime(p("m", "t"), ns=(os.stat(p("m", "t")).st_atime_ns, 3000000000)))
+report("  times", lambda: (os.stat(p("m", "t")).st_atime_ns, os.stat(p("m", "t")).st_mtime_ns))
+report("times before 1970", lambda: (os.utime(p("m", "t"), ns=(-1500000000, -2500000000)), os.stat(p("m", "t")).st_mtime_ns)[1])
+report("times after 2038", lambda: (os.utime(p("m", "t"), ns=(4102444800123456789, 4102444800987654321)), os.stat(p("m", "t")).st_mtime_ns)[1])
+report("trusted xattr as root", lambda: (os.setxattr(p("m", "t"), "trusted.k", b"v"), os.getxattr(p("m", "t"), "trusted.k"))[1])
+os.chmod(p("m", "t"), 0o666)
+report_as("trusted xattr as a user", NOBODY, NOBODY, [],
+          lambda: os.setxattr(p("m", "t"), "trusted.k2", b"v"))
+report_as("list xattrs as a user (trusted hidden)", NOBODY, NOBODY, [],
+          lambda: sorted(os.listxattr(p("m", "t"))))
+for i in range(30):
+    os.setxattr(p("m", "t"), "user.%s%02d" % ("u" * 25, i), b"1")
+    os.setxattr(p("m", "t"), "trusted.%s%02d" % ("t" * 25, i), b"1")
+report_as("list 30 user and 30 trusted xattrs as a user", NOBODY, NOBODY, [],
+          lambda: (len(os.listxattr(p("m", "t"))), sum(n.startswith("trusted.") for n in os.listxattr(p("m", "t")))))
+report("the same as root", lambda: (len(os.listxattr(p("m", "t"))), sum(n.startswith("trusted.") for n in os.listxattr(p("m", "t")))))
+report("access X_OK for root on a file without x bits", lambda: os.access(p("m", "t"), os.X_OK))
+os.chmod(p("m", "t"), 0o644)
+report("ftruncate through an O_RDONLY fd", lambda: (lambda fd: (os.ftruncate(fd, 0) if True else None))(os.open(p("m", "t"), os.O_RDONLY)))
+report("write through an O_RDONLY fd", lambda: os.write(os.open(p("m", "t"), os.O_RDONLY), b"x"))
+report("chmod 07777", lambda: (os.chmod(p("m", "t"), 0o7777), oct(stat.S_IMODE(os.stat(p("m", "t")).st_mode)))[1])
+report("bind a unix socket", lambda: __import__("socket").socket(__import__("socket").AF_UNIX).bind(p("m", "sock")))
+fact("  the socket", p("m", "sock"))
+report("mkdir with 01777", lambda: (os.mkdir(p("m", "sd"), 0o1777), oct(stat.S_IMODE(os.stat(p("m", "sd")).st_mode)))[1])
+report("mkdir with 04777 (set-user-ID is dropped)", lambda: (os.mkdir(p("m", "su"), 0o4777), oct(stat.S_IMODE(os.stat(p("m", "su")).st_mode)))[1])
+report("readdir sees . and ..", lambda: sorted(n for n in os.listdir(p("m")) if n.startswith(".")) or "none (as listdir hides them)")
+report("rename to a name with a slash-free 255-byte name", lambda: (os.rename(p("m", "b", "g"), p("m", "b", "z" * 255)), os.path.exists(p("m", "b", "z" * 255)))[1])
+
 # ---- POSIX ACLs (system.posix_acl_*, binary form) ----------------------
 import struct
 
