@@ -1007,7 +1007,7 @@ static size_t drop_trusted(char *list, size_t n)
 
 		if (in + len < n)
 			len++; /* with its NUL */
-		if (strncmp(list + in, "trusted.", 8) != 0) {
+		if (len < 8 || memcmp(list + in, "trusted.", 8) != 0) {
 			memmove(list + out, list + in, len);
 			out += len;
 		}
