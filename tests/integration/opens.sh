@@ -62,6 +62,20 @@ def used():
     os.close(fd)
     s = os.statvfs(mnt)
     return (s.f_blocks - s.f_bfree) * s.f_frsize
+def closed_and_freed(fd, base, what):
+    """Close fd, a file with 4 MiB and no name; used space must come
+    back to base: the kernel's FORGET, after which the daemon frees the
+    file, comes soon after the close."""
+    held = used()
+    assert held - base >= 4 << 20, "%s holds %d bytes, want 4 MiB" % (what, held - base)
+    os.close(fd)
+    for _ in range(100):
+        now = used()
+        if now - base < 1 << 20:
+            break
+        time.sleep(0.05)
+    print("used: %d before, %d with %s open, %d after its close" % (base, held, what, now))
+    assert now - base < 1 << 20, "the space of %s was not freed" % what
 u0 = used()
 data = os.urandom(4 << 20)
 fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
@@ -76,17 +90,7 @@ os.pwrite(fd, b"after unlink", 100)
 os.fsync(fd)
 assert os.pread(fd, 12, 100) == b"after unlink", "write after unlink lost"
 assert os.fstat(fd).st_nlink == 0
-u1 = used()
-assert u1 - u0 >= 4 << 20, "the open orphan holds %d bytes, want 4 MiB" % (u1 - u0)
-os.close(fd)
-# the kernel's FORGET, which lets the daemon free it, comes soon after
-for _ in range(100):
-    u2 = used()
-    if u2 - u0 < 1 << 20:
-        break
-    time.sleep(0.05)
-print("used: %d before, %d with the open orphan, %d after its close" % (u0, u1, u2))
-assert u2 - u0 < 1 << 20, "the closed orphan's space was not freed"
+closed_and_freed(fd, u0, "the unlinked file")
 
 # the same for a file replaced by a rename while open
 victim, other = p + "-victim", p + "-other"
@@ -98,16 +102,7 @@ fd = os.open(victim, os.O_RDONLY)
 os.rename(other, victim)
 assert open(victim, "rb").read() == b"the new one"
 assert os.pread(fd, len(data), 0) == data, "replaced file unreadable through its fd"
-u3 = used()
-assert u3 - u0 >= 4 << 20, "the replaced open file holds %d bytes" % (u3 - u0)
-os.close(fd)
-for _ in range(100):
-    u4 = used()
-    if u4 - u0 < 1 << 20:
-        break
-    time.sleep(0.05)
-print("used: %d with the replaced file open, %d after its close" % (u3, u4))
-assert u4 - u0 < 1 << 20, "the replaced file's space was not freed"
+closed_and_freed(fd, u0, "the replaced file")
 os.unlink(victim)
 EOF
 
