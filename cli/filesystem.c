@@ -290,6 +290,11 @@ static void stats_json(const struct arb_ioc_stats *st)
 		       (unsigned long long)st->fsync_joined,
 		       (unsigned long long)st->fsync_durable);
 	}
+	if (st->version >= 4)
+		printf(" \"io_uring\": {\"threads\": %llu, \"requests\": "
+		       "%llu},\n",
+		       (unsigned long long)st->uring_threads,
+		       (unsigned long long)st->uring_requests);
 	printf(" \"image_bytes_written\": {");
 	for (int i = 0; i < 4; i++) {
 		printf("\"%s\": %llu, ", io_kind[i],
@@ -374,6 +379,16 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 		       (unsigned long long)st->fsync_commits,
 		       (unsigned long long)st->fsync_joined,
 		       (unsigned long long)st->fsync_durable);
+	}
+	if (st->version >= 4) {
+		if (st->uring_threads)
+			printf("io_uring       %llu ring threads, %llu requests "
+			       "served (since mount)\n",
+			       (unsigned long long)st->uring_threads,
+			       (unsigned long long)st->uring_requests);
+		else
+			printf("io_uring       off: requests come through "
+			       "/dev/fuse\n");
 	}
 
 	printf("\n%-14s %16s %16s\n", "image bytes", "written", "read");

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 #include <arbor/arbor.h>
 #include <arbor/ioctl.h>
@@ -201,6 +202,34 @@ extern const struct fuse_lowlevel_ops afs_ops;
  */
 int afs_killpriv_attach(struct fuse_session *se);
 bool afs_kill_suidgid_asked(void);
+/* note what the request in buf[0, n) asks for, as the read hook does: for
+ * requests that did not come through /dev/fuse (uring.c) */
+void afs_killpriv_note(const void *buf, size_t n);
+
+/* the largest WRITE the daemon takes (afs_init), and so the largest
+ * payload of a request */
+#define AFS_MAX_WRITE (1024 * 1024)
+
+/*
+ * FUSE over io_uring (uring.c).  afs_uring_prepare before the session
+ * loop (nothing runs yet); the INIT reply accepts the kernel's offer
+ * (afs_uring_accept, with the flags2 bit to set from afs_uring_flag) and,
+ * once written, starts the ring threads (afs_uring_init_done);
+ * afs_uring_reply takes a reply that belongs to a request that came
+ * through a ring (1) or leaves it to /dev/fuse (0); afs_uring_stop after
+ * the loop.
+ */
+int afs_uring_prepare(struct afs *afs, struct fuse_session *se,
+		      size_t max_write, bool sched_idle);
+bool afs_uring_accept(uint64_t offered_flags);
+uint64_t afs_uring_flag(void);
+void afs_uring_init_done(void);
+int afs_uring_reply(const struct iovec *iov, int count);
+void afs_uring_stop(void);
+/* requests served through the rings since mount, and ring threads
+ * serving now (statistics) */
+uint64_t afs_uring_requests(void);
+unsigned afs_uring_threads(void);
 /* Drop the library pins of every inode the kernel still knows (unmount). */
 void afs_release_all(struct afs *afs);
 

@@ -47,17 +47,18 @@
 /* the request this thread is serving asked for the set-id bits to go */
 static __thread bool kill_asked;
 
-/* the kernel offered KILLPRIV_V2 in INIT; the unique id of that INIT */
-static _Atomic bool init_offered;
+/* the unique id of the kernel's INIT (0 until it came, and after the
+ * reply), and what it offered: KILLPRIV_V2, FUSE over io_uring */
 static _Atomic uint64_t init_unique;
+static _Atomic bool killpriv_offered;
+static _Atomic uint64_t init_flags;
 
 bool afs_kill_suidgid_asked(void)
 {
 	return kill_asked;
 }
 
-/* what the request in buf[0, n) asks for */
-static void note_request(const void *buf, size_t n)
+void afs_killpriv_note(const void *buf, size_t n)
 {
 	const struct fuse_in_header *h = buf;
 	const void *arg = h + 1;
@@ -78,15 +79,22 @@ static void note_request(const void *buf, size_t n)
 			kill_asked = ((const struct fuse_setattr_in *)arg)->valid &
 				     FATTR_KILL_SUIDGID;
 		break;
-	case FUSE_INIT:
-		/* the flags word is the same in every 7.x INIT request */
-		if (len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t) &&
-		    (((const struct fuse_init_in *)arg)->flags &
-		     FUSE_HANDLE_KILLPRIV_V2)) {
-			atomic_store(&init_unique, h->unique);
-			atomic_store(&init_offered, true);
-		}
+	case FUSE_INIT: {
+		const struct fuse_init_in *in = arg;
+		uint64_t flags = 0;
+
+		/* the flags word is the same in every 7.x INIT request;
+		 * flags2 comes with FUSE_INIT_EXT, in the 7.36 layout */
+		if (len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t))
+			flags = in->flags;
+		if ((flags & FUSE_INIT_EXT) && len >= sizeof(*in))
+			flags |= (uint64_t)in->flags2 << 32;
+		atomic_store(&init_flags, flags);
+		atomic_store(&killpriv_offered,
+			     (flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+		atomic_store(&init_unique, h->unique);
 		break;
+	}
 	default:
 		break;
 	}
@@ -101,30 +109,66 @@ static ssize_t kp_read(int fd, void *buf, size_t len, void *userdata)
 	if (n > 0) {
 		int e = errno;
 
-		note_request(buf, (size_t)n);
+		afs_killpriv_note(buf, (size_t)n);
 		errno = e;
 	}
 	return n;
 }
 
+/* Change the INIT reply: flags the kernel offered that libfuse 3.14
+ * cannot ask for.  Returns whether FUSE over io_uring was accepted. */
+static bool edit_init_reply(struct iovec *iov, int count)
+{
+	uint64_t offered = atomic_load(&init_flags);
+	struct fuse_init_out *out;
+	bool uring;
+
+	if (count < 2 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) +
+						  sizeof(uint32_t))
+		return false;
+	out = iov[1].iov_base;
+	if (atomic_load(&killpriv_offered))
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	/* flags2 exists in replies of 7.36 and later (64 bytes) */
+	if (iov[1].iov_len < sizeof(*out) || !(offered & FUSE_INIT_EXT))
+		return false;
+	uring = afs_uring_accept(offered);
+	if (uring) {
+		out->flags |= FUSE_INIT_EXT;
+		out->flags2 |= (uint32_t)(afs_uring_flag() >> 32);
+	}
+	return uring;
+}
+
 static ssize_t kp_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct fuse_out_header *oh;
+	uint64_t unique;
+	bool uring = false;
+	ssize_t n;
 
 	(void)userdata;
-	if (atomic_load_explicit(&init_offered, memory_order_relaxed) &&
-	    count >= 2 && iov[0].iov_len >= sizeof(*oh)) {
-		oh = iov[0].iov_base;
-		if (oh->unique == atomic_load(&init_unique) && oh->error == 0 &&
-		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) +
-					      sizeof(uint32_t)) {
-			struct fuse_init_out *out = iov[1].iov_base;
+	if (count < 1 || iov[0].iov_len < sizeof(*oh))
+		return writev(fd, iov, count);
+	oh = iov[0].iov_base;
+	unique = atomic_load_explicit(&init_unique, memory_order_relaxed);
+	if (unique && oh->unique == unique) {
+		atomic_store(&init_unique, 0);
+		if (oh->error == 0)
+			uring = edit_init_reply(iov, count);
+	} else if (afs_uring_reply(iov, count)) {
+		/* the reply of a request that came through a ring */
+		size_t len = 0;
 
-			out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-			atomic_store(&init_offered, false);
-		}
+		for (int i = 0; i < count; i++)
+			len += iov[i].iov_len;
+		return (ssize_t)len;
 	}
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	/* the kernel takes ring entries once it has the INIT reply */
+	if (uring && n >= 0)
+		afs_uring_init_done();
+	return n;
 }
 
 int afs_killpriv_attach(struct fuse_session *se)

@@ -70,6 +70,8 @@ struct afs_config {
 	bool noacl;
 	bool multithread;
 	bool open_requests;
+	bool no_uring;
+	bool uring_normal; /* ring threads at SCHED_OTHER */
 	char *trace;
 	bool have_fsname;
 	bool have_subtype;
@@ -92,6 +94,9 @@ enum {
 	KEY_MULTITHREAD,
 	KEY_SINGLETHREAD,
 	KEY_OPEN_REQUESTS,
+	KEY_URING,
+	KEY_NO_URING,
+	KEY_URING_SCHED,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
@@ -113,6 +118,9 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
 	FUSE_OPT_KEY("open_requests", KEY_OPEN_REQUESTS),
+	FUSE_OPT_KEY("uring", KEY_URING),
+	FUSE_OPT_KEY("no_uring", KEY_NO_URING),
+	FUSE_OPT_KEY("uring_sched=", KEY_URING_SCHED),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -267,6 +275,23 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_SINGLETHREAD:
 		c->multithread = false;
 		return 0;
+	case KEY_URING:
+		c->no_uring = false;
+		return 0;
+	case KEY_NO_URING:
+		c->no_uring = true;
+		return 0;
+	case KEY_URING_SCHED:
+		if (!strcmp(val, "idle")) {
+			c->uring_normal = false;
+		} else if (!strcmp(val, "normal")) {
+			c->uring_normal = true;
+		} else {
+			fprintf(stderr, "arborfs: uring_sched= takes idle or "
+				"normal, not '%s'\n", val);
+			c->bad = true;
+		}
+		return 0;
 	case KEY_FSNAME:
 		c->have_fsname = true;
 		return 1;
@@ -310,6 +335,10 @@ static void usage(const char *prog)
 	       "    -o open_requests       have the kernel send OPEN, RELEASE, OPENDIR\n"
 	       "                           and RELEASEDIR (default: opens cost no\n"
 	       "                           request where the kernel allows it)\n"
+	       "    -o no_uring            take every request from /dev/fuse (default:\n"
+	       "                           FUSE over io_uring when the kernel offers it,\n"
+	       "                           i.e. its fuse module has enable_uring=1:\n"
+	       "                           each request is served on its caller's CPU)\n"
 	       "\n"
 	       "default_permissions is always on: the kernel checks permissions\n"
 	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
@@ -738,6 +767,11 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop(se);
 		afs_fsyncq_stop(&afs);
 	} else {
+		/* the rings start once the kernel has accepted them in INIT */
+		if (!conf.no_uring && afs_uring_prepare(&afs, se, AFS_MAX_WRITE,
+						       !conf.uring_normal))
+			afs_log(LOG_WARNING, "io_uring: out of memory; requests "
+				"go through /dev/fuse");
 #if FUSE_USE_VERSION >= 312
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 
@@ -762,6 +796,7 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop_mt(se, &lc);
 #endif
 	}
+	afs_uring_stop();
 	sc.loop_done = 1;
 	if (sigthr_started) {
 		pthread_cancel(sigthr);

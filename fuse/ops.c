@@ -243,7 +243,7 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	afs->no_opendir = !afs->open_requests &&
 			  (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* libfuse lowers this to what its buffers and the kernel allow */
-	conn->max_write = 1024 * 1024;
+	conn->max_write = AFS_MAX_WRITE;
 	/* the kernel proposed its own maximum; ask for at least 1 MiB */
 	if (conn->max_readahead < 1024 * 1024 && conn->capable)
 		conn->max_readahead = 1024 * 1024;

@@ -37,8 +37,9 @@ extern "C" {
 
 #define ARB_IOC_MAGIC 'A'
 /* version of the structs below; 1: the first; 2: arb_ioc_stats gained
- * meta_copies, nodes_healed, nodes_unrecoverable */
-#define ARB_IOC_VERSION 3
+ * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
+ * fsync counts; 4: uring_requests, uring_threads */
+#define ARB_IOC_VERSION 4
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -234,7 +235,12 @@ struct arb_ioc_stats {
 	__u64 fsync_commits;
 	__u64 fsync_joined;
 	__u64 fsync_durable;
-	__u64 reserved[33];
+	/* out (version 4): requests served through FUSE over io_uring,
+	 * since mount (not reset); ring threads serving now (0: every
+	 * request comes through /dev/fuse) */
+	__u64 uring_requests;
+	__u64 uring_threads;
+	__u64 reserved[31];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
