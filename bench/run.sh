@@ -23,7 +23,7 @@ ALL_WL=(seq rand create-small create-flat fsync-append tree scale)
 usage() {
 	cat <<EOF
 usage: bench/run.sh [--quick] [--runs N] [--only LIST] [--fs LIST]
-                    [--out DIR] [--trace] [--build DIR]
+                    [--out DIR] [--trace] [--build DIR] [--uring on|off]
 
   --quick       1 run, small sizes: the whole suite in a few minutes
   --runs N      rounds (default 3; 1 with --quick); rounds are interleaved
@@ -38,11 +38,15 @@ usage: bench/run.sh [--quick] [--runs N] [--only LIST] [--fs LIST]
                 bench/iotrace-plot draws each trace as an SVG
   --build DIR   meson build directory with the arborfs binaries
                 (default: build/ in the repository)
+  --uring on|off  set the fuse module's enable_uring for the run (restored
+                after): with it on, arborfs serves requests through per-CPU
+                io_uring queues (fuse2fs, on libfuse 3.14, cannot).
+                Default: leave it as it is; meta.json records it.
 EOF
 }
 
 ARGS="$*"
-QUICK=0 RUNS= ONLY= FSLIST=$ALL_FS OUT= TRACE=0 BUILD=$REPO/build
+QUICK=0 RUNS= ONLY= FSLIST=$ALL_FS OUT= TRACE=0 BUILD=$REPO/build URING=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -57,6 +61,8 @@ while [ $# -gt 0 ]; do
 	--trace) TRACE=1 ;;
 	--build) BUILD=${2:?--build needs a directory}; shift ;;
 	--build=*) BUILD=${1#*=} ;;
+	--uring) URING=${2:?--uring needs on or off}; shift ;;
+	--uring=*) URING=${1#*=} ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -72,6 +78,15 @@ log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&3; }
 [ "$(id -u)" = 0 ] || die "must run as root (it formats loop devices, mounts filesystems and drops caches); try: sudo $0 $ARGS"
 
 [ -n "$RUNS" ] || { [ $QUICK = 1 ] && RUNS=1 || RUNS=3; }
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_OLD=
+case $URING in
+'') ;;
+on | off)
+	[ -w "$URING_PARAM" ] || die "--uring: no $URING_PARAM (a kernel without FUSE over io_uring?)"
+	;;
+*) die "--uring wants on or off, not '$URING'" ;;
+esac
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs wants a positive number, not '$RUNS'"
 
 # --- filesystems and workloads ------------------------------------------------
@@ -334,6 +349,7 @@ cleanup() {
 	watchdog_stop
 	teardown_fs force
 	rm -rf "$SCRATCH"
+	[ -z "$URING_OLD" ] || echo "$URING_OLD" >"$URING_PARAM"
 }
 on_signal() {
 	trap '' INT TERM
@@ -346,6 +362,10 @@ on_signal() {
 }
 trap cleanup EXIT
 trap on_signal INT TERM HUP
+if [ -n "$URING" ]; then
+	URING_OLD=$(cat "$URING_PARAM")
+	[ "$URING" = on ] && echo 1 >"$URING_PARAM" || echo 0 >"$URING_PARAM"
+fi
 
 # --- recording ---------------------------------------------------------------------
 # raw.tsv: run phase fs test unit better value error
@@ -724,6 +744,7 @@ print(json.dumps({
                  "arborfs": sh(f"{a['daemon']} -V 2>&1 | grep -m1 arborfs")},
     "args": a["args"], "quick": a["quick"] == "1", "runs": int(a["runs"]),
     "trace": a["trace"] == "1", "scratch": a["scratch"],
+    "fuse_enable_uring": sh("cat /sys/module/fuse/parameters/enable_uring 2>/dev/null"),
     "sizes": {k: int(v) for k, v in (x.split(":") for x in a["sizes"].split(","))},
 }, indent=1))
 EOF

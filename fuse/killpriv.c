@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * killpriv.c - FUSE_HANDLE_KILLPRIV_V2 with libfuse 3.14.
+ * killpriv.c - FUSE_HANDLE_KILLPRIV_V2 with libfuse 3.14, and the session's
+ * read and writev hooks that FUSE over io_uring (uring.c) needs too.
  *
  * Without that flag the kernel asks the daemon for "security.capability"
  * (GETXATTR) before every write(2) to a file, because it must drop a file
@@ -28,7 +29,9 @@
  *    reads again, so the operation sees the note of its own request
  *    (afs_kill_suidgid_asked).  Remember the kernel's INIT offer.
  *  - writev: add FUSE_HANDLE_KILLPRIV_V2 to the flags of the INIT reply,
- *    if the kernel offered it.
+ *    if the kernel offered it, and FUSE_OVER_IO_URING (flags2) if the
+ *    kernel offered that and uring.c takes it; hand replies to requests
+ *    that came through an io_uring to uring.c instead of /dev/fuse.
  *
  * Splice is not used for requests (no write_buf operation), so every
  * request passes through the read hook.  A newer libfuse can ask for the

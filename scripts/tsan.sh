@@ -80,6 +80,12 @@ if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
 	# worker reads it, while others serve the same inode
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "opens.sh" tests/integration/opens.sh "$BUILD"
+	# FUSE over io_uring: ring threads against libfuse's workers (the
+	# INIT hand-off, replies by unique id); skips without the kernel's
+	# support.  It also runs fsx, posixdiff, killpriv, opens and fsync
+	# over the rings.
+	TSAN_OPTIONS="second_deadlock_stack=1" \
+		run "uring.sh" tests/integration/uring.sh "$BUILD"
 	# the signal thread against the loop (stop on SIGTERM/INT/HUP)
 	TSAN_OPTIONS="second_deadlock_stack=1" \
 		run "signals.sh" tests/integration/signals.sh "$BUILD"
