@@ -464,7 +464,10 @@ int afs_uring_reply(const struct iovec *iov, int count)
 	const struct fuse_out_header *oh;
 	struct afs_uring_ent *e = cur_ent;
 
-	if (!u || count < 1 || iov[0].iov_len < sizeof(*oh))
+	/* without rings (not offered by the kernel, or -o no_uring) every
+	 * reply is /dev/fuse's: no lock, no search */
+	if (!u || !atomic_load_explicit(&accepted, memory_order_acquire) ||
+	    count < 1 || iov[0].iov_len < sizeof(*oh))
 		return 0;
 	oh = iov[0].iov_base;
 	if (!oh->unique)
