@@ -219,8 +219,8 @@ void afs_killpriv_note(const void *buf, size_t n);
  * through a ring (1) or leaves it to /dev/fuse (0); afs_uring_stop after
  * the loop.
  */
-int afs_uring_prepare(struct afs *afs, struct fuse_session *se,
-		      size_t max_write, bool sched_idle);
+int afs_uring_prepare(struct fuse_session *se, size_t max_write,
+		      bool sched_idle);
 bool afs_uring_accept(uint64_t offered_flags);
 uint64_t afs_uring_flag(void);
 void afs_uring_init_done(void);

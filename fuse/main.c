@@ -768,8 +768,8 @@ int main(int argc, char *argv[])
 		afs_fsyncq_stop(&afs);
 	} else {
 		/* the rings start once the kernel has accepted them in INIT */
-		if (!conf.no_uring && afs_uring_prepare(&afs, se, AFS_MAX_WRITE,
-						       !conf.uring_normal))
+		if (!conf.no_uring &&
+		    afs_uring_prepare(se, AFS_MAX_WRITE, !conf.uring_normal))
 			afs_log(LOG_WARNING, "io_uring: out of memory; requests "
 				"go through /dev/fuse");
 #if FUSE_USE_VERSION >= 312

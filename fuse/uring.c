@@ -154,16 +154,17 @@ struct afs_uring_ent {
 	size_t payload_len;
 	struct iovec iov[2];
 
-	/* the request being served: its unique id (0: none), whether its
-	 * reply is in the buffers, and whether that failed (under u->lock
-	 * when another thread replies) */
+	/* the request being served: its unique id (0: none) and whether its
+	 * reply is in the buffers; under lock, which another thread that
+	 * replies takes (the entry's own, so that the threads of different
+	 * CPUs share no lock) */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
 	_Atomic uint64_t unique;
 	bool replied;
-	pthread_cond_t cond;
 };
 
 struct afs_uring {
-	struct afs *afs;
 	struct fuse_session *se;
 	int fuse_fd;
 	int stop_fd; /* eventfd: readable = stop */
@@ -173,12 +174,11 @@ struct afs_uring {
 
 	bool sched_idle; /* ring threads at SCHED_IDLE */
 
+	/* starting, stopping, the first failure */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool init_done; /* the INIT reply is written: register */
-	bool stop;
-	/* the first failure of a ring thread (-errno) */
-	int first_error;
+	bool init_done; /* under lock: the INIT reply is written, threads run */
+	_Atomic bool stop;
+	int first_error; /* under lock: of a ring thread (-errno) */
 };
 
 /* the entry this thread serves, if it is a ring thread */
@@ -390,10 +390,10 @@ static uint64_t ent_serve(struct afs_uring_ent *e)
 	fbuf.mem = start;
 	fbuf.size = ih->len;
 
-	pthread_mutex_lock(&u->lock);
+	pthread_mutex_lock(&e->lock);
 	e->replied = false;
 	atomic_store(&e->unique, ih->unique);
-	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_unlock(&e->lock);
 
 	atomic_fetch_add_explicit(&served, 1, memory_order_relaxed);
 	afs_killpriv_note(start, ih->len);
@@ -401,14 +401,14 @@ static uint64_t ent_serve(struct afs_uring_ent *e)
 	fuse_session_process_buf(u->se, &fbuf);
 	cur_ent = NULL;
 
-	pthread_mutex_lock(&u->lock);
+	pthread_mutex_lock(&e->lock);
 	/* replied elsewhere, later (or never, if the session ends) */
-	while (!e->replied && !u->stop)
-		pthread_cond_wait(&e->cond, &u->lock);
+	while (!e->replied && !atomic_load(&u->stop))
+		pthread_cond_wait(&e->cond, &e->lock);
 	if (!e->replied)
 		ent_reply_error(e, atomic_load(&e->unique), EIO);
 	atomic_store(&e->unique, 0);
-	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_unlock(&e->lock);
 	return commit_id;
 }
 
@@ -474,23 +474,27 @@ int afs_uring_reply(const struct iovec *iov, int count)
 		return 0; /* a notification: /dev/fuse */
 	if (e && atomic_load_explicit(&e->unique, memory_order_relaxed) ==
 			 oh->unique) {
+		/* the serving thread itself, which alone sets replied
+		 * between its two locked sections in ent_serve */
 		ent_fill_reply(e, iov, count);
-		e->replied = true; /* the serving thread itself */
+		e->replied = true;
 		return 1;
 	}
 	/* another thread's request? */
-	pthread_mutex_lock(&u->lock);
 	for (unsigned i = 0; i < u->nr_ents; i++) {
 		e = &u->ents[i];
+		if (atomic_load(&e->unique) != oh->unique)
+			continue;
+		pthread_mutex_lock(&e->lock);
 		if (atomic_load(&e->unique) == oh->unique && !e->replied) {
 			ent_fill_reply(e, iov, count);
 			e->replied = true;
 			pthread_cond_signal(&e->cond);
-			pthread_mutex_unlock(&u->lock);
+			pthread_mutex_unlock(&e->lock);
 			return 1;
 		}
+		pthread_mutex_unlock(&e->lock);
 	}
-	pthread_mutex_unlock(&u->lock);
 	return 0;
 }
 
@@ -652,7 +656,7 @@ void afs_uring_init_done(void)
 	if (!u || !atomic_load(&accepted))
 		return;
 	pthread_mutex_lock(&u->lock);
-	if (u->stop || u->init_done) {
+	if (atomic_load(&u->stop) || u->init_done) {
 		pthread_mutex_unlock(&u->lock);
 		return;
 	}
@@ -673,13 +677,13 @@ static void uring_free(struct afs_uring *u)
 		if (e->area)
 			munmap(e->area, AFS_URING_HEADROOM + e->payload_len);
 		free(e->hdr);
+		pthread_mutex_destroy(&e->lock);
 		pthread_cond_destroy(&e->cond);
 	}
 	free(u->ents);
 	if (u->stop_fd >= 0)
 		close(u->stop_fd);
 	pthread_mutex_destroy(&u->lock);
-	pthread_cond_destroy(&u->cond);
 	free(u);
 }
 
@@ -714,8 +718,8 @@ static unsigned possible_cpus(void)
 	return n ? n : (unsigned)get_nprocs_conf();
 }
 
-int afs_uring_prepare(struct afs *afs, struct fuse_session *se,
-		      size_t max_write, bool sched_idle)
+int afs_uring_prepare(struct fuse_session *se, size_t max_write,
+		      bool sched_idle)
 {
 	struct afs_uring *u;
 	unsigned ncpu = possible_cpus();
@@ -726,13 +730,11 @@ int afs_uring_prepare(struct afs *afs, struct fuse_session *se,
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;
-	u->afs = afs;
 	u->se = se;
 	u->fuse_fd = fuse_session_fd(se);
 	u->sched_idle = sched_idle;
 	u->stop_fd = eventfd(0, EFD_CLOEXEC);
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_cond_init(&u->cond, NULL);
 	/* the kernel wants room for max_write and for max_pages pages,
 	 * which libfuse 3.14 makes max_write / page size + 1 */
 	u->payload_len = max_write + 65536;
@@ -749,6 +751,7 @@ int afs_uring_prepare(struct afs *afs, struct fuse_session *se,
 		e->qid = i / AFS_URING_PER_CPU;
 		e->payload_len = u->payload_len;
 		e->ring.fd = -1;
+		pthread_mutex_init(&e->lock, NULL);
 		pthread_cond_init(&e->cond, NULL);
 	}
 	if (u->stop_fd < 0) {
@@ -769,12 +772,17 @@ void afs_uring_stop(void)
 
 	if (!u)
 		return;
+	/* under u->lock: no thread starts after this */
 	pthread_mutex_lock(&u->lock);
-	u->stop = true;
-	pthread_cond_broadcast(&u->cond);
-	for (unsigned i = 0; i < u->nr_ents; i++)
-		pthread_cond_signal(&u->ents[i].cond);
+	atomic_store(&u->stop, true);
 	pthread_mutex_unlock(&u->lock);
+	for (unsigned i = 0; i < u->nr_ents; i++) {
+		struct afs_uring_ent *e = &u->ents[i];
+
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_signal(&e->cond);
+		pthread_mutex_unlock(&e->lock);
+	}
 	if (write(u->stop_fd, &one, sizeof(one)) != sizeof(one))
 		afs_log(LOG_WARNING, "io_uring: cannot wake the ring threads: %s",
 			strerror(errno));
