@@ -292,9 +292,10 @@ static void stats_json(const struct arb_ioc_stats *st)
 	}
 	if (st->version >= 4)
 		printf(" \"io_uring\": {\"threads\": %llu, \"requests\": "
-		       "%llu},\n",
+		       "%llu, \"starved\": %llu},\n",
 		       (unsigned long long)st->uring_threads,
-		       (unsigned long long)st->uring_requests);
+		       (unsigned long long)st->uring_requests,
+		       (unsigned long long)st->uring_starved);
 	printf(" \"image_bytes_written\": {");
 	for (int i = 0; i < 4; i++) {
 		printf("\"%s\": %llu, ", io_kind[i],
@@ -383,9 +384,11 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 	if (st->version >= 4) {
 		if (st->uring_threads)
 			printf("io_uring       %llu ring threads, %llu requests "
-			       "served (since mount)\n",
+			       "served; %llu times a thread starved (since "
+			       "mount)\n",
 			       (unsigned long long)st->uring_threads,
-			       (unsigned long long)st->uring_requests);
+			       (unsigned long long)st->uring_requests,
+			       (unsigned long long)st->uring_starved);
 		else
 			printf("io_uring       off: requests come through "
 			       "/dev/fuse\n");

@@ -230,6 +230,9 @@ void afs_uring_stop(void);
  * serving now (statistics) */
 uint64_t afs_uring_requests(void);
 unsigned afs_uring_threads(void);
+/* times a SCHED_IDLE ring thread was found starving and moved to normal
+ * priority for a while */
+uint64_t afs_uring_starved(void);
 /* Drop the library pins of every inode the kernel still knows (unmount). */
 void afs_release_all(struct afs *afs);
 

@@ -71,13 +71,16 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arborfs_fuse.h"
@@ -162,6 +165,16 @@ struct afs_uring_ent {
 	pthread_cond_t cond;
 	_Atomic uint64_t unique;
 	bool replied;
+
+	/* the thread's id while it runs (0 otherwise), and what the guard
+	 * (below) knows of it; g_* only the guard touches */
+	_Atomic pid_t tid;
+	uint64_t g_exec_ns;     /* CPU time at the last look */
+	unsigned g_stuck;       /* looks in a row: runnable, no progress */
+	bool g_normal;          /* moved to SCHED_OTHER for now */
+	uint64_t g_until;       /* ... until then */
+	uint64_t g_period;      /* how long a move lasts (grows on relapse) */
+	uint64_t g_idle_since;  /* back at SCHED_IDLE since */
 };
 
 struct afs_uring {
@@ -179,6 +192,11 @@ struct afs_uring {
 	bool init_done; /* under lock: the INIT reply is written, threads run */
 	_Atomic bool stop;
 	int first_error; /* under lock: of a ring thread (-errno) */
+
+	/* the starvation guard of SCHED_IDLE ring threads */
+	pthread_t guard;
+	bool guard_started;
+	pthread_cond_t guard_cond; /* with lock: stop */
 };
 
 /* the entry this thread serves, if it is a ring thread */
@@ -188,6 +206,7 @@ static struct afs_uring *the_uring;
 static _Atomic bool accepted;
 static _Atomic uint64_t served;
 static _Atomic unsigned live_threads;
+static _Atomic uint64_t starved;
 
 /* ---- raw io_uring ---- */
 
@@ -560,6 +579,7 @@ static void *ent_thread(void *arg)
 		/* "The CPU a request is served on", at the top */
 		(void)sched_setscheduler(0, SCHED_IDLE, &sp);
 	}
+	atomic_store(&e->tid, (pid_t)syscall(SYS_gettid));
 
 	ret = ent_setup(e);
 	if (ret) {
@@ -614,6 +634,7 @@ static void *ent_thread(void *arg)
 	}
 	atomic_fetch_sub(&live_threads, 1);
 out:
+	atomic_store(&e->tid, 0);
 	return NULL;
 }
 
@@ -630,7 +651,131 @@ uint64_t afs_uring_flag(void)
 	return AFS_FUSE_OVER_IO_URING;
 }
 
+/*
+ * The starvation guard.  A SCHED_IDLE thread runs only when no normal task
+ * of its scheduling group wants its CPU.  When the daemon has a group of
+ * its own (it detached with setsid, so it got an autogroup, or a cgroup of
+ * its own) that costs little (PERFORMANCE.md); but a daemon in the
+ * foreground shares its group with the shell's other programs, and one
+ * busy loop on CPU 0 then left a request of that CPU waiting 166 ms on
+ * average (bench/cpushare.sh: 17 creates in 3 s).  So a thread of normal
+ * priority looks at the ring threads every 10 ms while requests come
+ * (every 100 ms otherwise): one found runnable twice in a row without
+ * having run 1 ms in between is moved to SCHED_OTHER for a second, twice
+ * as long each time it starves again soon after (at most 30 s).
+ */
+#define GUARD_ACTIVE_NS 10000000ull
+#define GUARD_QUIET_NS 100000000ull
+#define GUARD_PROGRESS_NS 1000000ull
+#define GUARD_PERIOD_NS 1000000000ull
+#define GUARD_PERIOD_MAX_NS 30000000000ull
+
+/* state letter and CPU time (ns) of one of our threads; 0 or -1 */
+static int thread_sample(pid_t tid, char *state, uint64_t *exec_ns)
+{
+	char path[64], buf[512], *p;
+	unsigned long long ns;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return -1;
+	*state = p[2];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%llu", &ns) != 1) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	*exec_ns = ns;
+	return 0;
+}
+
+static void guard_look(struct afs_uring *u, uint64_t now)
+{
+	for (unsigned i = 0; i < u->nr_ents; i++) {
+		struct afs_uring_ent *e = &u->ents[i];
+		pid_t tid = atomic_load(&e->tid);
+		struct sched_param sp = { .sched_priority = 0 };
+		uint64_t exec;
+		char state;
+
+		if (!tid || thread_sample(tid, &state, &exec))
+			continue;
+		if (!e->g_normal) {
+			if (state == 'R' && exec - e->g_exec_ns < GUARD_PROGRESS_NS)
+				e->g_stuck++;
+			else
+				e->g_stuck = 0;
+			if (e->g_stuck >= 2 &&
+			    sched_setscheduler(tid, SCHED_OTHER, &sp) == 0) {
+				/* starving again soon after: stay longer */
+				if (e->g_period &&
+				    now - e->g_idle_since < 2 * e->g_period)
+					e->g_period *= 2;
+				else
+					e->g_period = GUARD_PERIOD_NS;
+				if (e->g_period > GUARD_PERIOD_MAX_NS)
+					e->g_period = GUARD_PERIOD_MAX_NS;
+				e->g_normal = true;
+				e->g_until = now + e->g_period;
+				atomic_fetch_add(&starved, 1);
+			}
+		} else if (now >= e->g_until &&
+			   sched_setscheduler(tid, SCHED_IDLE, &sp) == 0) {
+			e->g_normal = false;
+			e->g_stuck = 0;
+			e->g_idle_since = now;
+		}
+		e->g_exec_ns = exec;
+	}
+}
+
+static void *guard_thread(void *arg)
+{
+	struct afs_uring *u = arg;
+	uint64_t last_served = 0, busy_until = 0;
+
+	pthread_mutex_lock(&u->lock);
+	while (!atomic_load(&u->stop)) {
+		uint64_t now = arb_mono_ns(), s = atomic_load(&served);
+		uint64_t wait = GUARD_QUIET_NS;
+		struct timespec ts;
+
+		if (s != last_served) {
+			last_served = s;
+			busy_until = now + GUARD_PERIOD_NS;
+		}
+		if (now < busy_until)
+			wait = GUARD_ACTIVE_NS;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)wait;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&u->guard_cond, &u->lock, &ts);
+		if (atomic_load(&u->stop))
+			break;
+		pthread_mutex_unlock(&u->lock);
+		guard_look(u, arb_mono_ns());
+		pthread_mutex_lock(&u->lock);
+	}
+	pthread_mutex_unlock(&u->lock);
+	return NULL;
+}
+
 static int start_threads(struct afs_uring *u)
+
 {
 	sigset_t all, old;
 	int ret = 0;
@@ -643,6 +788,10 @@ static int start_threads(struct afs_uring *u)
 
 		ret = pthread_create(&e->thread, NULL, ent_thread, e);
 		e->started = ret == 0;
+	}
+	if (!ret && u->sched_idle) {
+		ret = pthread_create(&u->guard, NULL, guard_thread, u);
+		u->guard_started = ret == 0;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -ret;
@@ -684,6 +833,7 @@ static void uring_free(struct afs_uring *u)
 	if (u->stop_fd >= 0)
 		close(u->stop_fd);
 	pthread_mutex_destroy(&u->lock);
+	pthread_cond_destroy(&u->guard_cond);
 	free(u);
 }
 
@@ -718,6 +868,22 @@ static unsigned possible_cpus(void)
 	return n ? n : (unsigned)get_nprocs_conf();
 }
 
+/*
+ * Whether the guard can move a SCHED_IDLE thread back to SCHED_OTHER:
+ * without CAP_SYS_NICE, only where RLIMIT_NICE allows nice 0 (20).  Where
+ * it cannot, a starving thread would stay starved, so the threads keep
+ * normal priority.
+ */
+static bool idle_reversible(void)
+{
+	struct rlimit rl;
+
+	if (geteuid() == 0)
+		return true;
+	return getrlimit(RLIMIT_NICE, &rl) == 0 &&
+	       (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20);
+}
+
 int afs_uring_prepare(struct fuse_session *se, size_t max_write,
 		      bool sched_idle)
 {
@@ -732,9 +898,10 @@ int afs_uring_prepare(struct fuse_session *se, size_t max_write,
 		return -ENOMEM;
 	u->se = se;
 	u->fuse_fd = fuse_session_fd(se);
-	u->sched_idle = sched_idle;
+	u->sched_idle = sched_idle && idle_reversible();
 	u->stop_fd = eventfd(0, EFD_CLOEXEC);
 	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->guard_cond, NULL);
 	/* the kernel wants room for max_write and for max_pages pages,
 	 * which libfuse 3.14 makes max_write / page size + 1 */
 	u->payload_len = max_write + 65536;
@@ -775,7 +942,10 @@ void afs_uring_stop(void)
 	/* under u->lock: no thread starts after this */
 	pthread_mutex_lock(&u->lock);
 	atomic_store(&u->stop, true);
+	pthread_cond_signal(&u->guard_cond);
 	pthread_mutex_unlock(&u->lock);
+	if (u->guard_started)
+		pthread_join(u->guard, NULL);
 	for (unsigned i = 0; i < u->nr_ents; i++) {
 		struct afs_uring_ent *e = &u->ents[i];
 
@@ -791,6 +961,11 @@ void afs_uring_stop(void)
 			pthread_join(u->ents[i].thread, NULL);
 	the_uring = NULL;
 	uring_free(u);
+}
+
+uint64_t afs_uring_starved(void)
+{
+	return atomic_load_explicit(&starved, memory_order_relaxed);
 }
 
 unsigned afs_uring_threads(void)

@@ -237,10 +237,13 @@ struct arb_ioc_stats {
 	__u64 fsync_durable;
 	/* out (version 4): requests served through FUSE over io_uring,
 	 * since mount (not reset); ring threads serving now (0: every
-	 * request comes through /dev/fuse) */
+	 * request comes through /dev/fuse); times a ring thread at
+	 * SCHED_IDLE was found waiting for its CPU and moved to normal
+	 * priority for a while, since mount */
 	__u64 uring_requests;
 	__u64 uring_threads;
-	__u64 reserved[31];
+	__u64 uring_starved;
+	__u64 reserved[30];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
