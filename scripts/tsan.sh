@@ -12,8 +12,8 @@
 # under tests/integration/stress.sh (16 processes of writers, readers,
 # renamers, creators/deleters in one shared directory, fsyncers, xattr and
 # truncate workers, results checked), crash.sh (kill -9 while fsyncing),
-# resize.sh (a scrub thread while a writer runs) and check.sh (the online
-# check thread).
+# resize.sh (a scrub thread while a writer runs), check.sh (the online
+# check thread) and the others listed with the loop below.
 # A ThreadSanitizer report anywhere fails the run (halt_on_error for the
 # unit tests; lib.sh greps the daemon's log).  Ends with "N passed, N failed".
 set -euo pipefail
@@ -57,38 +57,29 @@ run "test_fs (threads, commit thread)" env CK_RUN_CASE=lifecycle \
 run "test_fs_model" "$BUILD/tests/unit/test_fs_model"
 run "test_online (check thread vs writes)" "$BUILD/tests/unit/test_online"
 if [[ $(id -u) == 0 && -e /dev/fuse ]]; then
-	# the daemon's log goes through lib.sh, which fails on a TSan report;
-	# halt_on_error would only make the daemon vanish mid-test
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "stress.sh" tests/integration/stress.sh "$BUILD"
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "crash.sh" tests/integration/crash.sh "$BUILD"
-	# the daemon's scrub thread (resize.sh scrubs while a writer runs)
-	# and online check thread (check.sh)
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "resize.sh" tests/integration/resize.sh "$BUILD"
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "check.sh" tests/integration/check.sh "$BUILD"
-	# group commit: fsyncs of 8 processes gathering on one commit
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "fsync.sh" tests/integration/fsync.sh "$BUILD"
-	# the request notes of the session's own read (killpriv.c), per
-	# worker thread, and attribute notifications from the workers
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "killpriv.sh" tests/integration/killpriv.sh "$BUILD"
-	# opens without requests: orphans freed at FORGET by whichever
-	# worker reads it, while others serve the same inode
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "opens.sh" tests/integration/opens.sh "$BUILD"
-	# FUSE over io_uring: ring threads against libfuse's workers (the
-	# INIT hand-off, replies by unique id); skips without the kernel's
-	# support.  It also runs fsx, posixdiff, killpriv, opens and fsync
-	# over the rings.
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "uring.sh" tests/integration/uring.sh "$BUILD"
-	# the signal thread against the loop (stop on SIGTERM/INT/HUP)
-	TSAN_OPTIONS="second_deadlock_stack=1" \
-		run "signals.sh" tests/integration/signals.sh "$BUILD"
+	# The daemon built with TSan under the integration tests that run its
+	# threads against each other:
+	#  stress    16 processes of writers, readers, renamers, creators and
+	#            deleters, fsyncers, xattr and truncate workers
+	#  crash     kill -9 while fsyncing
+	#  resize    the scrub thread while a writer runs
+	#  check     the online check thread
+	#  fsync     group commit: fsyncs of 8 processes gathering on one commit
+	#  killpriv  the request notes of the session's own read (killpriv.c),
+	#            per worker thread, and attribute notifications
+	#  opens     opens without requests: orphans freed at FORGET by
+	#            whichever worker reads it, while others serve the inode
+	#  uring     FUSE over io_uring: ring threads against libfuse's workers
+	#            and the starvation guard (skips without the kernel's
+	#            support); it reruns fsx, posixdiff, killpriv, opens and
+	#            fsync over the rings
+	#  signals   the signal thread against the loop (SIGTERM/INT/HUP)
+	# The daemon's log goes through lib.sh, which fails on a TSan report;
+	# halt_on_error would only make the daemon vanish mid-test.
+	for t in stress crash resize check fsync killpriv opens uring signals; do
+		TSAN_OPTIONS="second_deadlock_stack=1" \
+			run "$t.sh" "tests/integration/$t.sh" "$BUILD"
+	done
 else
 	echo "not root or no /dev/fuse: daemon tests skipped"
 fi
