@@ -229,6 +229,15 @@ static double ratio(uint64_t a, uint64_t b)
 static const char *const io_kind[4] = { "superblock", "metadata", "data",
 					"other" };
 
+/* one line of stats_json: "NAME": {"K0": V0, "K1": V1, "K2": V2}, */
+static void json_obj3(const char *name, const char *k0, uint64_t v0,
+		      const char *k1, uint64_t v1, const char *k2, uint64_t v2)
+{
+	printf(" \"%s\": {\"%s\": %llu, \"%s\": %llu, \"%s\": %llu},\n",
+	       name, k0, (unsigned long long)v0, k1, (unsigned long long)v1,
+	       k2, (unsigned long long)v2);
+}
+
 static void stats_json(const struct arb_ioc_stats *st)
 {
 	uint64_t wsum = 0, rsum = 0;
@@ -261,16 +270,12 @@ static void stats_json(const struct arb_ioc_stats *st)
 		first = false;
 	}
 	printf("},\n");
-	printf(" \"cache\": {\"hits\": %llu, \"misses\": %llu, \"bytes\": %llu},\n",
-	       (unsigned long long)st->cache_hits,
-	       (unsigned long long)st->cache_misses,
-	       (unsigned long long)st->cache_bytes);
+	json_obj3("cache", "hits", st->cache_hits, "misses", st->cache_misses,
+		  "bytes", st->cache_bytes);
 	if (st->version >= 2)
-		printf(" \"metadata\": {\"copies\": %llu, \"healed\": %llu, "
-		       "\"unrecoverable\": %llu},\n",
-		       (unsigned long long)st->meta_copies,
-		       (unsigned long long)st->nodes_healed,
-		       (unsigned long long)st->nodes_unrecoverable);
+		json_obj3("metadata", "copies", st->meta_copies, "healed",
+			  st->nodes_healed, "unrecoverable",
+			  st->nodes_unrecoverable);
 	printf(" \"commits\": {\"count\": %llu, \"total_ns\": %llu, "
 	       "\"mean_ms\": %.3f},\n",
 	       (unsigned long long)st->commits,
@@ -291,11 +296,8 @@ static void stats_json(const struct arb_ioc_stats *st)
 		       (unsigned long long)st->fsync_durable);
 	}
 	if (st->version >= 4)
-		printf(" \"io_uring\": {\"threads\": %llu, \"requests\": "
-		       "%llu, \"starved\": %llu},\n",
-		       (unsigned long long)st->uring_threads,
-		       (unsigned long long)st->uring_requests,
-		       (unsigned long long)st->uring_starved);
+		json_obj3("io_uring", "threads", st->uring_threads, "requests",
+			  st->uring_requests, "starved", st->uring_starved);
 	printf(" \"image_bytes_written\": {");
 	for (int i = 0; i < 4; i++) {
 		printf("\"%s\": %llu, ", io_kind[i],
