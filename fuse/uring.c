@@ -167,6 +167,9 @@ struct afs_uring_ent {
 	pthread_cond_t cond;
 	_Atomic uint64_t unique;
 	bool replied;
+	/* the command in flight: REGISTER, or COMMIT_AND_FETCH of this id */
+	uint32_t last_cmd;
+	uint64_t last_commit_id;
 
 	/* the thread's id while it runs (0 otherwise), and what the guard
 	 * (below) knows of it; g_* only the guard touches */
@@ -350,6 +353,9 @@ static int ent_queue_cmd(struct afs_uring_ent *e, uint32_t cmd_op,
 	if (!sqe)
 		return -EBUSY; /* one entry, two slots: cannot happen */
 	ent_prep_cmd(e, sqe, cmd_op, commit_id);
+	/* to send again as it was if the kernel says EAGAIN or EINTR */
+	e->last_cmd = cmd_op;
+	e->last_commit_id = commit_id;
 	return 0;
 }
 
@@ -615,9 +621,10 @@ static void *ent_thread(void *arg)
 				continue;
 			}
 			if (res == -EAGAIN || res == -EINTR) {
-				/* not ready yet: again, a moment later */
+				/* not taken (a registration before the kernel
+				 * has the INIT reply): again, a moment later */
 				usleep(1000);
-				ent_queue_cmd(e, AFS_URING_CMD_REGISTER, 0);
+				ent_queue_cmd(e, e->last_cmd, e->last_commit_id);
 				continue;
 			}
 			if (res < 0) {
