@@ -271,6 +271,9 @@ static int ring_setup(struct afs_ring *r, unsigned entries)
 fail: {
 	int e = -errno;
 
+	/* the rings mapped so far (sqes failing is the last step) */
+	if (r->cq_map && r->cq_map != r->sq_map)
+		munmap(r->cq_map, r->cq_map_len);
 	if (r->sq_map && r->sq_map != MAP_FAILED)
 		munmap(r->sq_map, r->sq_map_len);
 	close(r->fd);
