@@ -10,8 +10,9 @@
  * docs/PERFORMANCE.md).  Since Linux 6.14 the kernel can instead hand a
  * request to an io_uring command that a daemon thread left waiting in the
  * queue of the caller's CPU (Documentation/filesystems/fuse-io-uring.rst).
- * With one thread pinned to each CPU, the request and its reply never
- * leave the CPU they were made on.
+ * With threads pinned to each CPU (and at SCHED_IDLE, see "The CPU a
+ * request is served on" below), the request and its reply stay on the
+ * CPU they were made on.
  *
  * libfuse 3.14 (Debian 12) knows nothing of it, so this file is the
  * transport, on raw io_uring system calls (no liburing: two syscalls and
