@@ -9,12 +9,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -94,7 +97,159 @@ struct file_dev {
 	bool readonly;
 	/* a block device: its size is fixed, resize is refused */
 	bool blockdev;
+	/* host allocation of a sparse image (see host_alloc) */
+	pthread_mutex_t alloc_lock;
+	uint64_t *allocated;     /* a bit per HOST_CHUNK known allocated */
+	size_t alloc_words;
+	bool no_alloc;           /* no holes to fill, or no way to find them */
 };
+
+/*
+ * Host allocation of a sparse image file.
+ *
+ * A commit writes its nodes, and an fsync its few data blocks, to places
+ * the image has never had written: a forward-moving allocator on a sparse
+ * file finds holes.  Filling a hole makes the host filesystem allocate,
+ * and the fdatasync that follows must then commit the host's journal as
+ * well as flush the disk: measured on ext4 here, a 4 KiB write + fdatasync
+ * cost 290-300 us into written blocks, 490-710 us into holes and 660-900
+ * us into fallocated (unwritten) blocks.  fallocate cannot help (unwritten
+ * extents need the same journal commit when first written), so a write
+ * smaller than a HOST_CHUNK to a chunk not yet written since the image
+ * was opened first writes zeros into the chunk's holes (SEEK_HOLE,
+ * SEEK_DATA): the host allocates the whole chunk in one journal commit,
+ * and the next writes there (the next commits, the next appends) find
+ * their blocks allocated.  Bigger writes fill nothing (their one
+ * allocation per chunk is paid once anyway).  Every write marks the
+ * chunks it touches; a marked chunk is never filled.
+ *
+ * Writing zeros where the host has a hole changes nothing any reader
+ * sees.  Only chunks this process has not written are filled, so the
+ * holes SEEK_HOLE reports there come from the host's on-disk extents, not
+ * from its handling of dirty cached pages.  No write can race the
+ * filling: a write touching an unmarked chunk holds alloc_lock from the
+ * check through its own pwrite.  Any failure only ends the filling.
+ * (Reading each hole back to check for zeros first was measured: it cost
+ * more than the filling saves.)
+ */
+#define HOST_CHUNK_SHIFT 20
+#define HOST_CHUNK (1ull << HOST_CHUNK_SHIFT)
+#define HOST_PIECE (64u << 10)
+#define HOST_RESERVE (256ull << 20)
+
+static bool chunk_marked(const struct file_dev *f, uint64_t c)
+{
+	return c / 64 < f->alloc_words && (f->allocated[c / 64] >> (c % 64) & 1);
+}
+
+static void chunk_mark(struct file_dev *f, uint64_t c)
+{
+	if (c / 64 >= f->alloc_words) {
+		size_t n = (size_t)(c / 64 + 1) * 2;
+		uint64_t *p = realloc(f->allocated, n * sizeof(*p));
+
+		if (!p)
+			return; /* unmarked: filled again later, no harm */
+		memset(p + f->alloc_words, 0,
+		       (n - f->alloc_words) * sizeof(*p));
+		f->allocated = p;
+		f->alloc_words = n;
+	}
+	f->allocated[c / 64] |= 1ull << (c % 64);
+}
+
+/* Write zeros into [a, b), a hole of the image.  On an error (a full host
+ * filesystem, a quota) the hole is punched again, so the filling never
+ * takes space a real write needs, and filling stops for good. */
+static bool fill_zeros(struct file_dev *f, uint64_t a, uint64_t b)
+{
+	static const uint8_t zero[HOST_PIECE];
+	uint64_t pos = a;
+
+	while (pos < b) {
+		size_t n = b - pos < HOST_PIECE ? (size_t)(b - pos) : HOST_PIECE;
+
+		if (pwrite(f->fd, zero, n, (off_t)pos) != (ssize_t)n) {
+			(void)fallocate(f->fd, FALLOC_FL_PUNCH_HOLE |
+					FALLOC_FL_KEEP_SIZE, (off_t)a,
+					(off_t)(b - a));
+			__atomic_store_n(&f->no_alloc, true, __ATOMIC_RELAXED);
+			return false;
+		}
+		/* counted as "other": no other write is */
+		__atomic_fetch_add(&f->dev.bytes_written[ARB_IO_OTHER], n,
+				   __ATOMIC_RELAXED);
+		pos += n;
+	}
+	return true;
+}
+
+/* Fill the holes of chunk c, except [off, off+len) that the caller writes. */
+static void fill_chunk(struct file_dev *f, uint64_t c, uint64_t off,
+		       uint64_t len)
+{
+	uint64_t cs = c << HOST_CHUNK_SHIFT, ce = cs + HOST_CHUNK, pos = cs;
+	struct statvfs sv;
+
+	if (ce > f->dev.size)
+		ce = f->dev.size;
+	/* a nearly full host: keep what is left for real writes */
+	if (fstatvfs(f->fd, &sv) < 0 ||
+	    (uint64_t)sv.f_bavail * sv.f_frsize < HOST_RESERVE)
+		return;
+	while (pos < ce) {
+		off_t h = lseek(f->fd, (off_t)pos, SEEK_HOLE), d;
+		uint64_t a, b;
+
+		if (h < 0) {
+			/* no SEEK_HOLE here: never try again */
+			if (errno == EINVAL || errno == ENOTSUP)
+				__atomic_store_n(&f->no_alloc, true,
+						 __ATOMIC_RELAXED);
+			return;
+		}
+		if ((uint64_t)h >= ce)
+			return;
+		d = lseek(f->fd, h, SEEK_DATA);
+		if (d < 0 && errno != ENXIO)
+			return;
+		a = (uint64_t)h;
+		b = d < 0 || (uint64_t)d > ce ? ce : (uint64_t)d;
+		/* the caller's own range is written by the caller */
+		if (a < off && !fill_zeros(f, a, b < off ? b : off))
+			return;
+		if (b > off + len &&
+		    !fill_zeros(f, a > off + len ? a : off + len, b))
+			return;
+		pos = b;
+	}
+}
+
+/* Before a write of [off, off+len): returns true with alloc_lock held
+ * when a chunk it touches was not yet known allocated. */
+static bool host_alloc(struct file_dev *f, uint64_t off, uint64_t len)
+{
+	uint64_t c0 = off >> HOST_CHUNK_SHIFT;
+	uint64_t c1 = (off + len - 1) >> HOST_CHUNK_SHIFT;
+	bool held = false;
+
+	if (__atomic_load_n(&f->no_alloc, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&f->alloc_lock);
+	for (uint64_t c = c0; c <= c1 && !f->no_alloc; c++) {
+		if (chunk_marked(f, c))
+			continue;
+		held = true;
+		/* a big write allocates what it covers: one allocation per
+		 * chunk is paid once anyway */
+		if (len < HOST_CHUNK)
+			fill_chunk(f, c, off, len);
+		chunk_mark(f, c);
+	}
+	if (!held)
+		pthread_mutex_unlock(&f->alloc_lock);
+	return held;
+}
 
 static int file_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		      enum arb_io_kind kind)
@@ -129,20 +284,28 @@ static int file_pwrite(struct arb_dev *dev, const void *buf, size_t len,
 	size_t total = len;
 	ssize_t n;
 
+	bool held;
+	int ret = 0;
+
 	if (f->readonly)
 		return -EROFS;
+	held = host_alloc(f, off, len);
 	while (len) {
 		n = pwrite(f->fd, p, len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			break;
+		}
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
+	if (held)
+		pthread_mutex_unlock(&f->alloc_lock);
+	if (ret)
+		return ret;
 	/* start writing file data back now (asynchronously): the flush of
 	 * the next commit or fsync then finds little left to write, whose
 	 * ever data it was (one image file: the host's fdatasync covers all) */
@@ -185,6 +348,8 @@ static void file_destroy(struct arb_dev *dev)
 	struct file_dev *f = dev->priv;
 
 	close(f->fd); /* drops the flock too */
+	pthread_mutex_destroy(&f->alloc_lock);
+	free(f->allocated);
 	free(f);
 }
 
@@ -303,6 +468,8 @@ int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 		goto out_close;
 
 	f->readonly = readonly;
+	f->no_alloc = readonly || f->blockdev;
+	pthread_mutex_init(&f->alloc_lock, NULL);
 	f->dev.ops = &file_ops;
 	f->dev.size = size;
 	f->dev.priv = f;

@@ -2,6 +2,7 @@
 /* Unit tests of lib/dev.c, lib/dev_fault.c and lib/dev_log.c. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,116 @@ START_TEST(test_file_create_sparse)
 	ck_assert_int_eq(arb_dev_read(dev, out, 1, 64 * MiB, ARB_IO_DATA),
 			 -EINVAL);
 	arb_dev_destroy(dev);
+}
+END_TEST
+
+/* Is [a, b) of the file at fd free of holes? */
+static bool no_hole(int fd, uint64_t a, uint64_t b)
+{
+	off_t h = lseek(fd, (off_t)a, SEEK_HOLE);
+
+	return h >= 0 && (uint64_t)h >= b;
+}
+
+/* Is [a, b) of the file at fd one hole? */
+static bool all_hole(int fd, uint64_t a, uint64_t b)
+{
+	off_t d = lseek(fd, (off_t)a, SEEK_DATA);
+
+	return lseek(fd, (off_t)a, SEEK_HOLE) == (off_t)a &&
+	       (d < 0 || (uint64_t)d >= b);
+}
+
+/*
+ * A small write to a part of a sparse image not yet written since it was
+ * opened gets the rest of its 1 MiB chunk filled with zeros (so the host
+ * allocates it in one go, see lib/dev.c); data already there is kept, big
+ * writes fill nothing, a chunk is filled once, a read-only image never.
+ */
+START_TEST(test_file_host_alloc)
+{
+	const char *path = tmpfile_path("hostalloc.img");
+	uint8_t *buf = malloc(2 * MiB), *out = malloc(2 * MiB), old[8192];
+	uint64_t rng = tu_seed("file_host_alloc");
+	struct arb_dev *dev;
+	uint64_t other;
+	int fd;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(out);
+	fill_random(buf, 2 * MiB, &rng);
+	fill_random(old, sizeof(old), &rng);
+	/* data written before the open, in chunk 3 */
+	fd = open(path, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 16 * MiB), 0);
+	ck_assert_int_eq(pwrite(fd, old, sizeof(old), 3 * MiB + 512 * KiB),
+			 (ssize_t)sizeof(old));
+	ck_assert_int_eq(fsync(fd), 0);
+	if (!all_hole(fd, 1 * MiB, 2 * MiB)) {
+		close(fd);
+		free(buf);
+		free(out);
+		return; /* no SEEK_HOLE on this filesystem: nothing to fill */
+	}
+
+	ck_assert_int_eq(arb_dev_open_file(path, false, 0, &dev), 0);
+	/* a 4 KiB write into chunk 1: the whole chunk is allocated */
+	ck_assert_int_eq(arb_dev_write(dev, buf, 4096, 1 * MiB + 8192,
+				       ARB_IO_NODE), 0);
+	ck_assert(no_hole(fd, 1 * MiB, 2 * MiB));
+	ck_assert(all_hole(fd, 2 * MiB, 3 * MiB));
+	other = dev->bytes_written[ARB_IO_OTHER];
+	ck_assert_uint_eq(other, 1 * MiB - 4096);
+	ck_assert_int_eq(arb_dev_read(dev, out, 1 * MiB, 1 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert(all_zero(out, 8192));
+	ck_assert_mem_eq(out + 8192, buf, 4096);
+	ck_assert(all_zero(out + 8192 + 4096, 1 * MiB - 8192 - 4096));
+	/* again in the same chunk: marked, nothing more written */
+	ck_assert_int_eq(arb_dev_write(dev, buf, 4096, 2 * MiB - 4096,
+				       ARB_IO_NODE), 0);
+	ck_assert_uint_eq(dev->bytes_written[ARB_IO_OTHER], other);
+
+	/* chunk 3 keeps what was there before */
+	ck_assert_int_eq(arb_dev_write(dev, buf, 4096, 3 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert(no_hole(fd, 3 * MiB, 4 * MiB));
+	ck_assert_uint_eq(dev->bytes_written[ARB_IO_OTHER],
+			  other + 1 * MiB - 4096 - sizeof(old));
+	ck_assert_int_eq(arb_dev_read(dev, out, 1 * MiB, 3 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(out, buf, 4096);
+	ck_assert_mem_eq(out + 512 * KiB, old, sizeof(old));
+	ck_assert(all_zero(out + 4096, 512 * KiB - 4096));
+	ck_assert(all_zero(out + 512 * KiB + sizeof(old),
+			   512 * KiB - sizeof(old)));
+	other = dev->bytes_written[ARB_IO_OTHER];
+
+	/* a 2 MiB write over [8.5, 10.5) MiB fills nothing, not even the
+	 * edges of the chunks it covers in part, nor later small writes */
+	ck_assert_int_eq(arb_dev_write(dev, buf, 2 * MiB, 8 * MiB + 512 * KiB,
+				       ARB_IO_DATA), 0);
+	ck_assert(all_hole(fd, 8 * MiB, 8 * MiB + 512 * KiB));
+	ck_assert(all_hole(fd, 10 * MiB + 512 * KiB, 11 * MiB));
+	ck_assert_int_eq(arb_dev_write(dev, buf, 4096, 8 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_uint_eq(dev->bytes_written[ARB_IO_OTHER], other);
+	ck_assert_int_eq(arb_dev_read(dev, out, 2 * MiB, 8 * MiB + 512 * KiB,
+				      ARB_IO_DATA), 0);
+	ck_assert_mem_eq(out, buf, 2 * MiB);
+	arb_dev_destroy(dev);
+
+	/* read-only: nothing is written at all */
+	ck_assert_int_eq(arb_dev_open_file(path, true, 0, &dev), 0);
+	ck_assert_int_eq(arb_dev_read(dev, out, 4096, 5 * MiB, ARB_IO_DATA), 0);
+	ck_assert(all_zero(out, 4096));
+	ck_assert_uint_eq(dev->bytes_written[ARB_IO_OTHER], 0);
+	arb_dev_destroy(dev);
+	ck_assert(all_hole(fd, 5 * MiB, 6 * MiB));
+	close(fd);
+	free(buf);
+	free(out);
 }
 END_TEST
 
@@ -1042,6 +1153,7 @@ static Suite *dev_suite(void)
 	tcase_add_unchecked_fixture(tc, file_setup, file_teardown);
 	tcase_add_test(tc, test_file_create_sparse);
 	tcase_add_test(tc, test_file_extend);
+	tcase_add_test(tc, test_file_host_alloc);
 	tcase_add_test(tc, test_file_lock);
 	tcase_add_test(tc, test_file_readonly);
 	suite_add_tcase(s, tc);
