@@ -102,6 +102,7 @@ struct file_dev {
 	uint64_t *allocated;     /* a bit per HOST_CHUNK known allocated */
 	size_t alloc_words;
 	bool no_alloc;           /* no holes to fill, or no way to find them */
+	bool told_full;          /* the host's ENOSPC was logged */
 };
 
 /*
@@ -304,6 +305,14 @@ static int file_pwrite(struct arb_dev *dev, const void *buf, size_t len,
 	}
 	if (held)
 		pthread_mutex_unlock(&f->alloc_lock);
+	if ((ret == -ENOSPC || ret == -EDQUOT) &&
+	    !__atomic_exchange_n(&f->told_full, true, __ATOMIC_RELAXED))
+		/* not this filesystem's ENOSPC (that never reaches the
+		 * device): the host's, under a sparse image */
+		arb_log(ARB_LOG_ERR, "writing the image failed: %s: the "
+			"filesystem that holds the image file is full",
+			ret == -ENOSPC ? "no space left on device"
+				       : "disk quota exceeded");
 	if (ret)
 		return ret;
 	/* start writing file data back now (asynchronously): the flush of

@@ -76,6 +76,11 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 		return -ENOENT;
 	inode_key(&k, ino);
 	ret = arb_lookup_item(fs->root, &k, &d, sizeof(d));
+	/* after an aborted transaction, its new inodes are gone while the
+	 * kernel may still hold them open: an I/O error for those, not "no
+	 * such file" for a file the caller has open */
+	if (ret == -ENOENT && fs->failed)
+		return -EIO;
 	if (ret < 0)
 		return ret;
 	if ((size_t)ret < sizeof(d)) {
