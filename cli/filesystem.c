@@ -277,10 +277,14 @@ static void stats_json(const struct arb_ioc_stats *st)
 			  st->nodes_healed, "unrecoverable",
 			  st->nodes_unrecoverable);
 	printf(" \"commits\": {\"count\": %llu, \"total_ns\": %llu, "
-	       "\"mean_ms\": %.3f},\n",
+	       "\"mean_ms\": %.3f",
 	       (unsigned long long)st->commits,
 	       (unsigned long long)st->commit_ns,
 	       ratio(st->commit_ns, st->commits) / 1e6);
+	if (st->version >= 5)
+		printf(", \"two_flush\": %llu",
+		       (unsigned long long)st->commits_two_flush);
+	printf("},\n");
 	if (st->version >= 3) {
 		printf(" \"commit_phases_ns\": {\"data\": %llu, \"tree\": %llu, "
 		       "\"node_writes\": %llu, \"flushes\": %llu},\n",
@@ -366,9 +370,14 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 		       st->meta_copies == 1 ? "y" : "ies",
 		       (unsigned long long)st->nodes_healed,
 		       (unsigned long long)st->nodes_unrecoverable);
-	printf("commits        %llu, mean %.2f ms\n",
+	printf("commits        %llu, mean %.2f ms",
 	       (unsigned long long)st->commits,
 	       ratio(st->commit_ns, st->commits) / 1e6);
+	if (st->version >= 5)
+		printf("; %llu with one flush, %llu with two",
+		       (unsigned long long)(st->commits - st->commits_two_flush),
+		       (unsigned long long)st->commits_two_flush);
+	printf("\n");
 	if (st->version >= 3) {
 		printf("commit phases  mean ms: data %.2f, tree %.2f, node "
 		       "writes %.2f, flushes+super %.2f\n",

@@ -243,6 +243,7 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->uring_requests = afs_uring_requests();
 	st->uring_threads = afs_uring_threads();
 	st->uring_starved = afs_uring_starved();
+	st->commits_two_flush = minus(s.commits_two_flush, b.commits_two_flush);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

@@ -108,6 +108,8 @@ struct arb_vol_opts {
 	 * a read-only view of that generation (implies readonly); the
 	 * caller guarantees its blocks stay intact meanwhile (a hold) */
 	const struct arb_super *super;
+	/* always flush before writing the superblock (no commit records) */
+	bool two_flush;
 };
 
 /* phases of a commit (txn.c), for statistics */
@@ -115,7 +117,7 @@ enum arb_commit_phase {
 	ARB_COMMIT_DATA,  /* pre_commit: delayed file data, its tree items */
 	ARB_COMMIT_TREE,  /* root items and delayed reference counts */
 	ARB_COMMIT_WRITE, /* writing the dirty nodes */
-	ARB_COMMIT_FLUSH, /* the two flushes and the superblock */
+	ARB_COMMIT_FLUSH, /* the flush(es) and the superblock */
 };
 
 struct arb_vol {
@@ -161,6 +163,11 @@ struct arb_vol {
 
 	/* the superblock changed outside a tree (size): commit writes it */
 	bool super_dirty;
+	/* commits may skip the flush before the superblock (txn.c): the
+	 * device tracks the writes since its last flush */
+	bool one_flush;
+	/* the newest superblock on disk carries a commit record */
+	bool record_on_disk;
 
 	/* data reads in flight outside the lock, per read epoch, and the
 	 * epoch new readers join (alloc.c, arb_data_read_begin) */
@@ -169,6 +176,9 @@ struct arb_vol {
 
 	/* statistics */
 	uint64_t nr_commits;
+	/* of them, those that flushed twice (too much written for a commit
+	 * record, or one_flush off) */
+	uint64_t nr_two_flush;
 	/* time the commits counted by nr_commits spent in each phase (ns):
 	 * enum arb_commit_phase */
 	uint64_t commit_phase_ns[4];
@@ -177,6 +187,10 @@ struct arb_vol {
 	 * that no copy could answer */
 	uint64_t nr_healed, nr_unrecoverable;
 };
+
+/* Drop the commit record (format.h) from a superblock about to be written
+ * by anything but a one-flush commit. */
+void arb_super_strip_record(struct arb_super *sb);
 
 /* Self-heal counters since open (see struct arb_vol); either may be NULL. */
 void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,

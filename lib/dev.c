@@ -49,6 +49,72 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 	return 0;
 }
 
+struct arb_dev_track {
+	pthread_mutex_t lock;
+	size_t max_nr, nr;
+	uint64_t max_bytes, bytes;
+	bool over;              /* a write went beyond the limits */
+	struct arb_dev_wrec r[];
+};
+
+int arb_dev_track(struct arb_dev *dev, size_t max_nr, uint64_t max_bytes)
+{
+	struct arb_dev_track *t = dev->track;
+
+	if (t) {
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		dev->track = NULL;
+	}
+	if (!max_nr)
+		return 0;
+	t = calloc(1, sizeof(*t) + max_nr * sizeof(t->r[0]));
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->max_nr = max_nr;
+	t->max_bytes = max_bytes;
+	/* what was written before tracking began is not known */
+	t->over = true;
+	dev->track = t;
+	return 0;
+}
+
+int arb_dev_unflushed(struct arb_dev *dev, const struct arb_dev_wrec **recs)
+{
+	struct arb_dev_track *t = dev->track;
+	int n;
+
+	if (!t)
+		return -1;
+	pthread_mutex_lock(&t->lock);
+	n = t->over ? -1 : (int)t->nr;
+	*recs = t->r;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+static void track_write(struct arb_dev_track *t, const void *buf, size_t len,
+			uint64_t off)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!t->over && (t->nr == t->max_nr || len > t->max_bytes - t->bytes))
+		t->over = true;
+	/* a range written twice: the record could not say which bytes are
+	 * the last ones (no caller does this between two flushes today) */
+	for (size_t i = 0; i < t->nr && !t->over; i++)
+		if (off < t->r[i].off + t->r[i].len && t->r[i].off < off + len)
+			t->over = true;
+	if (!t->over) {
+		t->r[t->nr].off = off;
+		t->r[t->nr].len = (uint32_t)len;
+		t->r[t->nr].csum = ~arb_crc32c(~0u, buf, len);
+		t->nr++;
+		t->bytes += len;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind)
 {
@@ -61,6 +127,9 @@ int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 	if (!len)
 		return 0;
 	ret = dev->ops->pwrite(dev, buf, len, off, kind);
+	if (dev->track)
+		/* a failed write may have written part: over the limits */
+		track_write(dev->track, buf, ret ? SIZE_MAX : len, off);
 	if (ret)
 		return ret;
 	dev->nr_writes++;
@@ -76,8 +145,24 @@ void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 
 int arb_dev_flush(struct arb_dev *dev)
 {
-	int ret = dev->ops->flush(dev);
+	struct arb_dev_track *t = dev->track;
+	int ret;
 
+	/* reset before: a write racing the flush is then tracked (and not
+	 * known flushed), never lost from the list */
+	if (t) {
+		pthread_mutex_lock(&t->lock);
+		t->nr = 0;
+		t->bytes = 0;
+		t->over = false;
+		pthread_mutex_unlock(&t->lock);
+	}
+	ret = dev->ops->flush(dev);
+	if (ret && t) {
+		pthread_mutex_lock(&t->lock);
+		t->over = true;
+		pthread_mutex_unlock(&t->lock);
+	}
 	if (!ret)
 		dev->nr_flushes++;
 	return ret;
@@ -85,8 +170,10 @@ int arb_dev_flush(struct arb_dev *dev)
 
 void arb_dev_destroy(struct arb_dev *dev)
 {
-	if (dev)
+	if (dev) {
+		arb_dev_track(dev, 0, 0);
 		dev->ops->destroy(dev);
+	}
 }
 
 /* ---- image file or block device ---------------------------------------- */

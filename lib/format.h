@@ -161,8 +161,39 @@ const char *arb_item_type_name(unsigned type);
  *   400    8    generation of the root tree's root node
  *   408    8    byte address of the second copy of the root tree's root
  *                node; 0 with one copy
- *   416    3680 reserved, 0
+ *   416    4    entries in the commit record (0: none; see below)
+ *   420    4    reserved, 0
+ *   424    2048 commit record: ARB_COMMIT_REC_MAX x struct arb_commit_rec
+ *   2472   1624 reserved, 0 (its last 16 bytes: fsck's undo record)
+ *
+ * Commit record (ARB_INCOMPAT_COMMIT_RECORD, set exactly when the entry
+ * count is non-zero): a commit that wrote little (at most
+ * ARB_COMMIT_REC_MAX ranges, ARB_COMMIT_REC_BYTES in all) writes its
+ * superblock without the flush between its other writes and the
+ * superblock, and lists here every range written since the previous
+ * commit's flush with the crc32c of its bytes.  Opening trusts such a
+ * superblock only when every listed range reads back with its checksum;
+ * otherwise the commit was cut short by a crash before its one flush, and
+ * the other slot (the previous generation, complete since its own flush)
+ * is used.  The in-memory copy of the superblock never carries a record:
+ * every other superblock write (mkfs, fsck, resize, the two-flush commit)
+ * writes none.
  */
+#define ARB_INCOMPAT_COMMIT_RECORD (1ULL << 0)
+#define ARB_INCOMPAT_KNOWN ARB_INCOMPAT_COMMIT_RECORD
+#define ARB_COMMIT_REC_MAX 128
+#define ARB_COMMIT_REC_BYTES (4ULL << 20)
+
+struct arb_commit_rec {
+	uint64_t bytenr;        /* image offset of the range */
+	uint32_t len;           /* its length, 1..ARB_COMMIT_REC_BYTES */
+	uint32_t csum;          /* crc32c of its bytes (stored like s_csum) */
+} ARB_PACKED;
+ARB_CHECK_SIZE(commit_rec, 16);
+ARB_LE(commit_rec, bytenr, 64)
+ARB_LE(commit_rec, len, 32)
+ARB_LE(commit_rec, csum, 32)
+
 struct arb_super {
 	uint8_t s_csum[ARB_CSUM_SIZE];
 	uint64_t s_magic;
@@ -185,7 +216,10 @@ struct arb_super {
 	char s_label[ARB_LABEL_SIZE];
 	uint64_t s_root_generation;
 	uint64_t s_root_mirror;
-	uint8_t s_reserved[3680];
+	uint32_t s_commit_nr;
+	uint32_t s_commit_pad;
+	struct arb_commit_rec s_commit[ARB_COMMIT_REC_MAX];
+	uint8_t s_reserved[1624];
 } ARB_PACKED;
 ARB_CHECK_SIZE(super, 4096);
 ARB_CHECK_OFF(super, s_magic, 32);
@@ -208,7 +242,9 @@ ARB_CHECK_OFF(super, s_flags, 136);
 ARB_CHECK_OFF(super, s_label, 144);
 ARB_CHECK_OFF(super, s_root_generation, 400);
 ARB_CHECK_OFF(super, s_root_mirror, 408);
-ARB_CHECK_OFF(super, s_reserved, 416);
+ARB_CHECK_OFF(super, s_commit_nr, 416);
+ARB_CHECK_OFF(super, s_commit, 424);
+ARB_CHECK_OFF(super, s_reserved, 2472);
 ARB_LE(super, s_magic, 64)
 ARB_LE(super, s_bytenr, 64)
 ARB_LE(super, s_generation, 64)
@@ -227,6 +263,7 @@ ARB_LE(super, s_compat, 64)
 ARB_LE(super, s_flags, 64)
 ARB_LE(super, s_root_generation, 64)
 ARB_LE(super, s_root_mirror, 64)
+ARB_LE(super, s_commit_nr, 32)
 
 /* ------------------------------------------------------------------------ */
 /*

@@ -14,7 +14,8 @@
  *      blocks only: a block reachable from the last committed superblock
  *      is never written, see alloc.c; the one exception is the self-heal
  *      of cache.c, which rewrites a bad first copy with identical bytes)
- *   4. flush
+ *   4. flush -- skipped when everything written since the last commit's
+ *      flush fits a commit record (see below)
  *   5. write the superblock, generation + 1, into slot (generation + 1) % 2;
  *      the other slot keeps the previous generation intact
  *   6. flush
@@ -24,6 +25,21 @@
  * one, and everything it references untouched.  A write or flush error in
  * 3-6 makes the volume refuse further transactions (it is as good as
  * read-only); the previous generation is still on disk.
+ *
+ * One flush instead of two.  Each flush costs a disk cache flush (and on a
+ * host filesystem an fdatasync); an fsync of a small append is a commit of a
+ * few nodes, so the first flush was half its cost.  When the device tracked
+ * every write since the last flush (arb_dev_track) and they are few
+ * (ARB_COMMIT_REC_MAX ranges, ARB_COMMIT_REC_BYTES), step 4 is skipped and
+ * the superblock lists those ranges with their checksums (the commit
+ * record, format.h).  The superblock may then reach the disk before the
+ * nodes it references; arb_read_super notices (a listed range that does
+ * not read back with its checksum) and takes the other slot, which is the
+ * previous generation, complete since its own step 6.  That slot is not
+ * checked again: the blocks its commit record lists may since have been
+ * freed and reused, and it is known complete anyway.  (ext4's
+ * journal_async_commit makes the same trade: a checksummed commit block
+ * instead of a flush before it.)
  *
  * The first error inside a transaction poisons it (arb_txn_fail): after
  * that only arb_txn_abort is possible, which throws away every change since
@@ -94,8 +110,9 @@ static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
 static int do_commit(struct arb_txn *t, uint64_t magic)
 {
 	struct arb_vol *vol = t->vol;
-	struct arb_super sb;
-	int slot = (int)(t->transid % 2), ret, rounds = 0;
+	const struct arb_dev_wrec *recs = NULL;
+	struct arb_super sb, wsb;
+	int slot = (int)(t->transid % 2), ret, rounds = 0, nrec;
 	uint64_t mark[5];
 
 	t->state = ARB_TXN_COMMITTING;
@@ -125,10 +142,15 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	mark[2] = arb_mono_ns();
 	ret = arb_cache_write_dirty(vol);
 	mark[3] = arb_mono_ns();
-	if (!ret)
-		ret = arb_dev_flush(vol->dev);
 	if (ret)
 		goto fatal;
+	nrec = vol->one_flush ? arb_dev_unflushed(vol->dev, &recs) : -1;
+	if (nrec <= 0 || nrec > ARB_COMMIT_REC_MAX) {
+		nrec = 0;
+		ret = arb_dev_flush(vol->dev);
+		if (ret)
+			goto fatal;
+	}
 	sb = vol->super;
 	arb_set_super_s_magic(&sb, magic);
 	arb_set_super_s_generation(&sb, t->transid);
@@ -138,16 +160,29 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	arb_set_super_s_root_generation(&sb, arb_node_gen(vol->tree_root->node));
 	arb_set_super_s_bytes_used(&sb, arb_used_bytes(vol));
 	arb_set_super_s_total_bytes(&sb, vol->total_bytes);
-	ret = write_super(vol, &sb, slot);
+	wsb = sb;
+	if (nrec) {
+		arb_set_super_s_incompat(&wsb, arb_super_s_incompat(&wsb) |
+					 ARB_INCOMPAT_COMMIT_RECORD);
+		arb_set_super_s_commit_nr(&wsb, (uint32_t)nrec);
+		for (int i = 0; i < nrec; i++) {
+			arb_set_commit_rec_bytenr(&wsb.s_commit[i], recs[i].off);
+			arb_set_commit_rec_len(&wsb.s_commit[i], recs[i].len);
+			arb_set_commit_rec_csum(&wsb.s_commit[i], recs[i].csum);
+		}
+	}
+	ret = write_super(vol, &wsb, slot);
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
 	if (ret)
 		goto fatal;
 	vol->super = sb;
+	vol->record_on_disk = nrec != 0;
 	vol->super_slot = slot;
 	vol->super_dirty = false;
 	vol->generation = t->transid;
 	vol->nr_commits++;
+	vol->nr_two_flush += !nrec;
 	arb_free_space_unpin(vol);
 	mark[4] = arb_mono_ns();
 	for (int i = 0; i < 4; i++)
@@ -272,6 +307,53 @@ void arb_txn_abort(struct arb_txn *t)
 
 /* ---- superblock and open ------------------------------------------------ */
 
+/* The flag is set exactly with a non-empty record of sane entries. */
+static bool commit_record_sane(const struct arb_super *sb)
+{
+	uint32_t n = arb_super_s_commit_nr(sb);
+	bool flag = arb_super_s_incompat(sb) & ARB_INCOMPAT_COMMIT_RECORD;
+	uint64_t total = 0, total_bytes = arb_super_s_total_bytes(sb);
+
+	if (flag != (n != 0) || n > ARB_COMMIT_REC_MAX)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t a = arb_commit_rec_bytenr(&sb->s_commit[i]);
+		uint32_t len = arb_commit_rec_len(&sb->s_commit[i]);
+
+		total += len;
+		if (!len || total > ARB_COMMIT_REC_BYTES || a > total_bytes ||
+		    len > total_bytes - a)
+			return false;
+	}
+	return true;
+}
+
+/* Does every range of sb's commit record read back with its checksum? */
+static bool commit_record_whole(struct arb_dev *dev,
+				const struct arb_super *sb)
+{
+	uint32_t n = arb_super_s_commit_nr(sb);
+	uint8_t *buf = NULL;
+	bool ok = true;
+
+	for (uint32_t i = 0; i < n && ok; i++) {
+		uint64_t a = arb_commit_rec_bytenr(&sb->s_commit[i]);
+		uint32_t len = arb_commit_rec_len(&sb->s_commit[i]);
+		uint8_t *nb = realloc(buf, len);
+
+		if (!nb) {
+			ok = false;
+			break;
+		}
+		buf = nb;
+		ok = arb_dev_read(dev, buf, len, a, ARB_IO_OTHER) == 0 &&
+		     ~arb_crc32c(~0u, buf, len) ==
+			     arb_commit_rec_csum(&sb->s_commit[i]);
+	}
+	free(buf);
+	return ok;
+}
+
 static int check_super(const struct arb_super *sb, uint64_t off,
 		       uint64_t dev_size, const char **why)
 {
@@ -304,9 +386,13 @@ static int check_super(const struct arb_super *sb, uint64_t off,
 		       "mkfs.arborfs";
 		return -EPROTONOSUPPORT;
 	}
-	if (arb_super_s_incompat(sb)) {
+	if (arb_super_s_incompat(sb) & ~ARB_INCOMPAT_COMMIT_RECORD) {
 		*why = "unknown incompatible feature flags";
 		return -EPROTONOSUPPORT;
+	}
+	if (!commit_record_sane(sb)) {
+		*why = "bad commit record";
+		return -EUCLEAN;
 	}
 	if (arb_super_s_bytenr(sb) != off || ns < ARB_MIN_NODESIZE ||
 	    ns > ARB_MAX_NODESIZE || (ns & (ns - 1)) ||
@@ -334,6 +420,7 @@ int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
 		   const char **why)
 {
 	struct arb_super sb[2];
+	bool valid[2] = { false, false };
 	int best = -1, err = -EINVAL, ret;
 	const char *w = "image too small to hold an arborfs superblock";
 
@@ -362,14 +449,41 @@ int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
 			}
 			continue;
 		}
+		valid[i] = true;
+		/* of two copies of one generation, the one without a commit
+		 * record (settle_record wrote it after the commit's flush) */
 		if (best < 0 || arb_super_s_generation(&sb[i]) >
-					arb_super_s_generation(&sb[best]))
+					arb_super_s_generation(&sb[best]) ||
+		    (arb_super_s_generation(&sb[i]) ==
+			     arb_super_s_generation(&sb[best]) &&
+		     arb_super_s_commit_nr(&sb[best]) &&
+		     !arb_super_s_commit_nr(&sb[i])))
 			best = i;
 	}
 	if (best < 0) {
 		if (why)
 			*why = w;
 		return err;
+	}
+	if (arb_super_s_commit_nr(&sb[best]) &&
+	    !commit_record_whole(dev, &sb[best])) {
+		/* a one-flush commit a crash cut short: the other slot holds
+		 * the generation before it, complete since its last flush */
+		int other = 1 - best;
+		uint64_t g = arb_super_s_generation(&sb[best]);
+
+		if (!valid[other] || arb_super_s_generation(&sb[other]) + 1 != g) {
+			if (why)
+				*why = "the newest commit did not reach the disk "
+				       "whole and the other superblock slot "
+				       "does not hold the generation before it";
+			return -EUCLEAN;
+		}
+		arb_log(ARB_LOG_INFO,
+			"generation %llu did not reach the disk whole (a crash "
+			"during its commit): using generation %llu",
+			(unsigned long long)g, (unsigned long long)(g - 1));
+		best = other;
 	}
 	*out = sb[best];
 	*slot = best;
@@ -391,6 +505,8 @@ static void vol_free(struct arb_vol *vol)
 	if (vol->cache.table)
 		arb_cache_destroy(vol);
 	free(vol->running);
+	if (vol->one_flush)
+		arb_dev_track(vol->dev, 0, 0);
 	pthread_mutex_destroy(&vol->lock);
 	free(vol);
 }
@@ -411,9 +527,20 @@ static struct arb_vol *vol_alloc(struct arb_dev *dev, size_t cache_bytes)
 	return vol;
 }
 
+/* The in-memory superblock never carries a commit record: every write of
+ * it but a one-flush commit's must write none. */
+void arb_super_strip_record(struct arb_super *sb)
+{
+	arb_set_super_s_incompat(sb, arb_super_s_incompat(sb) &
+				 ~ARB_INCOMPAT_COMMIT_RECORD);
+	arb_set_super_s_commit_nr(sb, 0);
+	memset(sb->s_commit, 0, sizeof(sb->s_commit));
+}
+
 static void vol_from_super(struct arb_vol *vol, const struct arb_super *sb)
 {
 	vol->super = *sb;
+	arb_super_strip_record(&vol->super);
 	memcpy(vol->uuid, sb->s_uuid, ARB_UUID_SIZE);
 	vol->nodesize = arb_super_s_nodesize(sb);
 	vol->sectorsize = arb_super_s_sectorsize(sb);
@@ -489,10 +616,35 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	ret = arb_free_space_load(vol);
 	if (ret)
 		goto fail;
+	if (!vol->readonly && !(o && o->two_flush) &&
+	    arb_dev_track(dev, ARB_COMMIT_REC_MAX, ARB_COMMIT_REC_BYTES) == 0)
+		vol->one_flush = true;
 	*out = vol;
 	return 0;
 fail:
 	vol_free(vol);
+	return ret;
+}
+
+/*
+ * The newest superblock on disk carries a commit record: put the same
+ * generation without one into the other slot, which opening then prefers
+ * (lib/txn.c, arb_read_super).  Left alone, the record would keep saying
+ * "this commit may be incomplete" for as long as the image rests, and a
+ * range of it that later rots would read as a commit cut short, opening
+ * the generation before it.  The other slot holds the previous generation,
+ * no longer needed: the newest is complete since its flush.
+ */
+static int settle_record(struct arb_vol *vol)
+{
+	struct arb_super copy = vol->super;
+	int ret;
+
+	ret = write_super(vol, &copy, 1 - vol->super_slot);
+	if (!ret)
+		ret = arb_dev_flush(vol->dev);
+	if (!ret)
+		vol->record_on_disk = false;
 	return ret;
 }
 
@@ -506,6 +658,8 @@ int arb_vol_close(struct arb_vol *vol)
 		else
 			arb_txn_abort(vol->running);
 	}
+	if (!ret && !vol->readonly && !vol->fatal_error && vol->record_on_disk)
+		ret = settle_record(vol);
 	if (!ret && vol->fatal_error)
 		ret = vol->fatal_error;
 	vol_free(vol);

@@ -134,7 +134,11 @@ static const char *other_super_bad(struct arb_vol *vol, struct arb_super *sb)
 		return "wrong address in the copy";
 	if (memcmp(sb->s_uuid, vol->super.s_uuid, ARB_UUID_SIZE))
 		return "another filesystem's superblock";
-	if (arb_super_s_generation(sb) > vol->generation)
+	/* a newer valid copy was passed over only for its commit record: a
+	 * one-flush commit cut short by a crash, which the next commit
+	 * overwrites (lib/txn.c); nothing to repair */
+	if (arb_super_s_generation(sb) > vol->generation &&
+	    !arb_super_s_commit_nr(sb))
 		return "newer generation than the current one";
 	if (arb_super_s_total_bytes(sb) > vol->dev->size)
 		return "larger than the image";
@@ -924,6 +928,9 @@ int arb_undo_repair(struct arb_dev *dev, FILE *out, const char **why)
 	/* G-1's superblock again, as generation G+1: newer than the
 	 * repair's, in G-1's own slot ((G+1) % 2), without an undo record */
 	arb_set_super_s_generation(&prev, g + 1);
+	/* its blocks were flushed long ago: no record to check (and the
+	 * ranges G-1's record listed may have been reused since) */
+	arb_super_strip_record(&prev);
 	sb_set64(&prev, REPAIR_GEN_OFF, 0);
 	sb_set64(&prev, REPAIR_PREV_OFF, 0);
 	arb_csum_block(arb_super_s_csum_type(&prev), &prev, sizeof(prev),

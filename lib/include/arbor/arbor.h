@@ -296,6 +296,9 @@ struct arb_fs_stats {
 	/* arb_fs_fsync calls; those that committed; those that joined
 	 * another's commit (group commit); those with nothing to commit */
 	uint64_t fsyncs, fsync_commits, fsync_joined, fsync_durable;
+	/* of commits, those that flushed twice (too much written for a
+	 * commit record) */
+	uint64_t commits_two_flush;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

@@ -53,6 +53,8 @@ struct arb_dev {
 	 * concurrently with everything else and count with atomic adds */
 	uint64_t bytes_read[4], bytes_written[4];
 	uint64_t nr_reads, nr_writes, nr_flushes;
+	/* writes since the last flush, when tracked (arb_dev_track) */
+	struct arb_dev_track *track;
 };
 
 /* Wrappers that also count. */
@@ -61,6 +63,21 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind);
 int arb_dev_flush(struct arb_dev *dev);
+
+/*
+ * Tracking the writes since the last successful flush, for commits that
+ * flush once (lib/txn.c): each range written and the crc32c of its bytes,
+ * up to max_nr ranges and max_bytes in all, none overlapping another.
+ * arb_dev_unflushed gives them, or -1 once a write went beyond that.
+ * arb_dev_track(dev, 0, 0) stops tracking.
+ */
+struct arb_dev_wrec {
+	uint64_t off;
+	uint32_t len;
+	uint32_t csum;          /* ~arb_crc32c(~0, bytes, len) */
+};
+int arb_dev_track(struct arb_dev *dev, size_t max_nr, uint64_t max_bytes);
+int arb_dev_unflushed(struct arb_dev *dev, const struct arb_dev_wrec **recs);
 /* Hint that [off, off+len) will be read soon (ops->readahead); ignored by
  * devices without the op and for requests out of bounds.  Not counted. */
 void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len);
