@@ -111,8 +111,9 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 {
 	struct arb_vol *vol = t->vol;
 	const struct arb_dev_wrec *recs = NULL;
-	struct arb_super sb, wsb;
+	struct arb_super sb, wsb, prev;
 	int slot = (int)(t->transid % 2), ret, rounds = 0, nrec;
+	bool have_prev;
 	uint64_t mark[5];
 
 	t->state = ARB_TXN_COMMITTING;
@@ -171,11 +172,23 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 			arb_set_commit_rec_csum(&wsb.s_commit[i], recs[i].csum);
 		}
 	}
+	/* what the slot holds (generation - 1), to put back if this fails */
+	have_prev = arb_dev_read(vol->dev, &prev, sizeof(prev), super_off[slot],
+				 ARB_IO_SUPER) == 0;
 	ret = write_super(vol, &wsb, slot);
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
-	if (ret)
+	if (ret) {
+		/* the flush failed, not necessarily the writes: the new
+		 * superblock may sit in a cache that still reaches the disk
+		 * (and a one-flush commit's ranges with it).  Put the slot
+		 * back, so that the generation the log names as the last on
+		 * disk is the one an open finds. */
+		if (have_prev)
+			(void)arb_dev_write(vol->dev, &prev, sizeof(prev),
+					    super_off[slot], ARB_IO_SUPER);
 		goto fatal;
+	}
 	vol->super = sb;
 	vol->record_on_disk = nrec != 0;
 	vol->super_slot = slot;
