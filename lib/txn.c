@@ -337,6 +337,13 @@ static bool commit_record_sane(const struct arb_super *sb)
 		if (!len || total > ARB_COMMIT_REC_BYTES || a > total_bytes ||
 		    len > total_bytes - a)
 			return false;
+		for (uint32_t j = 0; j < i; j++) {
+			uint64_t b = arb_commit_rec_bytenr(&sb->s_commit[j]);
+
+			if (a < b + arb_commit_rec_len(&sb->s_commit[j]) &&
+			    b < a + len)
+				return false; /* overlapping ranges */
+		}
 	}
 	return true;
 }

@@ -423,6 +423,34 @@ START_TEST(test_commit_record)
 						 : ARB_SUPER_OFFSET0) + 430,
 				     &rec), g - 1);
 
+	/* a record that breaks its limits makes its superblock invalid
+	 * (checked before any range is read): too many entries, a range
+	 * past the end, two ranges overlapping */
+	for (int bad = 0; bad < 3; bad++) {
+		uint64_t soff = g % 2 ? ARB_SUPER_OFFSET1 : ARB_SUPER_OFFSET0;
+		struct arb_super b = sb;
+		struct arb_dev *d;
+		const char *why = NULL;
+		struct arb_super out;
+		int slot;
+
+		if (bad == 0)
+			arb_set_super_s_commit_nr(&b, ARB_COMMIT_REC_MAX + 1);
+		else if (bad == 1)
+			arb_set_commit_rec_bytenr(&b.s_commit[0], 16ULL << 20);
+		else {
+			arb_set_super_s_commit_nr(&b, 2);
+			b.s_commit[1] = b.s_commit[0];
+		}
+		arb_csum_block(ARB_CSUM_CRC32C, &b, sizeof(b), b.s_csum);
+		ck_assert_int_eq(arb_dev_open_mem(mem->size, &d), 0);
+		memcpy(arb_dev_mem_data(d), arb_dev_mem_data(mem), mem->size);
+		memcpy(arb_dev_mem_data(d) + soff, &b, sizeof(b));
+		ck_assert_int_eq(arb_read_super(d, &out, &slot, &why), 0);
+		ck_assert_uint_eq(arb_super_s_generation(&out), g - 1);
+		arb_dev_destroy(d);
+	}
+
 	/* closed: both slots hold g, the one without a record is used, and
 	 * the same bad range no longer sends opening back */
 	tu_vol_check(vol);
