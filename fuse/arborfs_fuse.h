@@ -117,6 +117,9 @@ struct afs {
 	bool no_opendir;
 	/* -o open_requests: keep them anyway */
 	bool open_requests;
+	/* -o readahead (bytes, 0: the kernel's): offered as max_readahead,
+	 * since the kernel keeps the smaller of that and read_ahead_kb */
+	uint64_t readahead;
 
 	/* ---- statistics for ARB_IOC_GET_STATS (ctl.c) ---- */
 	struct afs_op_counter ops[ARB_IOC_OP_NR];

@@ -244,9 +244,13 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 			  (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* libfuse lowers this to what its buffers and the kernel allow */
 	conn->max_write = AFS_MAX_WRITE;
-	/* the kernel proposed its own maximum; ask for at least 1 MiB */
-	if (conn->max_readahead < 1024 * 1024 && conn->capable)
-		conn->max_readahead = 1024 * 1024;
+	/* the kernel proposed its own maximum (its 128 KiB window); it
+	 * keeps the smaller of our answer and its window, which main.c
+	 * widens to -o readahead (default 1 MiB; 0: as the kernel has it) */
+	if (conn->capable && afs->readahead > conn->max_readahead)
+		conn->max_readahead = afs->readahead > UINT32_MAX
+					      ? UINT32_MAX
+					      : (unsigned)afs->readahead;
 	/* timestamps carry nanoseconds */
 	conn->time_gran = 1;
 }

@@ -100,8 +100,9 @@ static void track_write(struct arb_dev_track *t, const void *buf, size_t len,
 	pthread_mutex_lock(&t->lock);
 	if (!t->over && (t->nr == t->max_nr || len > t->max_bytes - t->bytes))
 		t->over = true;
-	/* a range written twice: the record could not say which bytes are
-	 * the last ones (no caller does this between two flushes today) */
+	/* a range written twice (a block freed and reused between two
+	 * flushes): the record could not say which bytes are the last, so
+	 * the commit flushes twice */
 	for (size_t i = 0; i < t->nr && !t->over; i++)
 		if (off < t->r[i].off + t->r[i].len && t->r[i].off < off + len)
 			t->over = true;

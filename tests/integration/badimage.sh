@@ -141,7 +141,8 @@ log "second mount: $out"
 fs_umount
 
 log "bad options"
-for o in commit=abc max_inline=-1 cache_size=12Q trace= dirty_limit=abc dirty_limit=1; do
+for o in commit=abc max_inline=-1 cache_size=12Q trace= dirty_limit=abc dirty_limit=1 \
+	readahead=abc readahead=12 readahead=2G; do
 	st=0
 	out=$("$DAEMON" -f -o "$o" "$IMG" "$MNT" 2>&1) || st=$?
 	[ $st -ne 0 ] || fail "-o $o accepted"

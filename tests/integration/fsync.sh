@@ -23,10 +23,15 @@ stat() {
 for mode in "" singlethread; do
 fs_mkfs -s 1G
 log "serving with ${mode:-a pool of threads}"
-# the pool run also caps the mount's dirty page cache (-o dirty_limit)
+# the pool run also caps the mount's dirty page cache (-o dirty_limit);
+# the other sets a read-ahead window other than the default 1M
 limit=,dirty_limit=16M
-[ -z "$mode" ] || limit=
+[ -z "$mode" ] || limit=,readahead=4M
 fs_mount -o commit=3600${mode:+,$mode}$limit
+ra=$(cat "/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb")
+want=1024
+[ -z "$mode" ] || want=4096
+[ "$ra" = $want ] || fail "read_ahead_kb of the mount is $ra, want $want"
 if [ -z "$mode" ]; then
 	mb=/sys/class/bdi/$(mountpoint -d "$MNT")/max_bytes
 	if [ -f "$mb" ]; then
