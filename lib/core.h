@@ -168,6 +168,10 @@ struct arb_vol {
 	bool one_flush;
 	/* the newest superblock on disk carries a commit record */
 	bool record_on_disk;
+	/* the bytes of each superblock slot, as read at open or last
+	 * written (to put a slot back when a commit's flush fails) */
+	struct arb_super slot_sb[2];
+	bool slot_known[2];
 
 	/* data reads in flight outside the lock, per read epoch, and the
 	 * epoch new readers join (alloc.c, arb_data_read_begin) */

@@ -101,10 +101,17 @@ static bool txn_has_changes(struct arb_vol *vol)
 
 static int write_super(struct arb_vol *vol, struct arb_super *sb, int slot)
 {
+	int ret;
+
 	arb_set_super_s_bytenr(sb, super_off[slot]);
 	arb_csum_block(vol->csum_type, sb, sizeof(*sb), sb->s_csum);
-	return arb_dev_write(vol->dev, sb, sizeof(*sb), super_off[slot],
-			     ARB_IO_SUPER);
+	ret = arb_dev_write(vol->dev, sb, sizeof(*sb), super_off[slot],
+			    ARB_IO_SUPER);
+	/* a failed write may have written part: unknown now */
+	vol->slot_known[slot] = !ret;
+	if (!ret)
+		vol->slot_sb[slot] = *sb;
+	return ret;
 }
 
 static int do_commit(struct arb_txn *t, uint64_t magic)
@@ -173,8 +180,8 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		}
 	}
 	/* what the slot holds (generation - 1), to put back if this fails */
-	have_prev = arb_dev_read(vol->dev, &prev, sizeof(prev), super_off[slot],
-				 ARB_IO_SUPER) == 0;
+	have_prev = vol->slot_known[slot];
+	prev = vol->slot_sb[slot];
 	ret = write_super(vol, &wsb, slot);
 	if (!ret)
 		ret = arb_dev_flush(vol->dev);
@@ -184,9 +191,12 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		 * (and a one-flush commit's ranges with it).  Put the slot
 		 * back, so that the generation the log names as the last on
 		 * disk is the one an open finds. */
-		if (have_prev)
-			(void)arb_dev_write(vol->dev, &prev, sizeof(prev),
-					    super_off[slot], ARB_IO_SUPER);
+		if (have_prev &&
+		    arb_dev_write(vol->dev, &prev, sizeof(prev),
+				  super_off[slot], ARB_IO_SUPER) == 0) {
+			vol->slot_sb[slot] = prev;
+			vol->slot_known[slot] = true;
+		}
 		goto fatal;
 	}
 	vol->super = sb;
@@ -436,8 +446,8 @@ static int check_super(const struct arb_super *sb, uint64_t off,
  * Read both superblock slots and pick the valid one with the highest
  * generation.  *why names the problem of the best invalid one otherwise.
  */
-int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
-		   const char **why)
+static int read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
+		      const char **why, struct arb_super *raw, bool *raw_ok)
 {
 	struct arb_super sb[2];
 	bool valid[2] = { false, false };
@@ -452,6 +462,10 @@ int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
 				   ARB_IO_SUPER);
 		if (ret)
 			return ret;
+		if (raw) {
+			raw[i] = sb[i];
+			raw_ok[i] = true;
+		}
 		ret = check_super(&sb[i], super_off[i], dev->size, &wi);
 		if (ret == -EPROTONOSUPPORT) {
 			/* a valid superblock we cannot handle: never fall back
@@ -508,6 +522,12 @@ int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
 	*out = sb[best];
 	*slot = best;
 	return 0;
+}
+
+int arb_read_super(struct arb_dev *dev, struct arb_super *out, int *slot,
+		   const char **why)
+{
+	return read_super(dev, out, slot, why, NULL, NULL);
 }
 
 static void vol_free(struct arb_vol *vol)
@@ -578,6 +598,8 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	struct arb_root_item item;
 	struct arb_key k = { ARB_EXTENT_TREE_ID, ARB_ROOT_ITEM, 0 };
 	const char *why = NULL;
+	struct arb_super raw[2] = { 0 };
+	bool raw_ok[2] = { false, false };
 	int slot, ret;
 
 	if (o && o->super) {
@@ -585,7 +607,7 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 		sb = *o->super;
 		slot = (int)(arb_super_s_generation(&sb) % 2);
 	} else {
-		ret = arb_read_super(dev, &sb, &slot, &why);
+		ret = read_super(dev, &sb, &slot, &why, raw, raw_ok);
 		if (ret) {
 			arb_log(ARB_LOG_ERR, "%s",
 				why ? why : strerror(-ret));
@@ -597,6 +619,11 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 		return -ENOMEM;
 	vol_from_super(vol, &sb);
 	vol->super_slot = slot;
+	for (int i = 0; i < 2; i++) {
+		/* as read: what a failed commit puts back into the slot */
+		vol->slot_sb[i] = raw[i];
+		vol->slot_known[i] = raw_ok[i];
+	}
 	vol->view = o && o->super;
 	vol->readonly = o && (o->readonly || o->super);
 	if (arb_super_s_ro_compat(&sb) && !vol->readonly) {
