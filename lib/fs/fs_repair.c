@@ -781,6 +781,9 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		ret = 0;
 		goto out_abort;
 	}
+	/* flushed twice, so without a commit record: closing then leaves the
+	 * other slot alone, and undo needs it (generation - 1, lib/txn.c) */
+	vol->one_flush = false;
 	/* the undo record travels with this commit's superblock */
 	sb_set64(&vol->super, REPAIR_GEN_OFF, vol->generation + 1);
 	sb_set64(&vol->super, REPAIR_PREV_OFF, vol->generation);
