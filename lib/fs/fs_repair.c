@@ -782,8 +782,13 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		goto out_abort;
 	}
 	/* flushed twice, so without a commit record: closing then leaves the
-	 * other slot alone, and undo needs it (generation - 1, lib/txn.c) */
-	vol->one_flush = false;
+	 * other slot alone, and undo needs it (generation - 1, lib/txn.c).
+	 * Today the repair commit is the first since open, which is
+	 * two-flush anyway; this keeps it so if that ever changes. */
+	if (vol->one_flush) {
+		arb_dev_track(vol->dev, 0, 0);
+		vol->one_flush = false;
+	}
 	/* the undo record travels with this commit's superblock */
 	sb_set64(&vol->super, REPAIR_GEN_OFF, vol->generation + 1);
 	sb_set64(&vol->super, REPAIR_PREV_OFF, vol->generation);
