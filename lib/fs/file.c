@@ -504,10 +504,13 @@ static int rd_piece_prepare(struct arb_fs *fs, uint64_t ino, uint64_t foff,
 static int rd_piece_read(struct arb_fs *fs, const struct rd_piece *p)
 {
 	uint32_t bs = fs->bs;
+	/* whole sectors (every piece of a sector-aligned read) go straight
+	 * into the caller's buffer: a bad one fails the whole read anyway */
+	bool direct = p->skip == 0 && p->len == p->nsec * bs;
 	uint8_t *tmp;
 	int ret;
 
-	tmp = malloc(p->nsec * bs);
+	tmp = direct ? p->dst : malloc(p->nsec * bs);
 	if (!tmp)
 		return -ENOMEM;
 	ret = arb_dev_read(fs->dev, tmp, p->nsec * bs, p->sec, ARB_IO_DATA);
@@ -532,9 +535,11 @@ static int rd_piece_read(struct arb_fs *fs, const struct rd_piece *p)
 			goto out;
 		}
 	}
-	memcpy(p->dst, tmp + p->skip, p->len);
+	if (!direct)
+		memcpy(p->dst, tmp + p->skip, p->len);
 out:
-	free(tmp);
+	if (!direct)
+		free(tmp);
 	return ret;
 }
 
@@ -577,7 +582,8 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 	struct ext e;
 	int ret = 0;
 
-	memset(buf, 0, len);
+	/* every byte is written once: holes and preallocated ranges zeroed,
+	 * extents copied or read (by the plan, later, without the lock) */
 	while (pos < end) {
 		uint64_t a, b;
 
@@ -595,21 +601,28 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		}
 		a = e.start > pos ? e.start : pos;
 		b = e.end < end ? e.end : end;
+		memset(buf + (pos - off), 0, a - pos);
 		if (e.type == ARB_FILE_EXTENT_INLINE) {
 			uint64_t lim = e.end < fs->bs ? e.end : fs->bs;
-			if (b > lim)
-				b = lim;
-			if (a < b)
-				memcpy(buf + (a - off), inl + a, b - a);
+			uint64_t c = b < lim ? b : lim;
+			if (a < c)
+				memcpy(buf + (a - off), inl + a, c - a);
+			else
+				c = a;
+			memset(buf + (c - off), 0, b - c);
 		} else if (e.type == ARB_FILE_EXTENT_REG) {
 			ret = read_disk(fs, ino, a,
 					e.disk_bytenr + e.offset + (a - e.start),
 					b - a, buf + (a - off), plan);
 			if (ret)
 				break;
+		} else {
+			memset(buf + (a - off), 0, b - a);
 		}
-		pos = e.end;
+		pos = b;
 	}
+	if (!ret && pos < end)
+		memset(buf + (pos - off), 0, end - pos);
 	free(inl);
 	return ret;
 }
