@@ -595,9 +595,11 @@ out_err:
  * Each serving thread keeps one read buffer.  A fresh malloc of a 1 MiB
  * READ's buffer is, as often as not, fresh pages from the kernel (glibc
  * maps or trims such sizes), and faulting them in cost the daemon more
- * than the read: 100,000-170,000 minor faults and 2.2-3.6 s of CPU per
- * GiB read with the image in the page cache, against 10,000-42,000 and
- * 0.5-1.1 s with the buffer kept (docs/PERFORMANCE.md).
+ * than the read.  Per GiB read with the image in the page cache: 61,000-
+ * 170,000 minor faults and 1.0-3.6 s of daemon CPU before; 10,000-42,000
+ * faults with only the sector copy gone (file.c, rd_piece_read); about
+ * 2,000 faults and 0.34-0.39 s with this buffer too (docs/PERFORMANCE.md,
+ * "Eighth session").
  */
 #define READ_BUF_KEEP (2u << 20)
 
@@ -635,10 +637,8 @@ static char *read_buf_get(size_t size, char **tofree)
 	if (!rb)
 		return NULL;
 	rb->cap = size <= (128u << 10) ? (128u << 10) : READ_BUF_KEEP;
-	if (pthread_setspecific(read_buf_key, rb)) {
-		*tofree = (char *)rb;
-		return rb->data;
-	}
+	if (pthread_setspecific(read_buf_key, rb))
+		*tofree = (char *)rb; /* not kept: freed after this READ */
 	return rb->data;
 }
 
