@@ -621,6 +621,8 @@ static void read_buf_init(void)
 static char *read_buf_get(size_t size, char **tofree)
 {
 	struct read_buf *rb;
+	/* 128 KiB or the largest READ: few sizes, no regrowth in steps */
+	size_t cap = size <= (128u << 10) ? (128u << 10) : READ_BUF_KEEP;
 
 	*tofree = NULL;
 	pthread_once(&read_buf_once, read_buf_init);
@@ -631,12 +633,10 @@ static char *read_buf_get(size_t size, char **tofree)
 		return rb->data;
 	free(rb);
 	(void)pthread_setspecific(read_buf_key, NULL);
-	/* 128 KiB or the largest READ: few sizes, no regrowth in steps */
-	rb = malloc(sizeof(*rb) + (size <= (128u << 10) ? (128u << 10)
-							: READ_BUF_KEEP));
+	rb = malloc(sizeof(*rb) + cap);
 	if (!rb)
 		return NULL;
-	rb->cap = size <= (128u << 10) ? (128u << 10) : READ_BUF_KEEP;
+	rb->cap = cap;
 	if (pthread_setspecific(read_buf_key, rb))
 		*tofree = (char *)rb; /* not kept: freed after this READ */
 	return rb->data;

@@ -604,11 +604,11 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		memset(buf + (pos - off), 0, a - pos);
 		if (e.type == ARB_FILE_EXTENT_INLINE) {
 			uint64_t lim = e.end < fs->bs ? e.end : fs->bs;
+			/* [a, c) from the item, [c, b) past its bytes */
 			uint64_t c = b < lim ? b : lim;
-			if (a < c)
-				memcpy(buf + (a - off), inl + a, c - a);
-			else
+			if (c < a)
 				c = a;
+			memcpy(buf + (a - off), inl + a, c - a);
 			memset(buf + (c - off), 0, b - c);
 		} else if (e.type == ARB_FILE_EXTENT_REG) {
 			ret = read_disk(fs, ino, a,
