@@ -284,6 +284,9 @@ static void stats_json(const struct arb_ioc_stats *st)
 	if (st->version >= 5)
 		printf(", \"two_flush\": %llu",
 		       (unsigned long long)st->commits_two_flush);
+	if (st->version >= 6)
+		printf(", \"flushes_behind\": %llu",
+		       (unsigned long long)st->flushes_behind);
 	printf("},\n");
 	if (st->version >= 3) {
 		printf(" \"commit_phases_ns\": {\"data\": %llu, \"tree\": %llu, "
@@ -377,6 +380,9 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 		printf("; %llu with one flush, %llu with two",
 		       (unsigned long long)(st->commits - st->commits_two_flush),
 		       (unsigned long long)st->commits_two_flush);
+	if (st->version >= 6)
+		printf("; %llu flushes behind writers",
+		       (unsigned long long)st->flushes_behind);
 	printf("\n");
 	if (st->version >= 3) {
 		printf("commit phases  mean ms: data %.2f, tree %.2f, node "

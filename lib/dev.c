@@ -144,6 +144,19 @@ void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 		dev->ops->readahead(dev, off, len);
 }
 
+int arb_dev_flush_behind(struct arb_dev *dev, uint64_t limit)
+{
+	int ret;
+
+	if (!dev->ops->flush_behind)
+		return 0;
+	ret = dev->ops->flush_behind(dev, limit);
+	if (ret > 0)
+		__atomic_add_fetch(&dev->nr_flushes_behind, 1,
+				   __ATOMIC_RELAXED);
+	return ret;
+}
+
 int arb_dev_flush(struct arb_dev *dev)
 {
 	struct arb_dev_track *t = dev->track;
@@ -179,6 +192,10 @@ void arb_dev_destroy(struct arb_dev *dev)
 
 /* ---- image file or block device ---------------------------------------- */
 
+/* a data write this large is bulk: its writeback starts at once, and
+ * flush-behind counts it */
+#define BULK_DATA (256u << 10)
+
 struct file_dev {
 	struct arb_dev dev;
 	int fd;
@@ -191,6 +208,12 @@ struct file_dev {
 	size_t alloc_words;
 	bool no_alloc;           /* no holes to fill, or no way to find them */
 	bool told_full;          /* the host's ENOSPC was logged */
+	/* flush-behind: bulk data bytes written since the last flush
+	 * (atomic), the lock one flush-behind at a time holds, and the
+	 * error of a failed one (atomic; kept: see file_flush) */
+	uint64_t unflushed_bulk;
+	pthread_mutex_t behind_lock;
+	int behind_err;
 };
 
 /*
@@ -406,10 +429,48 @@ static int file_pwrite(struct arb_dev *dev, const void *buf, size_t len,
 	/* start writing file data back now (asynchronously): the flush of
 	 * the next commit or fsync then finds little left to write, whose
 	 * ever data it was (one image file: the host's fdatasync covers all) */
-	if (kind == ARB_IO_DATA && total >= (256u << 10))
+	if (kind == ARB_IO_DATA && total >= BULK_DATA) {
 		(void)sync_file_range(f->fd, (off_t)start, (off_t)total,
 				      SYNC_FILE_RANGE_WRITE);
+		__atomic_add_fetch(&f->unflushed_bulk, total,
+				   __ATOMIC_RELAXED);
+	}
 	return 0;
+}
+
+static int host_flush(struct file_dev *f)
+{
+	/* the size of a block device never changes, so data is all there is */
+	int ret = f->blockdev ? fsync(f->fd) : fdatasync(f->fd);
+
+	return ret < 0 ? -errno : 0;
+}
+
+static int file_flush_behind(struct arb_dev *dev, uint64_t limit)
+{
+	struct file_dev *f = dev->priv;
+	int ret = 0;
+
+	if (f->readonly ||
+	    __atomic_load_n(&f->unflushed_bulk, __ATOMIC_RELAXED) <= limit)
+		return 0;
+	/* one at a time: a writer that gets a second limit ahead of the
+	 * flush in progress waits for it here */
+	pthread_mutex_lock(&f->behind_lock);
+	if (__atomic_load_n(&f->unflushed_bulk, __ATOMIC_RELAXED) > limit) {
+		__atomic_store_n(&f->unflushed_bulk, 0, __ATOMIC_RELAXED);
+		ret = host_flush(f);
+		if (ret && !__atomic_load_n(&f->behind_err, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&f->behind_err, ret,
+					 __ATOMIC_RELAXED);
+			arb_log(ARB_LOG_ERR, "flushing the image failed: %s; "
+				"no later commit can succeed",
+				strerror(-ret));
+		}
+		ret = ret ? ret : 1;
+	}
+	pthread_mutex_unlock(&f->behind_lock);
+	return ret;
 }
 
 static int file_flush(struct arb_dev *dev)
@@ -419,9 +480,12 @@ static int file_flush(struct arb_dev *dev)
 
 	if (f->readonly)
 		return 0;
-	/* the size of a block device never changes, so data is all there is */
-	ret = f->blockdev ? fsync(f->fd) : fdatasync(f->fd);
-	return ret < 0 ? -errno : 0;
+	__atomic_store_n(&f->unflushed_bulk, 0, __ATOMIC_RELAXED);
+	ret = host_flush(f);
+	/* a failed flush-behind consumed the host's report of a lost write
+	 * (the host tells it to one flush of the file only): this flush may
+	 * well succeed, but what was lost stays lost */
+	return ret ? ret : __atomic_load_n(&f->behind_err, __ATOMIC_RELAXED);
 }
 
 static int file_resize(struct arb_dev *dev, uint64_t size)
@@ -446,6 +510,7 @@ static void file_destroy(struct arb_dev *dev)
 
 	close(f->fd); /* drops the flock too */
 	pthread_mutex_destroy(&f->alloc_lock);
+	pthread_mutex_destroy(&f->behind_lock);
 	free(f->allocated);
 	free(f);
 }
@@ -470,6 +535,7 @@ static const struct arb_dev_ops file_ops = {
 	.resize = file_resize,
 	.destroy = file_destroy,
 	.readahead = file_readahead,
+	.flush_behind = file_flush_behind,
 };
 
 int arb_dev_resize(struct arb_dev *dev, uint64_t size, bool allocate)
@@ -567,6 +633,7 @@ int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 	f->readonly = readonly;
 	f->no_alloc = readonly || f->blockdev;
 	pthread_mutex_init(&f->alloc_lock, NULL);
+	pthread_mutex_init(&f->behind_lock, NULL);
 	f->dev.ops = &file_ops;
 	f->dev.size = size;
 	f->dev.priv = f;

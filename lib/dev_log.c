@@ -361,6 +361,18 @@ static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 	arb_dev_readahead(t->lower, off, len);
 }
 
+/* traced when it ends, and only when it flushed: the caller cannot know
+ * beforehand whether it will */
+static int trace_flush_behind(struct arb_dev *dev, uint64_t limit)
+{
+	struct trace_dev *t = dev->priv;
+	int ret = arb_dev_flush_behind(t->lower, limit);
+
+	if (ret)
+		trace_op(t, 'F', 0, 0, ARB_IO_DATA);
+	return ret;
+}
+
 static void trace_destroy(struct arb_dev *dev)
 {
 	struct trace_dev *t = dev->priv;
@@ -376,6 +388,7 @@ static const struct arb_dev_ops trace_ops = {
 	.resize = trace_resize,
 	.destroy = trace_destroy,
 	.readahead = trace_readahead,
+	.flush_behind = trace_flush_behind,
 };
 
 /* f stays the caller's; on failure lower does too. */

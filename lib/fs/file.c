@@ -890,6 +890,9 @@ out:
 	fs_unlock(fs);
 	if (size >= ARB_BULK_WRITE)
 		pthread_mutex_unlock(&fs->bulk_lock);
+	/* after both locks: other writes and fsyncs go on meanwhile.  A
+	 * failure is kept by the device and fails the next commit */
+	(void)arb_dev_flush_behind(fs->dev, ARB_FLUSH_BEHIND);
 	return ret;
 }
 

@@ -63,6 +63,10 @@
 #define ARB_FLUSH_BATCH (16ULL << 20)
 /* the least a writer over ARB_FLUSH_BATCH writes out per write(2) */
 #define ARB_FLUSH_STEP (4ULL << 20)
+/* a write flushes the image when more bulk data than this was written
+ * since the last flush (arb_dev_flush_behind); measured against 64 MiB
+ * and none in docs/PERFORMANCE.md, "Flush-behind" */
+#define ARB_FLUSH_BEHIND (32ULL << 20)
 /* largest extent delayed allocation asks for */
 #define ARB_MAX_EXTENT (128ULL << 20)
 /* metadata bytes an ordinary operation must find free (in nodes) */

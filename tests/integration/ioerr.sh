@@ -11,7 +11,11 @@
 #     next mount (no faults) shows the last good generation, intact, and
 #     fsck is clean;
 #  c. flushes fail in a commit of the commit thread: the same, ended by
-#     kill -9 instead of an unmount.
+#     kill -9 instead of an unmount;
+#  d. a flush-behind (a streaming writer's flush between commits) fails:
+#     the host reports a lost write to one flush only, so the daemon must
+#     keep the error: the next commit fails although the fault is gone,
+#     and the next mount shows the last good generation.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -207,6 +211,45 @@ done
 grep -q "commit of generation $((good_gen + 1)) failed: Input/output error" "$DAEMON_LOG" ||
 	fail "no log line naming the failed commit"
 expect_errno EROFS "open('newfile','w')"
+kill_daemon
+DAEMON_ENV=()
+fs_mount
+[ "$(gen_field generation)" = "$good_gen" ] || fail "after kill: generation $(gen_field generation), want $good_gen"
+manifest "$MNT" >"$TMP/after.manifest"
+same_manifest "$TMP/good.manifest" "$TMP/after.manifest"
+fs_umount
+check_fsck
+
+# ---- d. a failed flush-behind fails the next commit ---------------------------
+log "d: a flush-behind fails; the next commit must fail too"
+fs_mkfs -s 512M
+faults "# nothing"
+DAEMON_ENV=("${FAULT_ENV[@]}")
+# no commit of the commit thread during the test: only the flush-behind
+# meets the fault
+fs_mount -o commit=3600
+head -c 300000 /dev/urandom >"$MNT/before"
+"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync before the faults failed"
+good_gen=$(gen_field generation)
+manifest "$MNT" >"$TMP/good.manifest"
+faults "flush_eio_after 0"
+# direct writes reach the daemon at once, as 1 MiB WRITEs; well past the
+# daemon's delayed data and flush-behind limits
+dd if=/dev/urandom of="$MNT/stream" bs=1M count=128 oflag=direct status=none ||
+	fail "the streaming write failed"
+grep -q "flushing the image failed: Input/output error; no later commit can succeed" "$DAEMON_LOG" ||
+	fail "no flush-behind failed (log: $(tail -n 3 "$DAEMON_LOG" | tr '\n' ' '))"
+behind=$("$ARBOR" filesystem stats --json "$MNT" |
+	python3 -c "import json,sys; print(json.load(sys.stdin)['commits'].get('flushes_behind', -1))")
+[ "$behind" = 0 ] || fail "stats count $behind successful flushes behind, want 0"
+[ "$(gen_field state)" = rw ] || fail "the state changed before a commit"
+# the fault is gone: a flush now succeeds on the host, but the data the
+# failed one covered may be lost: the commit must fail anyway
+faults "# nothing"
+if "$ARBOR" filesystem sync "$MNT" >/dev/null 2>&1; then
+	fail "a commit after a failed flush-behind succeeded"
+fi
+[ "$(gen_field state)" = failed ] || fail "state $(gen_field state) after the failed commit, want failed"
 kill_daemon
 DAEMON_ENV=()
 fs_mount

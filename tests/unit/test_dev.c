@@ -448,6 +448,73 @@ START_TEST(test_file_readonly)
 }
 END_TEST
 
+/* flush-behind: only bulk data counts, past the limit one flush, the
+ * count starts again at every flush; through a trace wrapper it is
+ * passed on and traced when it flushed; devices without it do nothing */
+START_TEST(test_file_flush_behind)
+{
+	const char *path = tmpfile_path("behind.img");
+	uint8_t *buf = calloc(1, 1 * MiB);
+	struct arb_dev *dev, *t, *mem;
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *out;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(arb_dev_open_file(path, false, 16 * MiB, &dev), 0);
+	/* small data writes and node writes do not count */
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(arb_dev_write(dev, buf, 128 * KiB,
+					       (uint64_t)i * 128 * KiB,
+					       ARB_IO_DATA), 0);
+		ck_assert_int_eq(arb_dev_write(dev, buf, 1 * MiB, 2 * MiB,
+					       ARB_IO_NODE), 0);
+	}
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 0), 0);
+	/* 3 MiB of bulk data: over a 2 MiB limit, not over 3 MiB */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(arb_dev_write(dev, buf, 1 * MiB,
+					       (uint64_t)(4 + i) * MiB,
+					       ARB_IO_DATA), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 3 * MiB), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 2 * MiB), 1);
+	ck_assert_uint_eq(dev->nr_flushes_behind, 1);
+	ck_assert_uint_eq(dev->nr_flushes, 0);
+	/* counted from the flush on */
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 0), 0);
+	ck_assert_int_eq(arb_dev_write(dev, buf, 1 * MiB, 8 * MiB,
+				       ARB_IO_DATA), 0);
+	ck_assert_int_eq(arb_dev_flush(dev), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 0), 0);
+
+	/* through a trace: passed on, one 'F ... data' line when it flushed */
+	out = open_memstream(&text, &tlen);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(arb_dev_trace_wrap(dev, out, &t), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(t, 0), 0);
+	ck_assert_int_eq(arb_dev_write(t, buf, 1 * MiB, 9 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_int_eq(arb_dev_flush_behind(t, 0), 1);
+	ck_assert_uint_eq(t->nr_flushes_behind, 1);
+	ck_assert_uint_eq(dev->nr_flushes_behind, 2);
+	arb_dev_destroy(t);
+	ck_assert_int_eq(fclose(out), 0);
+	ck_assert_ptr_nonnull(strstr(text, " W 9437184 1048576 data\n"));
+	ck_assert_ptr_nonnull(strstr(text, " F 0 0 data\n"));
+	free(text);
+
+	/* read-only: nothing; a memory device has no such op */
+	ck_assert_int_eq(arb_dev_open_file(path, true, 0, &dev), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(dev, 0), 0);
+	arb_dev_destroy(dev);
+	mem = open_mem(4 * MiB);
+	ck_assert_int_eq(arb_dev_write(mem, buf, 1 * MiB, 0, ARB_IO_DATA), 0);
+	ck_assert_int_eq(arb_dev_flush_behind(mem, 0), 0);
+	arb_dev_destroy(mem);
+	free(buf);
+}
+END_TEST
+
 /* ---- fault injection --------------------------------------------------- */
 
 static struct arb_dev *open_fault(struct arb_dev **lower)
@@ -1156,6 +1223,7 @@ static Suite *dev_suite(void)
 	tcase_add_test(tc, test_file_host_alloc);
 	tcase_add_test(tc, test_file_lock);
 	tcase_add_test(tc, test_file_readonly);
+	tcase_add_test(tc, test_file_flush_behind);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault");

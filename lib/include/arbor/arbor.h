@@ -299,6 +299,8 @@ struct arb_fs_stats {
 	/* of commits, those that flushed twice (too much written for a
 	 * commit record) */
 	uint64_t commits_two_flush;
+	/* flushes of bulk data between commits (arb_dev_flush_behind) */
+	uint64_t flushes_behind;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

@@ -42,6 +42,10 @@ struct arb_dev_ops {
 	/* a hint: [off, off+len) will be read soon, start fetching it in
 	 * the background; may be NULL.  Changes nothing a read returns */
 	void (*readahead)(struct arb_dev *dev, uint64_t off, size_t len);
+	/* flush now if more than limit bytes of bulk data were written since
+	 * the last flush: 1 flushed, 0 not needed, < 0 the flush failed
+	 * (then every later flush fails too); may be NULL */
+	int (*flush_behind)(struct arb_dev *dev, uint64_t limit);
 };
 
 struct arb_dev {
@@ -53,6 +57,8 @@ struct arb_dev {
 	 * concurrently with everything else and count with atomic adds */
 	uint64_t bytes_read[4], bytes_written[4];
 	uint64_t nr_reads, nr_writes, nr_flushes;
+	/* flushes arb_dev_flush_behind made (atomic adds: outside any lock) */
+	uint64_t nr_flushes_behind;
 	/* writes since the last flush, when tracked (arb_dev_track) */
 	struct arb_dev_track *track;
 };
@@ -81,6 +87,20 @@ int arb_dev_unflushed(struct arb_dev *dev, const struct arb_dev_wrec **recs);
 /* Hint that [off, off+len) will be read soon (ops->readahead); ignored by
  * devices without the op and for requests out of bounds.  Not counted. */
 void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len);
+/*
+ * Flush-behind: when more than limit bytes of bulk file data (writes of
+ * 256 KiB or more) were written since the last flush, flush the device
+ * now, in the caller's thread and without any lock of the caller held.
+ * A streaming writer then pays for making its own data durable as it
+ * goes, and an fsync of another file finds at most about limit bytes left
+ * to flush instead of everything written since the last commit (one image
+ * file: its flush covers everybody's data).  Changes nothing stored, and
+ * leaves the tracked writes (arb_dev_track) as they are: a commit's record
+ * still lists them.  1: flushed, 0: nothing to do (or no such op), < 0:
+ * the flush failed, and every later arb_dev_flush fails with that error,
+ * since the host reports a lost write to one flush only.
+ */
+int arb_dev_flush_behind(struct arb_dev *dev, uint64_t limit);
 /* Grow or shrink the device (an image file; a block device refuses with
  * -EOPNOTSUPP).  allocate: reserve the added bytes on the host filesystem
  * now (fallocate) rather than leaving a sparse hole. */

@@ -39,8 +39,8 @@ extern "C" {
 /* version of the structs below; 1: the first; 2: arb_ioc_stats gained
  * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
- * commits_two_flush */
-#define ARB_IOC_VERSION 5
+ * commits_two_flush; 6: flushes_behind */
+#define ARB_IOC_VERSION 6
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -247,7 +247,10 @@ struct arb_ioc_stats {
 	/* out (version 5): of commits, those that flushed before writing
 	 * the superblock too (more written than a commit record holds) */
 	__u64 commits_two_flush;
-	__u64 reserved[29];
+	/* out (version 6): flushes a streaming writer made between commits
+	 * (flush-behind: more bulk data than a limit unflushed) */
+	__u64 flushes_behind;
+	__u64 reserved[28];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
