@@ -334,7 +334,7 @@ static void usage(const char *prog)
 	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
 	       "                           (default 2048)\n"
 	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
-	       "                           (default 64M)\n"
+	       "                           (default 1/64 of the RAM, 64M to 512M)\n"
 	       "    -o autogrow=SIZE       grow a full image file (fallocate) up to\n"
 	       "                           SIZE (K/M/G/T) instead of ENOSPC\n"
 	       "    -o dirty_limit=BYTES   most data the kernel may hold dirty for\n"
@@ -597,6 +597,31 @@ static void *signal_thread(void *arg)
 
 /* ---- main -------------------------------------------------------------- */
 
+/*
+ * The node cache's bound when cache_size= is not given: 1/64 of the RAM,
+ * at least 64 MiB and at most 512 MiB.  64 MiB held the tree of a
+ * 200,000-file directory but not of 1,000,000 files spread over 1,000
+ * directories: there creates slowed to 0.45x of the first tenth (each
+ * commit, forced by dirty nodes, rewrote most directories' leaves), and
+ * 256 MiB kept 0.75x (docs/PERFORMANCE.md, "Ninth session").  The cache
+ * fills only with nodes actually used, so a small filesystem stays small.
+ */
+static uint64_t default_cache_size(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t ram, size;
+
+	if (pages <= 0 || psize <= 0)
+		return 64ULL << 20;
+	ram = (uint64_t)pages * (uint64_t)psize;
+	size = ram / 64;
+	if (size < (64ULL << 20))
+		size = 64ULL << 20;
+	if (size > (512ULL << 20))
+		size = 512ULL << 20;
+	return size;
+}
+
 static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 {
 	struct arb_fs_opts fo;
@@ -641,7 +666,8 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.write_keeps_times = !c->readonly;
 	fo.commit_interval = c->commit;
 	fo.max_inline = c->max_inline;
-	fo.cache_bytes = (size_t)c->cache_size;
+	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
+						 : default_cache_size());
 	fo.autogrow_max = c->autogrow;
 	ret = arb_fs_open(dev, &fo, fsp, &why);
 	if (ret) {
@@ -679,7 +705,7 @@ int main(int argc, char *argv[])
 	struct afs_config conf = {
 		.commit = 5,
 		.max_inline = 2048,
-		.cache_size = 64ULL << 20,
+		.cache_size = 0, /* default_cache_size() */
 		.readahead = 1ULL << 20,
 		.multithread = true,
 	};

@@ -189,10 +189,29 @@ static uint64_t op_meta_bytes(struct arb_fs *fs)
 }
 
 /*
+ * Dirty tree nodes past which an operation commits: a quarter of the node
+ * cache, at most ARB_DIRTY_NODES_MAX and at most 1/64 of the filesystem
+ * (but not below 16 MiB, the bound of the old 64 MiB cache).  The
+ * reservations below scale with it (up to 6x it with dup): a small image
+ * would lose its free space to them in a large transaction.
+ */
+static uint64_t fs_dirty_nodes_limit(const struct arb_vol *vol)
+{
+	uint64_t lim = vol->cache.max_bytes / 4;
+	uint64_t by_size = vol->total_bytes / 64;
+
+	if (by_size < (16ULL << 20))
+		by_size = 16ULL << 20;
+	if (lim > by_size)
+		lim = by_size;
+	return lim < ARB_DIRTY_NODES_MAX ? lim : ARB_DIRTY_NODES_MAX;
+}
+
+/*
  * Metadata space the running transaction may still need.  Each operation
  * reserves its worst case (op_meta_bytes), but a node dirtied once is not
  * paid for again, and a transaction never dirties more than the dirty-node
- * limit (fs_op_end commits past a quarter of the node cache) plus one
+ * limit (fs_dirty_nodes_limit: fs_op_end commits past it) plus one
  * operation's nodes; the commit then writes extent-tree and root-tree
  * changes for those.  So the sum of the reservations is capped at three
  * times that bound: without the cap, df's "available" fell by 512 KiB per
@@ -202,7 +221,7 @@ static uint64_t op_meta_bytes(struct arb_fs *fs)
 static uint64_t txn_meta_bytes(struct arb_fs *fs)
 {
 	struct arb_vol *vol = fs->vol;
-	uint64_t nodes = vol->cache.max_bytes / 4 / vol->nodesize +
+	uint64_t nodes = fs_dirty_nodes_limit(vol) / vol->nodesize +
 			 ARB_OP_META_NODES;
 	uint64_t cap = 3 * nodes * arb_node_alloc_bytes(vol);
 
@@ -338,7 +357,7 @@ int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
 	arb_txn_end(t);
 	if (fs->dirty_bytes > ARB_DIRTY_LIMIT ||
 	    (uint64_t)vol->cache.nr_dirty * vol->nodesize >
-		    vol->cache.max_bytes / 4 ||
+		    fs_dirty_nodes_limit(vol) ||
 	    arb_free_bytes(vol) < fs->reserve) {
 		ret = fs_commit(fs);
 		if (ret)
