@@ -361,8 +361,8 @@ static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 	arb_dev_readahead(t->lower, off, len);
 }
 
-/* traced when it ends, and only when it flushed: the caller cannot know
- * beforehand whether it will */
+/* traced when it ends, and only when it flushed or tried to (the
+ * caller cannot know beforehand whether it will) */
 static int trace_flush_behind(struct arb_dev *dev, uint64_t limit)
 {
 	struct trace_dev *t = dev->priv;

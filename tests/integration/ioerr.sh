@@ -64,6 +64,21 @@ kill_daemon() {
 	check_daemon_log
 }
 
+# kill_then_last_good: kill -9 the failed daemon; a mount without faults
+# must show generation $good_gen with the files of $TMP/good.manifest, and
+# fsck must be clean
+kill_then_last_good() {
+	kill_daemon
+	DAEMON_ENV=()
+	fs_mount
+	[ "$(gen_field generation)" = "$good_gen" ] ||
+		fail "after kill: generation $(gen_field generation), want $good_gen"
+	manifest "$MNT" >"$TMP/after.manifest"
+	same_manifest "$TMP/good.manifest" "$TMP/after.manifest"
+	fs_umount
+	check_fsck
+}
+
 # gen_field FIELD: a field of `arbor filesystem generation --json`
 gen_field() {
 	"$ARBOR" filesystem generation --json "$MNT" |
@@ -211,14 +226,7 @@ done
 grep -q "commit of generation $((good_gen + 1)) failed: Input/output error" "$DAEMON_LOG" ||
 	fail "no log line naming the failed commit"
 expect_errno EROFS "open('newfile','w')"
-kill_daemon
-DAEMON_ENV=()
-fs_mount
-[ "$(gen_field generation)" = "$good_gen" ] || fail "after kill: generation $(gen_field generation), want $good_gen"
-manifest "$MNT" >"$TMP/after.manifest"
-same_manifest "$TMP/good.manifest" "$TMP/after.manifest"
-fs_umount
-check_fsck
+kill_then_last_good
 
 # ---- d. a failed flush-behind fails the next commit ---------------------------
 log "d: a flush-behind fails; the next commit must fail too"
@@ -250,12 +258,5 @@ if "$ARBOR" filesystem sync "$MNT" >/dev/null 2>&1; then
 	fail "a commit after a failed flush-behind succeeded"
 fi
 [ "$(gen_field state)" = failed ] || fail "state $(gen_field state) after the failed commit, want failed"
-kill_daemon
-DAEMON_ENV=()
-fs_mount
-[ "$(gen_field generation)" = "$good_gen" ] || fail "after kill: generation $(gen_field generation), want $good_gen"
-manifest "$MNT" >"$TMP/after.manifest"
-same_manifest "$TMP/good.manifest" "$TMP/after.manifest"
-fs_umount
-check_fsck
+kill_then_last_good
 finish
