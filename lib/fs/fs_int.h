@@ -54,9 +54,10 @@
 #define ARB_LINK_MAX 65000
 /* largest symlink target */
 #define ARB_SYMLINK_MAX 4095
-/* dirty tree nodes past which an operation commits (with a quarter of
- * the node cache, whichever is less): a commit writes all of them (twice
- * with dup) while holding the volume lock; 64 MiB took about 200 ms here */
+/* most dirty tree nodes past which an operation commits (less with a
+ * small cache or filesystem: fs_dirty_nodes_limit): a commit writes all
+ * of them (twice with dup) holding the volume lock; 64 MiB took about
+ * 200 ms here */
 #define ARB_DIRTY_NODES_MAX (64ULL << 20)
 /* dirty data of all inodes together past which it is written out */
 #define ARB_DIRTY_LIMIT (64ULL << 20)
@@ -69,7 +70,7 @@
 #define ARB_FLUSH_STEP (4ULL << 20)
 /* a write flushes the image when more bulk data than this was written
  * since the last flush (arb_dev_flush_behind); measured against 64 MiB
- * and none in docs/PERFORMANCE.md, "Flush-behind" */
+ * and none in docs/PERFORMANCE.md, "Ninth session" */
 #define ARB_FLUSH_BEHIND (32ULL << 20)
 /* largest extent delayed allocation asks for */
 #define ARB_MAX_EXTENT (128ULL << 20)
