@@ -318,7 +318,11 @@ static void stats_json(const struct arb_ioc_stats *st)
 		       (unsigned long long)st->image_bytes_read[i]);
 		rsum += st->image_bytes_read[i];
 	}
-	printf("\"total\": %llu},\n", (unsigned long long)rsum);
+	printf("\"total\": %llu", (unsigned long long)rsum);
+	if (st->version >= 7)
+		printf(", \"direct\": %llu",
+		       (unsigned long long)st->image_bytes_read_direct);
+	printf("},\n");
 	printf(" \"user_bytes_written\": %llu, \"user_bytes_read\": %llu,\n",
 	       (unsigned long long)st->user_bytes_written,
 	       (unsigned long long)st->user_bytes_read);
@@ -421,6 +425,9 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 	}
 	printf("%-14s %16llu %16llu\n", "total", (unsigned long long)wsum,
 	       (unsigned long long)rsum);
+	if (st->version >= 7)
+		printf("%-14s %16s %16llu\n", "  past cache", "",
+		       (unsigned long long)st->image_bytes_read_direct);
 	printf("%-14s %16llu %16llu\n", "by users",
 	       (unsigned long long)st->user_bytes_written,
 	       (unsigned long long)st->user_bytes_read);

@@ -245,6 +245,8 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->uring_starved = afs_uring_starved();
 	st->commits_two_flush = minus(s.commits_two_flush, b.commits_two_flush);
 	st->flushes_behind = minus(s.flushes_behind, b.flushes_behind);
+	st->image_bytes_read_direct =
+		minus(s.bytes_read_direct, b.bytes_read_direct);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

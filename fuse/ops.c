@@ -609,6 +609,7 @@ static bool read_buf_ok;
 
 struct read_buf {
 	size_t cap;
+	char pad[4096 - sizeof(size_t)];
 	char data[];
 };
 
@@ -633,8 +634,8 @@ static char *read_buf_get(size_t size, char **tofree)
 		return rb->data;
 	free(rb);
 	(void)pthread_setspecific(read_buf_key, NULL);
-	rb = malloc(sizeof(*rb) + cap);
-	if (!rb)
+	/* page-aligned, so the image can be read with O_DIRECT into it */
+	if (posix_memalign((void **)&rb, 4096, 4096 + cap))
 		return NULL;
 	rb->cap = cap;
 	if (pthread_setspecific(read_buf_key, rb))

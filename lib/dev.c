@@ -32,6 +32,14 @@ static bool dev_in_bounds(const struct arb_dev *dev, size_t len, uint64_t off)
 int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		 enum arb_io_kind kind)
 {
+	int ret = arb_dev_read_op(dev, buf, len, off, kind);
+
+	return ret < 0 ? ret : 0;
+}
+
+int arb_dev_read_op(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		    enum arb_io_kind kind)
+{
 	int ret;
 
 	if ((unsigned)kind > ARB_IO_OTHER || (!buf && len))
@@ -41,12 +49,15 @@ int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 	if (!len)
 		return 0;
 	ret = dev->ops->pread(dev, buf, len, off, kind);
-	if (ret)
+	if (ret < 0)
 		return ret;
 	/* data reads run outside the filesystem's lock, several at once */
 	__atomic_fetch_add(&dev->nr_reads, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&dev->bytes_read[kind], len, __ATOMIC_RELAXED);
-	return 0;
+	if (ret > 0)
+		__atomic_fetch_add(&dev->bytes_read_direct, len,
+				   __ATOMIC_RELAXED);
+	return ret > 0;
 }
 
 struct arb_dev_track {
@@ -214,6 +225,11 @@ struct file_dev {
 	uint64_t unflushed_bulk;
 	pthread_mutex_t behind_lock;
 	int behind_err;
+	/* large data reads bypass the host's page cache (see file_pread):
+	 * a descriptor of the same file opened O_DIRECT, or -1, and the
+	 * alignment its reads need of memory and of offset and length */
+	int dfd;
+	uint32_t dio_mem_align, dio_off_align;
 };
 
 /*
@@ -363,18 +379,72 @@ static bool host_alloc(struct file_dev *f, uint64_t off, uint64_t len)
 	return held;
 }
 
+/*
+ * Large data reads past the host's page cache.
+ *
+ * A file read through the mount lands in the kernel's page cache for the
+ * FUSE file; reading the image through the host's page cache as well
+ * keeps a second copy of every byte (the guest's memory, twice) and costs
+ * the daemon the host cache's page allocation and copying.  So a data read
+ * of DIRECT_READ_MIN or more, whose buffer, offset and length suit the
+ * host's O_DIRECT alignment (statx STATX_DIOALIGN), goes through a second
+ * descriptor of the image opened O_DIRECT, like a loop device with
+ * direct-io=on.  Measured (docs/PERFORMANCE.md, "Tenth session"): cold
+ * sequential reads of 256 MiB 929-1,778 -> 1,732-2,237 MB/s, the daemon's
+ * CPU 0.20-0.39 -> 0.11-0.13 s.  Tree nodes and small reads keep the host's
+ * cache and its read-ahead.
+ *
+ * Coherent with the buffered writes on the other descriptor: the kernel
+ * writes back dirty cached pages of the range before a direct read.  Hosts
+ * without STATX_DIOALIGN (kernels before 6.1, tmpfs, block devices before
+ * 6.11) read buffered, and a direct read the host refuses (EINVAL) is
+ * retried buffered.  ARBOR_DIRECT_READ=0 in the environment turns it off
+ * (for measuring).
+ */
+#define DIRECT_READ_MIN (128u << 10)
+
+static void direct_open(struct file_dev *f)
+{
+	const char *env = getenv("ARBOR_DIRECT_READ");
+	struct statx stx;
+	char p[64];
+
+	f->dfd = -1;
+	if (env && strcmp(env, "0") == 0)
+		return;
+	if (statx(f->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_mem_align ||
+	    !stx.stx_dio_offset_align || stx.stx_dio_offset_align > 4096 ||
+	    stx.stx_dio_mem_align > 4096)
+		return;
+	/* the same open file, not whatever the path names now */
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", f->fd);
+	f->dfd = open(p, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	f->dio_mem_align = stx.stx_dio_mem_align;
+	f->dio_off_align = stx.stx_dio_offset_align;
+}
+
 static int file_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		      enum arb_io_kind kind)
 {
 	struct file_dev *f = dev->priv;
 	uint8_t *p = buf;
 	ssize_t n;
+	int fd = f->fd;
 
-	(void)kind;
+	if (kind == ARB_IO_DATA && f->dfd >= 0 && len >= DIRECT_READ_MIN &&
+	    (uintptr_t)buf % f->dio_mem_align == 0 &&
+	    off % f->dio_off_align == 0 && len % f->dio_off_align == 0)
+		fd = f->dfd;
 	while (len) {
-		n = pread(f->fd, p, len, (off_t)off);
+		n = pread(fd, p, len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EINVAL && fd != f->fd) {
+			/* the host refused this direct read after all */
+			fd = f->fd;
+			continue;
+		}
 		if (n < 0)
 			return -errno;
 		/* EOF inside dev->size: the file was truncated behind us */
@@ -384,7 +454,7 @@ static int file_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
-	return 0;
+	return fd != f->fd;
 }
 
 static int file_pwrite(struct arb_dev *dev, const void *buf, size_t len,
@@ -508,6 +578,8 @@ static void file_destroy(struct arb_dev *dev)
 {
 	struct file_dev *f = dev->priv;
 
+	if (f->dfd >= 0)
+		close(f->dfd);
 	close(f->fd); /* drops the flock too */
 	pthread_mutex_destroy(&f->alloc_lock);
 	pthread_mutex_destroy(&f->behind_lock);
@@ -632,6 +704,7 @@ int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 
 	f->readonly = readonly;
 	f->no_alloc = readonly || f->blockdev;
+	direct_open(f);
 	pthread_mutex_init(&f->alloc_lock, NULL);
 	pthread_mutex_init(&f->behind_lock, NULL);
 	f->dev.ops = &file_ops;

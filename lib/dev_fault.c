@@ -55,7 +55,7 @@ static int fault_pread(struct arb_dev *dev, void *buf, size_t len,
 	struct fault_dev *f = dev->priv;
 	int ret = fault_hit(f, ARB_FAULT_READ);
 
-	return ret ? ret : arb_dev_read(f->lower, buf, len, off, kind);
+	return ret ? ret : arb_dev_read_op(f->lower, buf, len, off, kind);
 }
 
 static int fault_pwrite(struct arb_dev *dev, const void *buf, size_t len,

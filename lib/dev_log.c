@@ -75,7 +75,7 @@ static int log_pread(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 {
 	struct log_dev *l = dev->priv;
 
-	return arb_dev_read(l->lower, buf, len, off, kind);
+	return arb_dev_read_op(l->lower, buf, len, off, kind);
 }
 
 static int log_pwrite(struct arb_dev *dev, const void *buf, size_t len,
@@ -320,7 +320,7 @@ static int trace_pread(struct arb_dev *dev, void *buf, size_t len,
 	struct trace_dev *t = dev->priv;
 
 	trace_op(t, 'R', off, len, kind);
-	return arb_dev_read(t->lower, buf, len, off, kind);
+	return arb_dev_read_op(t->lower, buf, len, off, kind);
 }
 
 static int trace_pwrite(struct arb_dev *dev, const void *buf, size_t len,

@@ -1035,6 +1035,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->commits_two_flush = fs->vol->nr_two_flush;
 	s->flushes_behind = __atomic_load_n(&fs->dev->nr_flushes_behind,
 					    __ATOMIC_RELAXED);
+	s->bytes_read_direct = __atomic_load_n(&fs->dev->bytes_read_direct,
+					       __ATOMIC_RELAXED);
 	s->cache_hits = fs->vol->cache.hits;
 	s->cache_misses = fs->vol->cache.misses;
 	s->cache_bytes = fs->vol->cache.nr_nodes * (uint64_t)fs->vol->nodesize;

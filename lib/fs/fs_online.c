@@ -62,7 +62,7 @@ static int view_pread(struct arb_dev *d, void *buf, size_t len, uint64_t off,
 	/* straight to the device's op: its counters belong to the mount
 	 * (and are not atomic); pread(2) itself is thread-safe */
 	ret = v->lower->ops->pread(v->lower, buf, len, off, kind);
-	if (!ret)
+	if (ret >= 0)
 		__atomic_fetch_add(v->bytes_read, (uint64_t)len,
 				   __ATOMIC_RELAXED);
 	return ret;

@@ -515,6 +515,100 @@ START_TEST(test_file_flush_behind)
 }
 END_TEST
 
+/* does the host take O_DIRECT reads of files in dir (STATX_DIOALIGN)? */
+static bool host_dio(const char *path)
+{
+	struct statx stx;
+
+	return statx(AT_FDCWD, path, 0, STATX_DIOALIGN, &stx) == 0 &&
+	       (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_mem_align &&
+	       stx.stx_dio_mem_align <= 4096 && stx.stx_dio_offset_align &&
+	       stx.stx_dio_offset_align <= 4096;
+}
+
+/* Large data reads go past the host's cache and still see every write
+ * made through the buffered descriptor, flushed or not. */
+START_TEST(test_file_direct_read)
+{
+	const char *path = tmpfile_path("direct.img");
+	uint8_t *w = malloc(2 * MiB), *r;
+	struct arb_dev *dev, *t;
+	uint64_t direct = 0;
+	bool dio;
+	FILE *out;
+	char *text = NULL;
+	size_t tlen = 0;
+
+	ck_assert_ptr_nonnull(w);
+	ck_assert_int_eq(posix_memalign((void **)&r, 4096, 2 * MiB + 4096), 0);
+	for (size_t i = 0; i < 2 * MiB; i++)
+		w[i] = (uint8_t)(i * 7 + i / 4096);
+	ck_assert_int_eq(arb_dev_open_file(path, false, 16 * MiB, &dev), 0);
+	dio = host_dio(path);
+	/* written, not flushed: the direct read must see the cached pages */
+	ck_assert_int_eq(arb_dev_write(dev, w, 2 * MiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(r, w, 2 * MiB);
+	if (dio)
+		direct += 2 * MiB;
+	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+	/* overwritten in the middle through the cache, read again */
+	memset(w + 1 * MiB, 0xa5, 64 * KiB);
+	ck_assert_int_eq(arb_dev_write(dev, w + 1 * MiB, 64 * KiB, 5 * MiB,
+				       ARB_IO_DATA), 0);
+	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(r, w, 2 * MiB);
+	if (dio)
+		direct += 2 * MiB;
+	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+	/* through the cache: a small read, a node read, an unaligned buffer,
+	 * an unaligned offset; the bytes are the same */
+	ck_assert_int_eq(arb_dev_read(dev, r, 64 * KiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(r, w, 64 * KiB);
+	ck_assert_int_eq(arb_dev_read(dev, r, 1 * MiB, 4 * MiB, ARB_IO_NODE),
+			 0);
+	ck_assert_mem_eq(r, w, 1 * MiB);
+	ck_assert_int_eq(arb_dev_read(dev, r + 1, 1 * MiB, 4 * MiB,
+				      ARB_IO_DATA), 0);
+	ck_assert_mem_eq(r + 1, w, 1 * MiB);
+	ck_assert_int_eq(arb_dev_read(dev, r, 1 * MiB, 4 * MiB + 1,
+				      ARB_IO_DATA), 0);
+	ck_assert_mem_eq(r, w + 1, 1 * MiB);
+	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+
+	/* a wrapper passes it up: both count */
+	out = open_memstream(&text, &tlen);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(arb_dev_trace_wrap(dev, out, &t), 0);
+	ck_assert_int_eq(arb_dev_read(t, r, 1 * MiB, 4 * MiB, ARB_IO_DATA), 0);
+	ck_assert_mem_eq(r, w, 1 * MiB);
+	if (dio)
+		direct += 1 * MiB;
+	ck_assert_uint_eq(t->bytes_read_direct, dio ? 1 * MiB : 0);
+	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+	ck_assert_uint_eq(t->bytes_read[ARB_IO_DATA], 1 * MiB);
+	arb_dev_destroy(t);
+	ck_assert_int_eq(fclose(out), 0);
+	free(text);
+
+	/* switched off from the environment */
+	setenv("ARBOR_DIRECT_READ", "0", 1);
+	ck_assert_int_eq(arb_dev_open_file(path, true, 0, &dev), 0);
+	unsetenv("ARBOR_DIRECT_READ");
+	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(r, w, 2 * MiB);
+	ck_assert_uint_eq(dev->bytes_read_direct, 0);
+	arb_dev_destroy(dev);
+	free(w);
+	free(r);
+}
+END_TEST
+
 /* ---- fault injection --------------------------------------------------- */
 
 static struct arb_dev *open_fault(struct arb_dev **lower)
@@ -1224,6 +1318,7 @@ static Suite *dev_suite(void)
 	tcase_add_test(tc, test_file_lock);
 	tcase_add_test(tc, test_file_readonly);
 	tcase_add_test(tc, test_file_flush_behind);
+	tcase_add_test(tc, test_file_direct_read);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault");

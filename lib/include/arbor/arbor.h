@@ -301,6 +301,9 @@ struct arb_fs_stats {
 	uint64_t commits_two_flush;
 	/* flushes of bulk data between commits (arb_dev_flush_behind) */
 	uint64_t flushes_behind;
+	/* of bytes read from the image, those read past the host's page
+	 * cache (large data reads of an image file, O_DIRECT) */
+	uint64_t bytes_read_direct;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

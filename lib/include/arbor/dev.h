@@ -30,6 +30,8 @@ enum arb_io_kind {
 struct arb_dev;
 
 struct arb_dev_ops {
+	/* 0, or 1 when the bytes came past the host's page cache (counted
+	 * in bytes_read_direct), or -errno */
 	int (*pread)(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		     enum arb_io_kind kind);
 	int (*pwrite)(struct arb_dev *dev, const void *buf, size_t len,
@@ -59,6 +61,9 @@ struct arb_dev {
 	uint64_t nr_reads, nr_writes, nr_flushes;
 	/* flushes arb_dev_flush_behind made (atomic adds: outside any lock) */
 	uint64_t nr_flushes_behind;
+	/* of bytes_read, those an image file read past the host's page cache
+	 * (O_DIRECT; atomic adds) */
+	uint64_t bytes_read_direct;
 	/* writes since the last flush, when tracked (arb_dev_track) */
 	struct arb_dev_track *track;
 };
@@ -66,6 +71,10 @@ struct arb_dev {
 /* Wrappers that also count. */
 int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		 enum arb_io_kind kind);
+/* arb_dev_read for a wrapper's pread: returns what the device's pread
+ * did (1: past the host's cache), so the wrapper can pass it up */
+int arb_dev_read_op(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
+		    enum arb_io_kind kind);
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind);
 int arb_dev_flush(struct arb_dev *dev);

@@ -39,8 +39,8 @@ extern "C" {
 /* version of the structs below; 1: the first; 2: arb_ioc_stats gained
  * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
- * commits_two_flush; 6: flushes_behind */
-#define ARB_IOC_VERSION 6
+ * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct */
+#define ARB_IOC_VERSION 7
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -250,7 +250,10 @@ struct arb_ioc_stats {
 	/* out (version 6): flushes a streaming writer made between commits
 	 * (flush-behind: more bulk data than a limit unflushed) */
 	__u64 flushes_behind;
-	__u64 reserved[28];
+	/* out (version 7): of image_bytes_read, those read past the host's
+	 * page cache (large data reads, O_DIRECT) */
+	__u64 image_bytes_read_direct;
+	__u64 reserved[27];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
