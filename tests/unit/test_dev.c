@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "arbor/dev.h"
@@ -596,9 +599,9 @@ START_TEST(test_file_direct_read)
 	free(text);
 
 	/* switched off from the environment */
-	setenv("ARBOR_DIRECT_READ", "0", 1);
+	setenv("ARBOR_HOST_CACHE", "1", 1);
 	ck_assert_int_eq(arb_dev_open_file(path, true, 0, &dev), 0);
-	unsetenv("ARBOR_DIRECT_READ");
+	unsetenv("ARBOR_HOST_CACHE");
 	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
 			 0);
 	ck_assert_mem_eq(r, w, 2 * MiB);
@@ -606,6 +609,79 @@ START_TEST(test_file_direct_read)
 	arb_dev_destroy(dev);
 	free(w);
 	free(r);
+}
+END_TEST
+
+/* pages of path's [off, off+len) in the host's page cache (mincore) */
+static size_t resident_pages(const char *path, uint64_t off, size_t len)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t n = 0, np = len / (size_t)ps;
+	unsigned char *vec = malloc(np);
+	int fd = open(path, O_RDONLY);
+	void *p;
+
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_ge(fd, 0);
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < np; i++)
+		n += vec[i] & 1;
+	munmap(p, len);
+	close(fd);
+	free(vec);
+	return n;
+}
+
+/* A flush-behind drops the bulk data it made durable from the host's
+ * cache (drop-behind); other writes, and everything with
+ * ARBOR_HOST_CACHE=1, stay cached. */
+START_TEST(test_file_drop_behind)
+{
+	const char *path = tmpfile_path("drop.img");
+	uint8_t *buf = malloc(1 * MiB);
+	struct arb_dev *dev;
+	struct statfs sfs;
+	bool drops;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0x5a, 1 * MiB);
+	ck_assert_int_eq(statfs(tmpdir, &sfs), 0);
+	/* tmpfs: the cache is the file, nothing to drop */
+	drops = sfs.f_type != TMPFS_MAGIC;
+	for (int keep = 0; keep < 2; keep++) {
+		if (keep)
+			setenv("ARBOR_HOST_CACHE", "1", 1);
+		unlink(path);
+		ck_assert_int_eq(arb_dev_open_file(path, false, 32 * MiB, &dev),
+				 0);
+		unsetenv("ARBOR_HOST_CACHE");
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(arb_dev_write(dev, buf, 1 * MiB,
+						       (uint64_t)(8 + i) * MiB,
+						       ARB_IO_DATA), 0);
+		/* a node write, outside the span of bulk data */
+		ck_assert_int_eq(arb_dev_write(dev, buf, 64 * KiB, 20 * MiB,
+					       ARB_IO_NODE), 0);
+		ck_assert_int_eq(arb_dev_flush_behind(dev, 2 * MiB), 1);
+		if (drops && !keep)
+			ck_assert_uint_eq(resident_pages(path, 8 * MiB, 4 * MiB),
+					  0);
+		else
+			ck_assert_uint_gt(resident_pages(path, 8 * MiB, 4 * MiB),
+					  0);
+		/* the node outside the bulk span stays cached */
+		ck_assert_uint_gt(resident_pages(path, 20 * MiB, 64 * KiB), 0);
+		/* and the bytes are what was written */
+		memset(buf, 0, 1 * MiB);
+		ck_assert_int_eq(arb_dev_read(dev, buf, 1 * MiB, 9 * MiB,
+					      ARB_IO_DATA), 0);
+		ck_assert_uint_eq(buf[0], 0x5a);
+		ck_assert_int_eq(memcmp(buf, buf + 1, 1 * MiB - 1), 0);
+		arb_dev_destroy(dev);
+	}
+	free(buf);
 }
 END_TEST
 
@@ -1319,6 +1395,7 @@ static Suite *dev_suite(void)
 	tcase_add_test(tc, test_file_readonly);
 	tcase_add_test(tc, test_file_flush_behind);
 	tcase_add_test(tc, test_file_direct_read);
+	tcase_add_test(tc, test_file_drop_behind);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault");
