@@ -395,10 +395,11 @@ static bool host_alloc(struct file_dev *f, uint64_t off, uint64_t len)
  * of DIRECT_READ_MIN or more, whose buffer, offset and length suit the
  * host's O_DIRECT alignment (statx STATX_DIOALIGN), goes through a second
  * descriptor of the image opened O_DIRECT, like a loop device with
- * direct-io=on.  Measured (docs/PERFORMANCE.md, "Tenth session"): cold
- * sequential reads of 256 MiB 929-1,778 -> 1,732-2,237 MB/s, the daemon's
- * CPU 0.20-0.39 -> 0.11-0.13 s.  Tree nodes and small reads keep the host's
- * cache and its read-ahead.
+ * direct-io=on.  Measured (docs/PERFORMANCE.md, "Tenth session"), a cold
+ * sequential read of 1 GiB: the guest's page cache grew by 1,085 MiB
+ * instead of 2,117, the daemon's CPU 0.34-0.40 s instead of 0.45-0.94 s,
+ * throughput within the noise of before.  Tree nodes and small reads keep
+ * the host's cache and its read-ahead.
  *
  * Coherent with the buffered writes on the other descriptor: the kernel
  * writes back dirty cached pages of the range before a direct read.  Hosts
