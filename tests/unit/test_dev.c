@@ -529,6 +529,19 @@ static bool host_dio(const char *path)
 	       stx.stx_dio_offset_align <= 4096;
 }
 
+/* read 2 MiB at 4 MiB back into r, compare with w; a direct read when
+ * the host takes them (dio), counted in *direct */
+static void read_back(struct arb_dev *dev, uint8_t *r, const uint8_t *w,
+		      bool dio, uint64_t *direct)
+{
+	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_mem_eq(r, w, 2 * MiB);
+	if (dio)
+		*direct += 2 * MiB;
+	ck_assert_uint_eq(dev->bytes_read_direct, *direct);
+}
+
 /* Large data reads go past the host's cache and still see every write
  * made through the buffered descriptor, flushed or not. */
 START_TEST(test_file_direct_read)
@@ -551,22 +564,12 @@ START_TEST(test_file_direct_read)
 	/* written, not flushed: the direct read must see the cached pages */
 	ck_assert_int_eq(arb_dev_write(dev, w, 2 * MiB, 4 * MiB, ARB_IO_DATA),
 			 0);
-	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
-			 0);
-	ck_assert_mem_eq(r, w, 2 * MiB);
-	if (dio)
-		direct += 2 * MiB;
-	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+	read_back(dev, r, w, dio, &direct);
 	/* overwritten in the middle through the cache, read again */
 	memset(w + 1 * MiB, 0xa5, 64 * KiB);
 	ck_assert_int_eq(arb_dev_write(dev, w + 1 * MiB, 64 * KiB, 5 * MiB,
 				       ARB_IO_DATA), 0);
-	ck_assert_int_eq(arb_dev_read(dev, r, 2 * MiB, 4 * MiB, ARB_IO_DATA),
-			 0);
-	ck_assert_mem_eq(r, w, 2 * MiB);
-	if (dio)
-		direct += 2 * MiB;
-	ck_assert_uint_eq(dev->bytes_read_direct, direct);
+	read_back(dev, r, w, dio, &direct);
 	/* through the cache: a small read, a node read, an unaligned buffer,
 	 * an unaligned offset; the bytes are the same */
 	ck_assert_int_eq(arb_dev_read(dev, r, 64 * KiB, 4 * MiB, ARB_IO_DATA),
