@@ -403,9 +403,9 @@ static bool host_alloc(struct file_dev *f, uint64_t off, uint64_t len)
  *
  * Coherent with the buffered writes on the other descriptor: the kernel
  * writes back dirty cached pages of the range before a direct read.  Hosts
- * without STATX_DIOALIGN (kernels before 6.1, tmpfs, block devices before
- * 6.11) read buffered, and a direct read the host refuses (EINVAL) is
- * retried buffered.
+ * that report no STATX_DIOALIGN (tmpfs here; kernels before 6.1) read
+ * buffered, and a direct read the host refuses (EINVAL) is retried
+ * buffered.  A block device image reads direct too (a loop device here).
  *
  * Drop-behind: for the same reason, a flush-behind (file_flush_behind)
  * drops the span of bulk data it made durable from the host's cache
