@@ -33,8 +33,10 @@ for i in 0 1 2 3 4 5; do
 		printf 'file %s of dir %s\n' "$j" "$i" >"$D/dir$i/f$j"
 	done
 done
-# one open and one listing first: the ENOSYS answers come before the reset
+# one open, one listing and one create first: the ENOSYS answers come
+# before the reset
 cat "$D/dir0/f0" >/dev/null
+: >"$D/first"
 ls "$D" >/dev/null
 
 "$ARBOR" filesystem stats --reset "$MNT" >/dev/null || fail "stats --reset"
@@ -50,6 +52,22 @@ else
 	[ "$open" -ge 60 ] && [ "$release" -ge 60 ] && [ "$opendir" -ge 7 ] && [ "$releasedir" -ge 7 ] ||
 		soft_fail "-o open_requests: too few open requests (want at least 60 files and 7 directories)"
 fi
+
+# creating: declined CREATE, so a MKNOD and no RELEASE per created file
+"$ARBOR" filesystem stats --reset "$MNT" >/dev/null || fail "stats --reset"
+for i in $(seq 0 19); do printf 'new %s\n' "$i" >"$D/dir0/new$i"; done
+create=$(op_count create) mknod=$(op_count mknod) release=$(op_count release)
+log "20 files created and written: CREATE $create, MKNOD $mknod, RELEASE $release"
+if [ -z "$mode" ]; then
+	[ "$create" = 0 ] && [ "$mknod" = 20 ] && [ "$release" = 0 ] ||
+		soft_fail "creates cost a CREATE or a RELEASE (want 20 MKNOD only)"
+else
+	[ "$create" = 20 ] && [ "$release" -ge 20 ] ||
+		soft_fail "-o open_requests: want 20 CREATE and their RELEASE"
+fi
+for i in $(seq 0 19); do
+	[ "$(cat "$D/dir0/new$i")" = "new $i" ] || soft_fail "created file new$i reads '$(cat "$D/dir0/new$i")'"
+done
 
 log "a file unlinked or renamed over while open lives until the last close, then is freed"
 python3 - "$D/orphan" "$MNT" <<'EOF' || soft_fail "unlinked open file"
