@@ -44,8 +44,13 @@ struct arb_free_space {
 	uint64_t mirror_cursor; /* second copies of tree nodes */
 	uint64_t reserve; /* sectors kept for tree nodes */
 	/* freed by the running transaction, released after its commit;
-	 * hold: the range belongs to the held generation (see below) */
-	struct range { uint64_t start, len; bool hold; } *pinned; /* sectors */
+	 * hold: the range belongs to the held generation (see below);
+	 * kind: what it held (RANGE_DATA, RANGE_NODE, RANGE_MIRROR) */
+	struct range {
+		uint64_t start, len;
+		bool hold;
+		uint8_t kind;
+	} *pinned; /* sectors */
 	size_t nr_pinned, cap_pinned;
 	/*
 	 * A hold (arb_free_space_hold): every block of generation hold_gen
@@ -69,6 +74,8 @@ struct arb_free_space {
 	size_t nr_grace[2], cap_grace[2];
 	uint64_t grace_sectors;
 };
+
+enum { RANGE_DATA, RANGE_NODE, RANGE_MIRROR };
 
 struct data_delta {
 	uint64_t root, ino, offset;
@@ -387,7 +394,7 @@ static void release_sectors(struct arb_vol *vol, uint64_t start, uint64_t len)
 {
 	struct arb_free_space *f = vol->fsp;
 	unsigned e = vol->read_epoch;
-	struct range r = { start, len, false };
+	struct range r = { start, len, false, RANGE_DATA };
 
 	if (readers_in_flight(vol) &&
 	    range_add(&f->grace[e], &f->nr_grace[e], &f->cap_grace[e], r) == 0) {
@@ -400,20 +407,33 @@ static void release_sectors(struct arb_vol *vol, uint64_t start, uint64_t len)
 }
 
 /* gen: the generation that allocated the range (a held generation keeps
- * the ranges it references) */
+ * the ranges it references); kind: RANGE_* */
 static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
-		     uint64_t gen)
+		     uint64_t gen, uint8_t kind)
 {
 	struct arb_free_space *f = vol->fsp;
 	struct range r = { start / vol->sectorsize, len / vol->sectorsize,
-			   f->holding && gen <= f->hold_gen };
+			   f->holding && gen <= f->hold_gen, kind };
 
 	return range_add(&f->pinned, &f->nr_pinned, &f->cap_pinned, r);
 }
 
+/*
+ * Tree nodes go back where the last commit freed them.  The node cursors
+ * move forward, so without this every commit would write its nodes to
+ * space the image has never used: under a sparse image file each write
+ * there makes the host allocate (a 1 MiB zero fill every few commits,
+ * host_alloc in dev.c) and its fdatasync commit the host's journal.  An
+ * fsync that commits CoWs the same few nodes each time, so their old
+ * places, free once the commit that replaced them is on disk, take the
+ * next commit's nodes: the image's metadata stays where it was, in space
+ * the host has allocated and likely cached.  1,000 x (append 4 KiB,
+ * fsync): docs/PERFORMANCE.md, "Eleventh session".
+ */
 void arb_free_space_unpin(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
+	uint64_t low_node = UINT64_MAX, low_mirror = UINT64_MAX;
 
 	for (size_t i = 0; i < f->nr_pinned; i++) {
 		struct range *r = &f->pinned[i];
@@ -426,8 +446,16 @@ void arb_free_space_unpin(struct arb_vol *vol)
 			continue;
 		}
 		release_sectors(vol, r->start, r->len);
+		if (r->kind == RANGE_NODE && r->start < low_node)
+			low_node = r->start;
+		if (r->kind == RANGE_MIRROR && r->start < low_mirror)
+			low_mirror = r->start;
 	}
 	f->nr_pinned = 0;
+	if (low_node < f->meta_cursor)
+		f->meta_cursor = low_node;
+	if (low_mirror < f->mirror_cursor)
+		f->mirror_cursor = low_mirror;
 	arb_free_space_grace(vol);
 }
 
@@ -822,9 +850,10 @@ static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 					len / vol->sectorsize);
 		return 0;
 	}
-	ret = pin_range(vol, bytenr, len, gen);
+	ret = pin_range(vol, bytenr, len, gen,
+			is_tree ? RANGE_NODE : RANGE_DATA);
 	if (!ret && mirror)
-		ret = pin_range(vol, mirror, len, gen);
+		ret = pin_range(vol, mirror, len, gen, RANGE_MIRROR);
 	return ret;
 }
 
