@@ -423,12 +423,12 @@ static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
  * move forward, so without this every commit would write its nodes to
  * space the image has never used: under a sparse image file each write
  * there makes the host allocate (a 1 MiB zero fill every few commits,
- * host_alloc in dev.c) and its fdatasync commit the host's journal.  An
- * fsync that commits CoWs the same few nodes each time, so their old
- * places, free once the commit that replaced them is on disk, take the
- * next commit's nodes: the image's metadata stays where it was, in space
- * the host has allocated and likely cached.  1,000 x (append 4 KiB,
- * fsync): docs/PERFORMANCE.md, "Eleventh session".
+ * host_alloc in dev.c; on a journaled host, a journal commit in the next
+ * fdatasync).  An fsync that commits CoWs the same few nodes each time,
+ * so their old places, free once the commit that replaced them is on
+ * disk, take the next commit's nodes: the image's metadata stays in
+ * space the host has already allocated.  1,000 x (append 4 KiB, fsync):
+ * docs/PERFORMANCE.md, "Eleventh session".
  */
 void arb_free_space_unpin(struct arb_vol *vol)
 {
