@@ -307,6 +307,66 @@ START_TEST(test_fill_and_empty)
 }
 END_TEST
 
+/*
+ * Small commits put their nodes back where the commit before freed them
+ * (arb_free_space_unpin): 300 commits of one changed item each keep the
+ * tree's root, first and second copy, in a window a few commits wide
+ * instead of moving forward through the image.
+ */
+START_TEST(test_small_commits_reuse_places)
+{
+	struct arb_dev *dev;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	uint64_t lo = UINT64_MAX, hi = 0, mlo = UINT64_MAX, mhi = 0;
+	uint8_t v[40] = { 0 };
+
+	tu_vol_new(64ULL << 20, 4096, &dev, &vol);
+	ck_assert_uint_eq(vol->meta_copies, 2);
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
+	for (uint64_t i = 0; i < 2000; i++) {
+		struct arb_key k = { i, ARB_TEST_ITEM, 0 };
+		memcpy(v, &i, sizeof(i));
+		ck_assert_int_eq(arb_insert_item(t, root, &k, v, sizeof(v)), 0);
+	}
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	ck_assert_int_gt(arb_level(root->node), 0);
+	for (uint64_t r = 0; r < 300; r++) {
+		struct arb_key k = { (r * 7919) % 2000, ARB_TEST_ITEM, 0 };
+
+		ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+		ck_assert_int_eq(arb_del_item(t, root, &k), 0);
+		memcpy(v, &r, sizeof(r));
+		ck_assert_int_eq(arb_insert_item(t, root, &k, v, sizeof(v)), 0);
+		ck_assert_int_eq(arb_txn_commit(t), 0);
+		if (r < 10)
+			continue;
+		if (root->node->bytenr < lo)
+			lo = root->node->bytenr;
+		if (root->node->bytenr > hi)
+			hi = root->node->bytenr;
+		if (root->node->mirror < mlo)
+			mlo = root->node->mirror;
+		if (root->node->mirror > mhi)
+			mhi = root->node->mirror;
+	}
+	/* moving forward, 290 commits of several nodes each would span
+	 * megabytes; reusing, a few commits' worth */
+	ck_assert_msg(hi - lo <= 64 * 4096, "root moved over %llu bytes",
+		      (unsigned long long)(hi - lo));
+	ck_assert_msg(mhi - mlo <= 64 * 4096,
+		      "second copy moved over %llu bytes",
+		      (unsigned long long)(mhi - mlo));
+	tu_vol_check(vol);
+	tu_vol_reopen(dev, &vol);
+	tu_vol_check(vol);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
 START_TEST(test_iter_seek)
 {
 	struct arb_dev *dev;
@@ -815,6 +875,7 @@ int main(void)
 	tc = tcase_create("shape");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_fill_and_empty);
+	tcase_add_test(tc, test_small_commits_reuse_places);
 	tcase_add_test(tc, test_iter_seek);
 	tcase_add_test(tc, test_too_big_item);
 	suite_add_tcase(s, tc);
