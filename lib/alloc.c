@@ -44,14 +44,13 @@ struct arb_free_space {
 	uint64_t mirror_cursor; /* second copies of tree nodes */
 	uint64_t reserve; /* sectors kept for tree nodes */
 	/* freed by the running transaction, released after its commit;
-	 * hold: the range belongs to the held generation (see below);
-	 * kind: what it held (RANGE_DATA, RANGE_NODE, RANGE_MIRROR) */
-	struct range {
-		uint64_t start, len;
-		bool hold;
-		uint8_t kind;
-	} *pinned; /* sectors */
+	 * hold: the range belongs to the held generation (see below) */
+	struct range { uint64_t start, len; bool hold; } *pinned; /* sectors */
 	size_t nr_pinned, cap_pinned;
+	/* the lowest first and second node copies among them, where the
+	 * node cursors go back to at unpin; 0: none (sector 0 is never
+	 * allocated) */
+	uint64_t pinned_low_node, pinned_low_mirror;
 	/*
 	 * A hold (arb_free_space_hold): every block of generation hold_gen
 	 * that a later commit frees stays used in the map, on the held list,
@@ -74,8 +73,6 @@ struct arb_free_space {
 	size_t nr_grace[2], cap_grace[2];
 	uint64_t grace_sectors;
 };
-
-enum { RANGE_DATA, RANGE_NODE, RANGE_MIRROR };
 
 struct data_delta {
 	uint64_t root, ino, offset;
@@ -394,7 +391,7 @@ static void release_sectors(struct arb_vol *vol, uint64_t start, uint64_t len)
 {
 	struct arb_free_space *f = vol->fsp;
 	unsigned e = vol->read_epoch;
-	struct range r = { start, len, false, RANGE_DATA };
+	struct range r = { start, len, false };
 
 	if (readers_in_flight(vol) &&
 	    range_add(&f->grace[e], &f->nr_grace[e], &f->cap_grace[e], r) == 0) {
@@ -407,14 +404,17 @@ static void release_sectors(struct arb_vol *vol, uint64_t start, uint64_t len)
 }
 
 /* gen: the generation that allocated the range (a held generation keeps
- * the ranges it references); kind: RANGE_* */
+ * the ranges it references); low: &pinned_low_node or _mirror for a tree
+ * node's copy, else NULL */
 static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
-		     uint64_t gen, uint8_t kind)
+		     uint64_t gen, uint64_t *low)
 {
 	struct arb_free_space *f = vol->fsp;
 	struct range r = { start / vol->sectorsize, len / vol->sectorsize,
-			   f->holding && gen <= f->hold_gen, kind };
+			   f->holding && gen <= f->hold_gen };
 
+	if (low && (!*low || r.start < *low))
+		*low = r.start;
 	return range_add(&f->pinned, &f->nr_pinned, &f->cap_pinned, r);
 }
 
@@ -428,12 +428,12 @@ static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
  * so their old places, free once the commit that replaced them is on
  * disk, take the next commit's nodes: the image's metadata stays in
  * space the host has already allocated.  1,000 x (append 4 KiB, fsync):
- * docs/PERFORMANCE.md, "Eleventh session".
+ * docs/PERFORMANCE.md, "Eleventh session".  (A range kept for a hold
+ * stays used in the map; a cursor on it just moves past.)
  */
 void arb_free_space_unpin(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
-	uint64_t low_node = UINT64_MAX, low_mirror = UINT64_MAX;
 
 	for (size_t i = 0; i < f->nr_pinned; i++) {
 		struct range *r = &f->pinned[i];
@@ -446,16 +446,13 @@ void arb_free_space_unpin(struct arb_vol *vol)
 			continue;
 		}
 		release_sectors(vol, r->start, r->len);
-		if (r->kind == RANGE_NODE && r->start < low_node)
-			low_node = r->start;
-		if (r->kind == RANGE_MIRROR && r->start < low_mirror)
-			low_mirror = r->start;
 	}
 	f->nr_pinned = 0;
-	if (low_node < f->meta_cursor)
-		f->meta_cursor = low_node;
-	if (low_mirror < f->mirror_cursor)
-		f->mirror_cursor = low_mirror;
+	if (f->pinned_low_node && f->pinned_low_node < f->meta_cursor)
+		f->meta_cursor = f->pinned_low_node;
+	if (f->pinned_low_mirror && f->pinned_low_mirror < f->mirror_cursor)
+		f->mirror_cursor = f->pinned_low_mirror;
+	f->pinned_low_node = f->pinned_low_mirror = 0;
 	arb_free_space_grace(vol);
 }
 
@@ -851,9 +848,10 @@ static int release_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 		return 0;
 	}
 	ret = pin_range(vol, bytenr, len, gen,
-			is_tree ? RANGE_NODE : RANGE_DATA);
+			is_tree ? &vol->fsp->pinned_low_node : NULL);
 	if (!ret && mirror)
-		ret = pin_range(vol, mirror, len, gen, RANGE_MIRROR);
+		ret = pin_range(vol, mirror, len, gen,
+				&vol->fsp->pinned_low_mirror);
 	return ret;
 }
 
