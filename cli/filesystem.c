@@ -305,6 +305,11 @@ static void stats_json(const struct arb_ioc_stats *st)
 	if (st->version >= 4)
 		json_obj3("io_uring", "threads", st->uring_threads, "requests",
 			  st->uring_requests, "starved", st->uring_starved);
+	if (st->version >= 8)
+		printf(" \"fsync_dirty_limit\": {\"bytes\": %llu, "
+		       "\"lowered\": %llu},\n",
+		       (unsigned long long)st->fsync_dirty_limit,
+		       (unsigned long long)st->fsync_dirty_lowered);
 	printf(" \"image_bytes_written\": {");
 	for (int i = 0; i < 4; i++) {
 		printf("\"%s\": %llu, ", io_kind[i],
@@ -413,6 +418,16 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 		else
 			printf("io_uring       off: requests come through "
 			       "/dev/fuse\n");
+	}
+	if (st->version >= 8) {
+		if (st->fsync_dirty_limit)
+			printf("dirty limit    %s while fsyncs come; set %llu "
+			       "times (since mount)\n",
+			       human(st->fsync_dirty_limit, b, sizeof(b)),
+			       (unsigned long long)st->fsync_dirty_lowered);
+		else
+			printf("dirty limit    the same with and without "
+			       "fsyncs\n");
 	}
 
 	printf("\n%-14s %16s %16s\n", "image bytes", "written", "read");

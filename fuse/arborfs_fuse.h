@@ -97,6 +97,18 @@ struct afs_fsyncq {
 	uint64_t last_add_ns, last_commit_ns;
 };
 
+/* a small dirty limit while fsyncs come (syncmode.c) */
+struct afs_syncmode {
+	int max_bytes_fd;     /* the backing device's files; -1: off */
+	int ratio_fd;
+	char high[32];        /* max_ratio_fine as found at mount */
+	char low[32];         /* fsync_dirty_limit, bytes */
+	pthread_mutex_t lock; /* one switch at a time */
+	atomic_bool low_on;
+	_Atomic uint64_t last_fsync_ns;
+	_Atomic uint64_t nr_lowered;
+};
+
 struct afs {
 	struct arb_fs *fs;
 	/* for notifications to the kernel (set before the session loop) */
@@ -157,6 +169,8 @@ struct afs {
 
 	/* group commit; running only when one thread serves requests */
 	struct afs_fsyncq fsyncq;
+
+	struct afs_syncmode syncmode;
 };
 
 /* ---- fsyncq.c: group commit for the one-thread daemon ---- */
@@ -164,6 +178,16 @@ int afs_fsyncq_start(struct afs *afs);
 /* answers what is queued, then stops the thread */
 void afs_fsyncq_stop(struct afs *afs);
 int afs_fsyncq_add(struct afs *afs, fuse_req_t req, pid_t pid);
+
+/* ---- syncmode.c: a small dirty limit while fsyncs come ---- */
+/* init before anything, start once mounted (dev: the mount's
+ * MAJ:MIN, low: the limit in bytes, 0: off); the hooks run at each FSYNC
+ * and each WRITE */
+void afs_syncmode_init(struct afs *afs);
+void afs_syncmode_start(struct afs *afs, const char *dev, uint64_t low);
+void afs_syncmode_fsync(struct afs *afs);
+void afs_syncmode_write(struct afs *afs);
+void afs_syncmode_destroy(struct afs *afs);
 
 /* ---- ctl.c: the control ioctls (arbor/ioctl.h) and request counters ---- */
 /* Start counting from now (at mount). */

@@ -247,6 +247,9 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->flushes_behind = minus(s.flushes_behind, b.flushes_behind);
 	st->image_bytes_read_direct =
 		minus(s.bytes_read_direct, b.bytes_read_direct);
+	st->fsync_dirty_limit = afs->syncmode.max_bytes_fd >= 0 ?
+		strtoull(afs->syncmode.low, NULL, 10) : 0;
+	st->fsync_dirty_lowered = atomic_load(&afs->syncmode.nr_lowered);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

@@ -65,6 +65,7 @@ struct afs_config {
 	uint64_t cache_size;
 	uint64_t autogrow;
 	uint64_t dirty_limit; /* 0: the kernel's */
+	uint64_t fsync_dirty_limit; /* 0: none (syncmode.c) */
 	uint64_t readahead;   /* bytes; 0: the kernel's */
 	bool readahead_set;   /* given with -o (else the default, quietly) */
 	bool noatime;
@@ -92,6 +93,7 @@ enum {
 	KEY_CACHE_SIZE,
 	KEY_AUTOGROW,
 	KEY_DIRTY_LIMIT,
+	KEY_FSYNC_DIRTY_LIMIT,
 	KEY_READAHEAD,
 	KEY_TRACE,
 	KEY_MULTITHREAD,
@@ -117,6 +119,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("dirty_limit=", KEY_DIRTY_LIMIT),
+	FUSE_OPT_KEY("fsync_dirty_limit=", KEY_FSYNC_DIRTY_LIMIT),
 	FUSE_OPT_KEY("readahead=", KEY_READAHEAD),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
@@ -262,6 +265,18 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 			c->dirty_limit = size;
 		}
 		return 0;
+	case KEY_FSYNC_DIRTY_LIMIT:
+		if (!parse_size(val, &size) || (size && size < 4096)) {
+			fprintf(stderr,
+				"arborfs: bad fsync_dirty_limit=%s: want bytes "
+				"(0, or at least 4K) with an optional K, M or G "
+				"suffix\n",
+				val);
+			c->bad = true;
+		} else {
+			c->fsync_dirty_limit = size;
+		}
+		return 0;
 	case KEY_READAHEAD:
 		if (!parse_size(val, &size) || (size && size < 4096) ||
 		    size > (1ULL << 30)) {
@@ -343,6 +358,11 @@ static void usage(const char *prog)
 	       "                           big writers, slower streaming writes\n"
 	       "                           (default: the kernel's, about 1%% of its\n"
 	       "                           dirty limit)\n"
+	       "    -o fsync_dirty_limit=BYTES  the dirty limit while fsyncs come\n"
+	       "                           (until 2 s after the last; root, Linux\n"
+	       "                           >= 6.2): an fsync beside a streaming\n"
+	       "                           writer waits for less of its writeback\n"
+	       "                           (K/M/G, default 4M, 0: off)\n"
 	       "    -o readahead=BYTES     the kernel's read-ahead window for this\n"
 	       "                           mount (K/M/G, 0: the kernel's 128K; root)\n"
 	       "                           (default 1M)\n"
@@ -445,17 +465,15 @@ static void mountinfo_escape(const char *in, char *out, size_t size)
 }
 
 /*
- * Write val to the attribute attr of this mount's backing device
- * (/sys/class/bdi/MAJ:MIN/attr; root only).  The device number comes from
- * /proc/self/mountinfo: absolute already (fuse_parse_cmdline); no
+ * This mount's backing device, MAJ:MIN, into dev.  The device number comes
+ * from /proc/self/mountinfo: absolute already (fuse_parse_cmdline); no
  * realpath or stat, as a lookup on the mountpoint would ask this daemon,
  * which is not serving yet.  Returns 0, or -1 with why set.
  */
-static int set_bdi(const char *mountpoint, const char *attr, uint64_t val,
-		   const char **why, char *dev, size_t devsz)
+static int find_bdi(const char *mountpoint, char *dev, size_t devsz,
+		    const char **why)
 {
 	char want[PATH_MAX * 4], line[PATH_MAX * 4 + 512];
-	char path[PATH_MAX];
 	FILE *f;
 
 	*dev = 0;
@@ -478,6 +496,20 @@ static int set_bdi(const char *mountpoint, const char *attr, uint64_t val,
 		*why = "mount not found";
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * Write val to the attribute attr of the backing device dev
+ * (/sys/class/bdi/MAJ:MIN/attr; root only).  Returns 0, or -1 with why
+ * set.
+ */
+static int set_bdi(const char *dev, const char *attr, uint64_t val,
+		   const char **why)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/%s", dev, attr);
 	*why = "cannot write the backing device's ";
 	f = fopen(path, "we");
@@ -504,25 +536,31 @@ static int set_bdi(const char *mountpoint, const char *attr, uint64_t val,
  * 376-788 (docs/PERFORMANCE.md).  Random reads are not widened (the
  * kernel reads ahead only for sequential access).
  */
-static void set_bdi_limits(const char *mountpoint,
+static void set_bdi_limits(struct afs *afs, const char *mountpoint,
 			   const struct afs_config *c)
 {
-	const char *why;
+	const char *why = "";
 	char dev[64];
 
+	if (find_bdi(mountpoint, dev, sizeof(dev), &why)) {
+		if (c->dirty_limit || c->readahead_set)
+			afs_log(LOG_WARNING, "dirty_limit, readahead: no "
+				"backing device for %s (%s)", mountpoint, why);
+		return;
+	}
 	if (c->dirty_limit && !c->readonly &&
-	    set_bdi(mountpoint, "max_bytes", c->dirty_limit, &why, dev,
-		    sizeof(dev)))
+	    set_bdi(dev, "max_bytes", c->dirty_limit, &why))
 		afs_log(LOG_WARNING, "dirty_limit: cannot set the limit of "
-			"%s (%s%s%s)", mountpoint, why,
-			*dev ? "max_bytes, device " : "", dev);
+			"%s (%smax_bytes, device %s)", mountpoint, why, dev);
 	/* the default quietly: not root, or no such attribute */
 	if (c->readahead &&
-	    set_bdi(mountpoint, "read_ahead_kb", c->readahead / 1024, &why,
-		    dev, sizeof(dev)) && c->readahead_set)
+	    set_bdi(dev, "read_ahead_kb", c->readahead / 1024, &why) &&
+	    c->readahead_set)
 		afs_log(LOG_WARNING, "readahead: cannot set the window of "
-			"%s (%s%s%s)", mountpoint, why,
-			*dev ? "read_ahead_kb, device " : "", dev);
+			"%s (%sread_ahead_kb, device %s)", mountpoint, why,
+			dev);
+	/* after dirty_limit: the limit found is the one to put back */
+	afs_syncmode_start(afs, dev, c->fsync_dirty_limit);
 }
 
 static void daemon_detach(void)
@@ -707,6 +745,7 @@ int main(int argc, char *argv[])
 		.max_inline = 2048,
 		.cache_size = 0, /* default_cache_size() */
 		.readahead = 1ULL << 20,
+		.fsync_dirty_limit = 4ULL << 20,
 		.multithread = true,
 	};
 	struct fuse_cmdline_opts opts = { 0 };
@@ -802,6 +841,7 @@ int main(int argc, char *argv[])
 	if (afs_lookup_init(&afs.lookups))
 		goto out_close_fs;
 	afs_stats_init(&afs);
+	afs_syncmode_init(&afs);
 	pthread_mutex_init(&afs.scrub_lock, NULL);
 	pthread_mutex_init(&afs.check_lock, NULL);
 
@@ -821,7 +861,7 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_destroy_session;
 	/* cannot fail after a mount (only on a NULL io or a bad fd) */
-	set_bdi_limits(opts.mountpoint, &conf);
+	set_bdi_limits(&afs, opts.mountpoint, &conf);
 	if (afs_killpriv_attach(se) != 0)
 		afs_log(LOG_WARNING, "no FUSE_HANDLE_KILLPRIV_V2: each write "
 			"asks for security.capability");
@@ -895,6 +935,7 @@ int main(int argc, char *argv[])
 out_destroy_session:
 	fuse_session_destroy(se);
 out_destroy_lookups:
+	afs_syncmode_destroy(&afs);
 	afs_lookup_destroy(&afs.lookups);
 out_close_fs: {
 	int cret = arb_fs_close(afs.fs);

@@ -677,6 +677,7 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	ssize_t n;
 
 	(void)fi;
+	afs_syncmode_write(afs);
 	n = arb_fs_write(afs->fs, to_ino(ino), buf, size, (uint64_t)off);
 	/*
 	 * The library was opened with write_keeps_times for the writeback
@@ -728,6 +729,7 @@ static void afs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int ret;
 
 	(void)fi;
+	afs_syncmode_fsync(afs);
 	if (!afs->fsyncq.running) {
 		reply_err(req, -arb_fs_fsync(afs->fs, to_ino(ino),
 					     datasync != 0));

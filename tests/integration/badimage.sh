@@ -142,6 +142,7 @@ fs_umount
 
 log "bad options"
 for o in commit=abc max_inline=-1 cache_size=12Q trace= dirty_limit=abc dirty_limit=1 \
+	fsync_dirty_limit=abc fsync_dirty_limit=1K \
 	readahead=abc readahead=12 readahead=2G; do
 	st=0
 	out=$("$DAEMON" -f -o "$o" "$IMG" "$MNT" 2>&1) || st=$?

@@ -39,8 +39,9 @@ extern "C" {
 /* version of the structs below; 1: the first; 2: arb_ioc_stats gained
  * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
- * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct */
-#define ARB_IOC_VERSION 7
+ * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
+ * fsync_dirty_limit, fsync_dirty_lowered */
+#define ARB_IOC_VERSION 8
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -253,7 +254,12 @@ struct arb_ioc_stats {
 	/* out (version 7): of image_bytes_read, those read past the host's
 	 * page cache (large data reads, O_DIRECT) */
 	__u64 image_bytes_read_direct;
-	__u64 reserved[27];
+	/* out (version 8): the dirty limit the daemon sets while fsyncs
+	 * come (bytes, 0: it does not), and how often it set it since
+	 * mount (fuse/syncmode.c) */
+	__u64 fsync_dirty_limit;
+	__u64 fsync_dirty_lowered;
+	__u64 reserved[25];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };

@@ -1,0 +1,118 @@
+#!/bin/bash
+# dirtylimit.sh - while fsyncs come, the kernel may hold only
+# fsync_dirty_limit (default 4 MiB) of this mount's data dirty, and 2 s
+# after the last fsync the mount's own limit is back (fuse/syncmode.c).
+#
+# Checked through the backing device's sysfs files, as the kernel sees
+# them: max_bytes drops at the first fsync and stays down during a burst
+# of them; the first write more than 2 s after the last fsync puts
+# max_ratio_fine back exactly; the next fsync lowers it again; `arbor
+# filesystem stats` counts the switches.  -o fsync_dirty_limit=0 and a
+# -o dirty_limit at or below it leave the limit alone.  The data written
+# in every phase must read back after a remount, and fsck is clean.
+. "$(dirname "$0")/lib.sh" "$@"
+
+ARBOR=$BUILD/cli/arbor
+
+# stat KEY SUB: a number from arbor filesystem stats --json
+stat() {
+	"$ARBOR" filesystem stats --json "$MNT" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+# put NAME MiB [fsync]: NAME gets MiB of a pattern named after it (closed,
+# so the kernel sends its writes), fsynced with "fsync"
+put() {
+	python3 - "$MNT/$1" "$2" "${3:-}" <<'PY' || fail "writing $1"
+import os, sys
+path, mib, sync = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "fsync"
+pat = (os.path.basename(path).encode() * 4096)[:1 << 20]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for _ in range(mib):
+    os.write(fd, pat)
+if sync:
+    os.fsync(fd)
+os.close(fd)
+PY
+	echo "$1 $2" >>"$TMP/files"
+}
+verify() {
+	while read -r name mib; do
+		python3 - "$MNT/$name" "$mib" <<'PY' || fail "$name does not read back"
+import os, sys
+path, mib = sys.argv[1], int(sys.argv[2])
+pat = (os.path.basename(path).encode() * 4096)[:1 << 20]
+with open(path, "rb") as f:
+    data = f.read()
+sys.exit(0 if data == pat * mib else 1)
+PY
+	done <"$TMP/files"
+}
+
+fs_mkfs -s 512M
+fs_mount
+dev=$(mountpoint -d "$MNT")
+BDI=/sys/class/bdi/$dev
+[ -w "$BDI/max_bytes" ] && [ -w "$BDI/max_ratio_fine" ] ||
+	skip "no writable max_bytes/max_ratio_fine for $dev (Linux < 6.2, or not root)"
+# the kernel keeps the limit as a ratio of its global dirty limit, so
+# max_bytes moves with free memory: compare max_ratio_fine
+high=$(cat "$BDI/max_bytes")
+ratio=$(cat "$BDI/max_ratio_fine")
+log "the mount's own limit: max_bytes $high, max_ratio_fine $ratio"
+[ "$high" -gt $((8 << 20)) ] || skip "the kernel's limit ($high) is small already"
+[ "$(stat fsync_dirty_limit bytes)" = $((4 << 20)) ] ||
+	fail "stats: fsync_dirty_limit is not 4 MiB"
+[ "$(stat fsync_dirty_limit lowered)" = 0 ] || fail "lowered before any fsync"
+
+in_low() {
+	local v
+	v=$(cat "$BDI/max_bytes")
+	# the kernel keeps a ratio: allow its rounding
+	[ "$v" -ge $((3 << 20)) ] && [ "$v" -le $((5 << 20)) ]
+}
+
+put a 2
+[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "a write without fsync changed the limit"
+for i in 1 2 3 4 5; do put "s$i" 1 fsync; done
+in_low || fail "after fsyncs max_bytes is $(cat "$BDI/max_bytes"), want about 4 MiB"
+put b 3
+in_low || fail "a write right after the fsyncs raised the limit"
+[ "$(stat fsync_dirty_limit lowered)" = 1 ] ||
+	fail "stats: lowered $(stat fsync_dirty_limit lowered) times, want 1 (one burst)"
+log "low during the burst: max_bytes $(cat "$BDI/max_bytes")"
+
+sleep 2.5
+put c 2
+[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] ||
+	fail "2.5 s after the last fsync a write left max_ratio_fine at $(cat "$BDI/max_ratio_fine"), want $ratio"
+log "back after the window: max_bytes $(cat "$BDI/max_bytes")"
+put s6 1 fsync
+in_low || fail "the next fsync did not lower the limit again"
+[ "$(stat fsync_dirty_limit lowered)" = 2 ] || fail "stats: want 2 switches"
+fs_remount
+verify
+fs_umount
+check_fsck
+
+log "-o fsync_dirty_limit=0: the limit stays"
+fs_mount -o fsync_dirty_limit=0
+BDI=/sys/class/bdi/$(mountpoint -d "$MNT")
+ratio=$(cat "$BDI/max_ratio_fine")
+put s7 1 fsync
+put d 2
+[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "fsync_dirty_limit=0 changed the limit"
+[ "$(stat fsync_dirty_limit bytes)" = 0 ] || fail "stats: fsync_dirty_limit not 0"
+fs_umount
+
+log "-o dirty_limit=2M: below 4M already, left alone"
+fs_mount -o dirty_limit=2M
+BDI=/sys/class/bdi/$(mountpoint -d "$MNT")
+low=$(cat "$BDI/max_bytes") ratio=$(cat "$BDI/max_ratio_fine")
+[ "$low" -le $((3 << 20)) ] || fail "dirty_limit=2M left max_bytes at $low"
+put s8 1 fsync
+[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "an fsync changed dirty_limit=2M's limit"
+fs_remount
+verify
+fs_umount
+check_fsck
+finish
