@@ -362,7 +362,7 @@ static void usage(const char *prog)
 	       "                           (until 2 s after the last; root, Linux\n"
 	       "                           >= 6.2): an fsync beside a streaming\n"
 	       "                           writer waits for less of its writeback\n"
-	       "                           (K/M/G, default 4M, 0: off)\n"
+	       "                           (K/M/G, default 2M, 0: off)\n"
 	       "    -o readahead=BYTES     the kernel's read-ahead window for this\n"
 	       "                           mount (K/M/G, 0: the kernel's 128K; root)\n"
 	       "                           (default 1M)\n"
@@ -745,7 +745,7 @@ int main(int argc, char *argv[])
 		.max_inline = 2048,
 		.cache_size = 0, /* default_cache_size() */
 		.readahead = 1ULL << 20,
-		.fsync_dirty_limit = 4ULL << 20,
+		.fsync_dirty_limit = 2ULL << 20,
 		.multithread = true,
 	};
 	struct fuse_cmdline_opts opts = { 0 };

@@ -14,7 +14,7 @@
  * A small limit always (-o dirty_limit) shortens the queue and slows
  * streaming writes by a third or more (docs/PERFORMANCE.md, "fsync under
  * load").  So the daemon lowers the limit only while fsyncs come: the
- * first FSYNC sets max_bytes to fsync_dirty_limit (default 4 MiB), and the
+ * first FSYNC sets max_bytes to fsync_dirty_limit (default 2 MiB), and the
  * first WRITE after SYNC_WINDOW_NS without an fsync puts back the limit
  * the mount had (max_ratio_fine as read at mount: the kernel's share, or
  * the one -o dirty_limit set).  The kernel keeps the limit as a ratio of

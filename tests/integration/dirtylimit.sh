@@ -1,6 +1,6 @@
 #!/bin/bash
 # dirtylimit.sh - while fsyncs come, the kernel may hold only
-# fsync_dirty_limit (default 4 MiB) of this mount's data dirty, and 2 s
+# fsync_dirty_limit (default 2 MiB) of this mount's data dirty, and 2 s
 # after the last fsync the mount's own limit is back (fuse/syncmode.c).
 #
 # Checked through the backing device's sysfs files, as the kernel sees
@@ -60,21 +60,21 @@ high=$(cat "$BDI/max_bytes")
 ratio=$(cat "$BDI/max_ratio_fine")
 log "the mount's own limit: max_bytes $high, max_ratio_fine $ratio"
 [ "$high" -gt $((8 << 20)) ] || skip "the kernel's limit ($high) is small already"
-[ "$(stat fsync_dirty_limit bytes)" = $((4 << 20)) ] ||
-	fail "stats: fsync_dirty_limit is not 4 MiB"
+[ "$(stat fsync_dirty_limit bytes)" = $((2 << 20)) ] ||
+	fail "stats: fsync_dirty_limit is not 2 MiB"
 [ "$(stat fsync_dirty_limit lowered)" = 0 ] || fail "lowered before any fsync"
 
 in_low() {
 	local v
 	v=$(cat "$BDI/max_bytes")
 	# the kernel keeps a ratio: allow its rounding
-	[ "$v" -ge $((3 << 20)) ] && [ "$v" -le $((5 << 20)) ]
+	[ "$v" -ge $((3 << 19)) ] && [ "$v" -le $((5 << 19)) ]
 }
 
 put a 2
 [ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "a write without fsync changed the limit"
 for i in 1 2 3 4 5; do put "s$i" 1 fsync; done
-in_low || fail "after fsyncs max_bytes is $(cat "$BDI/max_bytes"), want about 4 MiB"
+in_low || fail "after fsyncs max_bytes is $(cat "$BDI/max_bytes"), want about 2 MiB"
 put b 3
 in_low || fail "a write right after the fsyncs raised the limit"
 [ "$(stat fsync_dirty_limit lowered)" = 1 ] ||
@@ -104,13 +104,13 @@ put d 2
 [ "$(stat fsync_dirty_limit bytes)" = 0 ] || fail "stats: fsync_dirty_limit not 0"
 fs_umount
 
-log "-o dirty_limit=2M: below 4M already, left alone"
-fs_mount -o dirty_limit=2M
+log "-o dirty_limit=1M: below 2M already, left alone"
+fs_mount -o dirty_limit=1M
 BDI=/sys/class/bdi/$(mountpoint -d "$MNT")
 low=$(cat "$BDI/max_bytes") ratio=$(cat "$BDI/max_ratio_fine")
-[ "$low" -le $((3 << 20)) ] || fail "dirty_limit=2M left max_bytes at $low"
+[ "$low" -le $((3 << 19)) ] || fail "dirty_limit=1M left max_bytes at $low"
 put s8 1 fsync
-[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "an fsync changed dirty_limit=2M's limit"
+[ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "an fsync changed dirty_limit=1M's limit"
 fs_remount
 verify
 fs_umount
