@@ -613,6 +613,18 @@ static void dref_free(struct dref_head *h)
 	free(h);
 }
 
+static void dref_remove(struct arb_vol *vol, struct dref_head *h)
+{
+	struct arb_delayed_refs *d = vol->drefs;
+	struct dref_head **pp = &d->table[dref_slot(d->size, h->bytenr)];
+
+	while (*pp != h)
+		pp = &(*pp)->next;
+	*pp = h->next;
+	d->count--;
+	dref_free(h);
+}
+
 bool arb_delayed_refs_pending(struct arb_vol *vol)
 {
 	return vol->drefs && vol->drefs->count;
@@ -798,6 +810,53 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
 	h->is_new = true;
 	h->num_bytes = *got;
 	return 0;
+}
+
+/*
+ * The extent's item (committed, or its head already run) is put back
+ * under its longer key with the same body: one reference, and the
+ * generation it had, so that freeing it later still pins its first len
+ * bytes, which the last commit may reference, until the commit that frees
+ * them is durable.  The new bytes were free in every committed state, so
+ * writing them touched no committed data.  Their own head (is_new, no
+ * reference) goes, or it would release them at the commit.  An extent
+ * with anything pending on it (made in this transaction, or a reference
+ * change) is left alone.
+ */
+int arb_grow_data_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
+			 uint64_t got)
+{
+	struct arb_vol *vol = t->vol;
+	struct dref_head *h = dref_find(vol->drefs, bytenr);
+	struct dref_head *n = dref_find(vol->drefs, bytenr + len);
+	struct arb_extent_item ei;
+	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, len };
+	int ret;
+
+	if (t->error)
+		return t->error;
+	if (!n || !n->is_new || n->is_tree || n->delta || n->nr_dd ||
+	    n->num_bytes != got)
+		return 0;
+	if (h)
+		return 0;
+	ret = arb_lookup_item(vol->extent_root, &k, &ei, sizeof(ei));
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(ei) || arb_extent_item_e_refs(&ei) != 1 ||
+	    !(arb_extent_item_e_flags(&ei) & ARB_EXTENT_FLAG_DATA))
+		return 0;
+	ret = arb_del_item(t, vol->extent_root, &k);
+	if (ret)
+		return arb_txn_fail(t, ret);
+	k.offset = len + got;
+	ret = arb_insert_item(t, vol->extent_root, &k, &ei, sizeof(ei));
+	if (ret)
+		return arb_txn_fail(t, ret);
+	dref_remove(vol, n);
+	return 1;
 }
 
 int arb_leaf_data_refs(struct arb_txn *t, struct arb_node *leaf, uint64_t root,

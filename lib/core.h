@@ -535,6 +535,16 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
  */
 int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
 		   uint64_t hint, uint64_t *bytenr, uint64_t *got);
+/*
+ * Grow the data extent [bytenr, bytenr + len) by the got bytes right after
+ * it, which arb_alloc_data has just handed out and nothing references yet:
+ * they become part of that extent instead of one of their own.  Only for
+ * an extent held by exactly one reference, which the caller's file extent
+ * is and covers whole; the caller then grows that file extent item.
+ * 1 grown, 0 not possible (shared, or changes pending on it), <0 error.
+ */
+int arb_grow_data_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
+			 uint64_t got);
 /* Change the reference count of a tree node (owner/level are its header's). */
 int arb_ref_tree_block(struct arb_txn *t, uint64_t bytenr, uint64_t owner,
 		       int level, int delta);

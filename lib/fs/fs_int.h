@@ -143,6 +143,11 @@ struct arb_fs {
 
 	/* next inode number to hand out (never reused within a mount) */
 	uint64_t next_ino;
+	/* where the last extent written (made or extended) ends, in its
+	 * file and on disk: only a write that continues it in both is
+	 * worth looking up for extend_prev (file.c); a hint, never
+	 * trusted */
+	uint64_t ext_hint_ino, ext_hint_foff, ext_hint_disk;
 	/* bytes only unlink/rmdir/truncate/rename may use */
 	uint64_t reserve;
 	/* something changed since the last commit */

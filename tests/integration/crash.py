@@ -13,6 +13,10 @@ kill: fsck must be clean, and after a remount
     with (files are written once; only rename-over replaces them),
   - a rename-over whose directory fsync returned shows the new content;
     one still in flight shows the old or the new content, whole,
+  - each of two log files, appended to in bursts with an fsync after
+    every append, starts with every byte its last returned fsync covered
+    (l0 grows by whole blocks, so its appends extend its last extent,
+    fs/file.c extend_prev; l1 by any size),
   - no name appears that the worker never created.
 
 The image accumulates state across rounds (later rounds verify earlier
@@ -40,7 +44,18 @@ def worker(mnt, journal_path, seed, round_no):
     os.makedirs(d, exist_ok=True)
     dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     n = 0
+    logs = {}
     try:
+        for k in range(2):
+            name = "l%d" % k
+            path = os.path.join(d, name)
+            if not os.path.exists(path):
+                j.write("CREATE %s\n" % name)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            with open(path, "rb") as f:
+                old = f.read()
+            logs[name] = [fd, hashlib.sha256(old), len(old)]
+        os.fsync(dfd)
         while True:
             n += 1
             op = rnd.random()
@@ -80,6 +95,26 @@ def worker(mnt, journal_path, seed, round_no):
                 os.rename(os.path.join(d, tmp), os.path.join(d, target))
                 os.fsync(dfd)
                 j.write("RENAME_DONE %s %s\n" % (target, sha(data)))
+            elif op < 0.95 and op >= 0.9:
+                # a log: a burst of appends, each fsynced
+                name = "l%d" % rnd.randrange(2)
+                lg = logs[name]
+                # l0 grows by whole blocks (its extent is extended), l1
+                # by any size (a partial last block is rewritten instead)
+                sizes = [4096, 4096, 8192, 16384]
+                if name == "l1":
+                    sizes += [1, 100, 5000]
+                for _ in range(rnd.randrange(1, 20)):
+                    data = rnd.randbytes(rnd.choice(sizes))
+                    os.write(lg[0], data)
+                    lg[1].update(data)
+                    lg[2] += len(data)
+                    if rnd.random() < 0.5:
+                        os.fsync(lg[0])
+                    else:
+                        os.fdatasync(lg[0])
+                    j.write("APPENDED %s %d %s\n" % (name, lg[2],
+                                                      lg[1].hexdigest()))
             elif op < 0.9:
                 # unsynced noise: writes that may or may not survive
                 name = "u%d_%d" % (round_no, n)
@@ -128,6 +163,8 @@ def read_journal(path):
             state[target] = ("either", old, h)
         elif p[0] == "RENAME_DONE":
             state[p[1]] = ("sha", p[2])
+        elif p[0] == "APPENDED":
+            state[p[1]] = ("prefix", int(p[2]), p[3])
     return state, created
 
 
@@ -145,9 +182,23 @@ def verify(mnt, journal_path):
         exists = name in present
         h = None
         if exists:
-            with open(path, "rb") as f:
-                h = sha(f.read())
-        if st[0] == "sha":
+            try:
+                with open(path, "rb") as f:
+                    content = f.read()
+            except OSError as e:
+                errors.append("%s: cannot be read: %s" % (name, e))
+                continue
+            h = sha(content)
+        if st[0] == "prefix":
+            if not exists:
+                errors.append("%s: appended log missing" % name)
+            elif len(content) < st[1]:
+                errors.append("%s: %d bytes, %d were fsynced" %
+                              (name, len(content), st[1]))
+            elif sha(content[:st[1]]) != st[2]:
+                errors.append("%s: the first %d bytes differ from what was "
+                              "fsynced" % (name, st[1]))
+        elif st[0] == "sha":
             if not exists:
                 errors.append("%s: fsynced file missing" % name)
             elif h != st[1]:
@@ -253,8 +304,10 @@ def main():
         return 1
     state, _ = read_journal(args.journal)
     nsync = sum(1 for v in state.values() if v[0] == "sha")
+    logb = sum(v[1] for v in state.values() if v[0] == "prefix")
     print("crash.py: %d kills survived, fsck clean after each; %d fsynced "
-          "files / completed renames verified intact" % (survived, nsync))
+          "files / completed renames verified intact; %d fsynced bytes of "
+          "appended logs" % (survived, nsync, logb))
     return 0
 
 

@@ -2175,6 +2175,107 @@ START_TEST(test_fsync_selective)
 }
 END_TEST
 
+/* items (objectid, type, any offset) in root */
+static int count_items(struct arb_root *root, uint64_t objectid, uint8_t type)
+{
+	struct arb_key k = { objectid, type, 0 };
+	struct arb_iter it;
+	int n = 0, ret;
+
+	arb_iter_init(&it, root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != objectid || k.type != type)
+			break;
+		n++;
+	}
+	arb_iter_release(&it);
+	ck_assert_int_ge(ret, 0);
+	return n;
+}
+
+/*
+ * Appends each made durable by an fsync (a log) extend the file's last
+ * extent, its checksum item with it, up to 1 MiB (ARB_APPEND_EXTENT_MAX):
+ * 300 x 4 KiB leave two file extents and two checksum items, and a crash
+ * copy with every block.  An overwrite in the middle splits the grown
+ * extent as any other; appends that alternate between two files are not
+ * next to each other on disk and stay extents of their own.  Truncating,
+ * reopening and unlinking keep the check clean.
+ */
+START_TEST(test_append_extends_extent)
+{
+	struct crash_view cv;
+	uint64_t f, a, b;
+	int i;
+
+	f = mkfile(ROOT, "log");
+	for (i = 0; i < 300; i++) {
+		write_pattern(f, (uint64_t)i * 4096, 4096, 7);
+		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	}
+	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 2);
+	ck_assert_int_eq(count_items(fs->csum, ARB_EXTENT_CSUM_OBJECTID,
+				     ARB_EXTENT_CSUM), 2);
+	crash_enter(&cv);
+	ck_assert_uint_eq(getattr(f).size, 300 * 4096);
+	expect_pattern(f, 0, 300 * 4096, 7);
+	check_clean();
+	crash_leave(&cv);
+
+	/* a piece in the middle of the first extent: three of it */
+	write_pattern(f, 100 * 4096, 8192, 8);
+	ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 4);
+	for (i = 300; i < 310; i++) {
+		write_pattern(f, (uint64_t)i * 4096, 4096, 7);
+		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	}
+	/* the 8 KiB lie between: one more extent for the ten appends */
+	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 5);
+
+	/* two files appended in turn: nothing to extend */
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	for (i = 0; i < 20; i++) {
+		write_pattern(a, (uint64_t)i * 4096, 4096, 9);
+		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+		write_pattern(b, (uint64_t)i * 4096, 4096, 10);
+		ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	}
+	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), 20);
+	ck_assert_int_eq(count_items(fs->root, b, ARB_EXTENT_DATA), 20);
+	check_clean();
+
+	crash_enter(&cv);
+	expect_pattern(f, 0, 100 * 4096, 7);
+	expect_pattern(f, 100 * 4096, 8192, 8);
+	expect_pattern(f, 102 * 4096, 208 * 4096, 7);
+	expect_pattern(a, 0, 20 * 4096, 9);
+	expect_pattern(b, 0, 20 * 4096, 10);
+	check_clean();
+	crash_leave(&cv);
+
+	{
+		struct arb_setattr sa = { .size = 150 * 4096 + 100 };
+		struct arb_stat st;
+
+		ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_SIZE,
+						&cred, &st), 0);
+	}
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	reopen();
+	ck_assert_uint_eq(getattr(f).size, 150 * 4096 + 100);
+	expect_pattern(f, 0, 100 * 4096, 7);
+	expect_pattern(f, 100 * 4096, 8192, 8);
+	expect_pattern(f, 102 * 4096, 48 * 4096 + 100, 7);
+	check_clean();
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "log"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+}
+END_TEST
+
 /*
  * A big writer pays for its data in steps as it goes (ARB_FLUSH_STEP per
  * write past ARB_FLUSH_BATCH), lowest blocks first.  Then it writes a
@@ -2352,6 +2453,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_io_error);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
+	tcase_add_test(tc, test_append_extends_extent);
 	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
