@@ -13,8 +13,9 @@
  *
  * A small limit always (-o dirty_limit) shortens the queue and slows
  * streaming writes by a third or more (docs/PERFORMANCE.md, "fsync under
- * load").  So the daemon lowers the limit only while fsyncs come: the
- * first FSYNC sets max_bytes to fsync_dirty_limit (default 2 MiB), and the
+ * load").  So the daemon lowers the limit only while fsyncs come: an FSYNC
+ * less than SYNC_REPEAT_NS after the previous one sets max_bytes to
+ * fsync_dirty_limit (default 2 MiB), and the
  * first WRITE after SYNC_WINDOW_NS without an fsync puts back the limit
  * the mount had (max_ratio_fine as read at mount: the kernel's share, or
  * the one -o dirty_limit set).  The kernel keeps the limit as a ratio of
@@ -38,6 +39,8 @@
 
 /* how long after the last fsync the small limit stays */
 #define SYNC_WINDOW_NS (2ULL * 1000000000ULL)
+/* fsyncs closer than this keep coming: the second one lowers the limit */
+#define SYNC_REPEAT_NS (1ULL * 1000000000ULL)
 
 static int open_attr(const char *dev, const char *attr)
 {
@@ -98,11 +101,15 @@ off:
 void afs_syncmode_fsync(struct afs *afs)
 {
 	struct afs_syncmode *sm = &afs->syncmode;
+	uint64_t now, prev;
 
 	if (sm->max_bytes_fd < 0)
 		return;
-	atomic_store(&sm->last_fsync_ns, arb_mono_ns());
-	if (atomic_load(&sm->low_on))
+	now = arb_mono_ns();
+	prev = atomic_exchange(&sm->last_fsync_ns, now);
+	/* a lone fsync (the end of a copy, an editor's save) leaves the
+	 * limit alone: the writes after it would pay for nothing */
+	if (atomic_load(&sm->low_on) || !prev || now - prev >= SYNC_REPEAT_NS)
 		return;
 	pthread_mutex_lock(&sm->lock);
 	if (!atomic_load(&sm->low_on)) {

@@ -423,7 +423,8 @@ ARB_LE(root_item, r_mirror, 64)
  * arb_tree_block_ref (41 bytes in all).
  *   0   8   reference count: parent pointers (tree nodes) or file extent
  *           items (data) that point at this extent
- *   8   8   generation in which the extent was allocated
+ *   8   8   generation in which the extent was allocated (its first
+ *           bytes: an extent grown by appends keeps it)
  *   16  8   flags: ARB_EXTENT_FLAG_TREE_BLOCK or ARB_EXTENT_FLAG_DATA
  * A data extent's back-references are EXTENT_DATA_REF items with the same
  * objectid.
