@@ -1049,10 +1049,21 @@ static int run_one(struct arb_txn *t, struct dref_head *h)
 
 	ret = arb_lookup_item(er, &k, buf, sizeof(buf));
 	if (ret == -ENOENT) {
-		if (h->delta == 0 && h->is_new)
+		if (h->delta == 0 && h->is_new) {
+			/* made and dropped again in this transaction (data
+			 * flushed, then rewritten before the commit): its
+			 * checksums go too, or they would stay over free
+			 * space and override those of a later extent that
+			 * covers it without starting where it started */
+			if (!h->is_tree) {
+				ret = drop_csums(t, h->bytenr, h->num_bytes);
+				if (ret)
+					return ret;
+			}
 			return release_extent(t, h->bytenr, h->num_bytes,
 					      t->transid, h->is_tree,
 					      h->mirror);
+		}
 		if (h->delta <= 0 || !h->is_new) {
 			if (h->delta == 0 && h->nr_dd == 0)
 				return 0;

@@ -398,6 +398,17 @@ int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 	return ret < 0 ? ret : 0;
 }
 
+/* an item starting at bytenr: a stale one over free space (images
+ * written before run_one dropped the checksums of extents made and freed
+ * in one transaction), which csum_insert replaces */
+static bool csum_item_at(struct arb_fs *fs, uint64_t bytenr)
+{
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			     bytenr };
+
+	return fs_item_exists(fs->csum, &k);
+}
+
 /*
  * The checksum item that ends at bytenr takes up to n of the sums le (on
  * disk order) when it has room; *took says how many.  Only for sectors
@@ -442,6 +453,10 @@ static int csum_extend(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		return ret < 0 ? ret : 0;
 	if (!buf)
 		return 0;
+	if (csum_item_at(fs, bytenr)) {
+		free(buf);
+		return 0;
+	}
 	memcpy(buf + size, le, take * 4);
 	ret = arb_update_item(t, fs->csum, &k, buf, (uint32_t)(size + take * 4));
 	free(buf);

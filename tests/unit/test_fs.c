@@ -2194,6 +2194,76 @@ static int count_items(struct arb_root *root, uint64_t objectid, uint8_t type)
 	return n;
 }
 
+/* every checksum item lies inside one data extent of the extent tree */
+static void check_csums_in_extents(void)
+{
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, 0 };
+	struct arb_iter it;
+	int ret, n = 0;
+
+	arb_iter_init(&it, fs->csum);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		struct arb_key ek, fk;
+		struct arb_iter e;
+		uint64_t end;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
+		    k.type != ARB_EXTENT_CSUM)
+			break;
+		end = k.offset + arb_iter_size(&it) / 4 * (uint64_t)fs->bs;
+		ek = (struct arb_key){ k.offset, ARB_EXTENT_ITEM, UINT64_MAX };
+		arb_iter_init(&e, fs->vol->extent_root);
+		ck_assert_int_eq(arb_iter_seek_le(&e, &ek), 0);
+		arb_iter_key(&e, &fk);
+		while (fk.type != ARB_EXTENT_ITEM) {
+			ck_assert_int_eq(arb_iter_prev(&e), 0);
+			arb_iter_key(&e, &fk);
+		}
+		ck_assert_msg(fk.objectid <= k.offset &&
+				      fk.objectid + fk.offset >= end,
+			      "checksums %llu..%llu outside every extent "
+			      "(nearest %llu+%llu)",
+			      (unsigned long long)k.offset,
+			      (unsigned long long)end,
+			      (unsigned long long)fk.objectid,
+			      (unsigned long long)fk.offset);
+		arb_iter_release(&e);
+		n++;
+	}
+	arb_iter_release(&it);
+	ck_assert_int_ge(ret, 0);
+	ck_assert_int_gt(n, 0);
+}
+
+/*
+ * Data flushed and rewritten within one transaction: the first extents
+ * are made and dropped before the commit, and their checksums must go
+ * with them (they used to stay over free space, where they would
+ * override the sums of a later extent covering that space).
+ */
+START_TEST(test_rewrite_drops_csums)
+{
+	uint64_t f = mkfile(ROOT, "f");
+	int i;
+
+	/* 24 MiB: past 16 MiB each write writes out the lowest blocks */
+	for (i = 0; i < 24; i++)
+		write_pattern(f, (uint64_t)i * MiB, MiB, 1);
+	ck_assert_uint_lt(fs->dirty_bytes, 24 * MiB);
+	/* the lowest 8 MiB again, then enough to flush them again */
+	for (i = 0; i < 8; i++)
+		write_pattern(f, (uint64_t)i * MiB, MiB, 2);
+	for (i = 24; i < 48; i++)
+		write_pattern(f, (uint64_t)i * MiB, MiB, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_csums_in_extents();
+	expect_pattern(f, 0, 8 * MiB, 2);
+	expect_pattern(f, 8 * MiB, 40 * MiB, 1);
+	check_clean();
+}
+END_TEST
+
 /*
  * Appends each made durable by an fsync (a log) extend the file's last
  * extent, its checksum item with it, up to 1 MiB (ARB_APPEND_EXTENT_MAX):
@@ -2454,6 +2524,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_append_extends_extent);
+	tcase_add_test(tc, test_rewrite_drops_csums);
 	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
