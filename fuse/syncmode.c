@@ -109,7 +109,8 @@ void afs_syncmode_fsync(struct afs *afs)
 	prev = atomic_exchange(&sm->last_fsync_ns, now);
 	/* a lone fsync (the end of a copy, an editor's save) leaves the
 	 * limit alone: the writes after it would pay for nothing */
-	if (atomic_load(&sm->low_on) || !prev || now - prev >= SYNC_REPEAT_NS)
+	if (atomic_load(&sm->low_on) || !prev ||
+	    (now > prev && now - prev >= SYNC_REPEAT_NS))
 		return;
 	pthread_mutex_lock(&sm->lock);
 	if (!atomic_load(&sm->low_on)) {
@@ -121,6 +122,15 @@ void afs_syncmode_fsync(struct afs *afs)
 	pthread_mutex_unlock(&sm->lock);
 }
 
+/* the window since the last fsync is over; an fsync stamped after our
+ * clock read (another thread) is no wrap-around but a fresh one */
+static bool window_over(struct afs_syncmode *sm)
+{
+	uint64_t now = arb_mono_ns(), last = atomic_load(&sm->last_fsync_ns);
+
+	return now > last && now - last >= SYNC_WINDOW_NS;
+}
+
 void afs_syncmode_write(struct afs *afs)
 {
 	struct afs_syncmode *sm = &afs->syncmode;
@@ -128,12 +138,10 @@ void afs_syncmode_write(struct afs *afs)
 	/* the common case: one relaxed load */
 	if (!atomic_load_explicit(&sm->low_on, memory_order_relaxed))
 		return;
-	if (arb_mono_ns() - atomic_load(&sm->last_fsync_ns) < SYNC_WINDOW_NS)
+	if (!window_over(sm))
 		return;
 	pthread_mutex_lock(&sm->lock);
-	if (atomic_load(&sm->low_on) &&
-	    arb_mono_ns() - atomic_load(&sm->last_fsync_ns) >=
-		    SYNC_WINDOW_NS) {
+	if (atomic_load(&sm->low_on) && window_over(sm)) {
 		/* on failure the small limit stays; retried next write */
 		if (put_attr(sm->ratio_fd, sm->high))
 			atomic_store(&sm->low_on, false);
