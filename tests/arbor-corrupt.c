@@ -24,6 +24,11 @@
  *   bad-data-csum PATH       one byte of the file's first data sector
  *                            flipped on disk
  *   bad-node-csum PATH       one byte of the leaf holding the inode flipped
+ *   stale-csum PATH          a copy of the checksum item of the file's first
+ *                            data extent, keyed at the leaf holding the
+ *                            inode (no data extent there)
+ *   missing-csum PATH        the checksum item of the file's first data
+ *                            extent deleted
  *   truncate                 the image file cut to half its size
  * Prints what it did: inode, path, addresses.  Exit 0 done, 1 failed.
  */
@@ -402,6 +407,39 @@ int main(int argc, char **argv)
 			       (unsigned long long)tg.ino,
 			       (unsigned long long)
 				       arb_file_extent_f_disk_bytenr(&fe));
+		}
+	} else if (!strcmp(kind, "stale-csum") ||
+		   !strcmp(kind, "missing-csum")) {
+		uint8_t sums[ARB_CSUMS_PER_ITEM * 4];
+		uint64_t leaf = 0;
+		int size;
+
+		ret = first_extent(fs, tg.ino, &k, &fe);
+		if (!ret && kind[0] == 's') {
+			ret = inode_leaf(fs, tg.ino, &leaf);
+			if (ret == -EXDEV)
+				ret = 0;
+		}
+		k.objectid = ARB_EXTENT_CSUM_OBJECTID;
+		k.type = ARB_EXTENT_CSUM;
+		k.offset = arb_file_extent_f_disk_bytenr(&fe);
+		size = ret ? ret
+			   : arb_lookup_item(fs->csum, &k, sums, sizeof(sums));
+		ret = size < 0 ? size : 0;
+		if (!ret && kind[0] == 'm') {
+			printf("inode %llu: checksum item at %llu deleted\n",
+			       (unsigned long long)tg.ino,
+			       (unsigned long long)k.offset);
+			ret = arb_del_item(t, fs->csum, &k);
+		} else if (!ret) {
+			printf("inode %llu: its checksum item at %llu copied "
+			       "to %llu (the leaf holding the inode)\n",
+			       (unsigned long long)tg.ino,
+			       (unsigned long long)k.offset,
+			       (unsigned long long)leaf);
+			k.offset = leaf;
+			ret = arb_insert_item(t, fs->csum, &k, sums,
+					      (uint32_t)size);
 		}
 	} else if (!strcmp(kind, "bad-node-csum")) {
 		ret = inode_leaf(fs, tg.ino, &raw_off);

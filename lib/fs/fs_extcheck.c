@@ -18,7 +18,12 @@
  *   - extent-refcount / extent-backref / extent-leak / extent-missing /
  *     extent-overlap for data extents
  *   - data-csum (optional): every sector of every data extent that has a
- *     checksum is read and compared
+ *     checksum is read and compared; csum-missing: a sector of an extent
+ *     that a REG file extent uses has no checksum (reads of it fail;
+ *     PREALLOC extents have none)
+ *   - csum-orphan: after the parts, one merged walk of the checksum tree
+ *     and the extent tree: every checksum item lies inside one data extent
+ *     and covers no sector an earlier item covers
  * With a fix transaction, extent items (tree nodes: count, owner, level;
  * data: count and back-references) are rewritten to what the committed
  * trees say, and leaks deleted (data: with their checksums);
@@ -48,6 +53,7 @@ struct xe {
 	uint64_t num_bytes;
 	int level;
 	bool visited, matched;
+	bool reg; /* data: a REG file extent uses it (has checksums) */
 };
 
 struct xtab {
@@ -58,6 +64,12 @@ struct xtab {
 struct rref {
 	uint64_t root, ino, off;
 	uint32_t count;
+};
+
+/* a checksum item that repair trims to [keep, keep + nkeep sectors) */
+struct cfix {
+	uint64_t start, keep;
+	uint32_t nkeep;
 };
 
 /* a data extent whose items repair rewrites */
@@ -82,6 +94,8 @@ struct xc {
 	struct arb_problem dummy;
 	struct xfix *fix;
 	size_t nfix, capfix;
+	struct cfix *cfix;
+	size_t ncfix, capcfix;
 	/* expected back-references sorted by (bytenr, root, ino, offset) */
 	struct xe **exp;
 	size_t nexp;
@@ -214,6 +228,8 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 			continue;
 		e->count++;
 		e->num_bytes = arb_file_extent_f_disk_num_bytes(fe);
+		if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_REG)
+			e->reg = true;
 		if (!e->owner)
 			e->owner = k.objectid;
 		key[1] = arb_node_owner(n);
@@ -688,6 +704,7 @@ static void check_data_csums(struct xc *c)
 	for (size_t x = 0; x < c->ndext; x++) {
 		uint64_t addr = c->dext[x][0], len = c->dext[x][1];
 		uint64_t bad = 0, first = 0, key[4] = { addr, 0, 0, 0 };
+		uint64_t missing = 0, first_missing = 0;
 		struct xe *e = xget(&c->data, key, false);
 
 		for (uint64_t off = 0; off < len;) {
@@ -712,8 +729,12 @@ static void check_data_csums(struct xc *c)
 			for (size_t i = 0; i < nsec; i++) {
 				c->r->sectors++;
 				c->done++;
-				if (!have[i])
+				if (!have[i]) {
+					if (e && e->reg && !missing++)
+						first_missing =
+							addr + off + i * bs;
 					continue;
+				}
 				if (~arb_crc32c(~0u, buf + i * bs, bs) !=
 				    sums[i]) {
 					if (!bad)
@@ -734,8 +755,165 @@ static void check_data_csums(struct xc *c)
 				 (unsigned long long)(e ? e->owner : 0),
 				 (unsigned long long)bad,
 				 (unsigned long long)first);
+		if (missing)
+			xproblem(c, ARB_PB_CSUM_MISSING, e->owner, addr,
+				 "data extent %llu+%llu (inode %llu): %llu "
+				 "sector(s) have no checksum, first at %llu",
+				 (unsigned long long)addr,
+				 (unsigned long long)len,
+				 (unsigned long long)e->owner,
+				 (unsigned long long)missing,
+				 (unsigned long long)first_missing);
 	}
 	free(buf);
+}
+
+/*
+ * Every checksum item inside one data extent, no sector covered twice.
+ * One forward walk of each tree (both are in address order): for each
+ * checksum item [s, e), the candidate extent is the last data extent that
+ * starts at or below the first sector not yet covered.  An item that does
+ * not fit is a problem; repair keeps its longest part that lies in that
+ * extent and is not covered yet (possibly nothing: the item goes).
+ */
+static void add_cfix(struct xc *c, uint64_t start, uint64_t keep,
+		     uint32_t nkeep)
+{
+	if (c->ncfix == c->capcfix) {
+		size_t cap = c->capcfix ? c->capcfix * 2 : 16;
+		struct cfix *n = realloc(c->cfix, cap * sizeof(*n));
+		if (!n)
+			return;
+		c->cfix = n;
+		c->capcfix = cap;
+	}
+	c->cfix[c->ncfix].start = start;
+	c->cfix[c->ncfix].keep = keep;
+	c->cfix[c->ncfix].nkeep = nkeep;
+	c->ncfix++;
+}
+
+static int check_csum_items(struct xc *c, bool fix)
+{
+	uint32_t bs = c->vol->sectorsize;
+	struct arb_key ck = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, 0 },
+		       ek = { 0, 0, 0 }, k;
+	struct arb_iter ci, ei;
+	/* the current candidate extent; ext_ret: the extent iterator's state
+	 * (0: at an item not yet looked at, 1: at the end, <0: error) */
+	uint64_t x_addr = 0, x_len = 0, covered = 0;
+	bool have_x = false;
+	int ret, ext_ret;
+
+	arb_iter_init(&ci, c->fs->csum);
+	arb_iter_init(&ei, c->vol->extent_root);
+	ext_ret = arb_iter_seek(&ei, &ek);
+	for (ret = arb_iter_seek(&ci, &ck); ret == 0;
+	     ret = arb_iter_next(&ci)) {
+		uint32_t size = arb_iter_size(&ci);
+		uint64_t s, e, a, b;
+
+		arb_iter_key(&ci, &k);
+		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
+		    k.type != ARB_EXTENT_CSUM)
+			break;
+		s = k.offset;
+		e = s + (uint64_t)(size / 4) * bs;
+		if (size == 0 || size % 4 || s % bs) {
+			xproblem(c, ARB_PB_CSUM_ORPHAN, 0, s,
+				 "checksum item at %llu: malformed (%u bytes)",
+				 (unsigned long long)s, size);
+			if (fix)
+				add_cfix(c, s, s, 0);
+			continue;
+		}
+		a = s > covered ? s : covered;
+		/* the last data extent starting at or below a */
+		while (ext_ret == 0) {
+			const void *d = arb_iter_data(&ei);
+
+			arb_iter_key(&ei, &ek);
+			if (ek.objectid > a)
+				break;
+			if (ek.type == ARB_EXTENT_ITEM &&
+			    arb_iter_size(&ei) >=
+				    sizeof(struct arb_extent_item) &&
+			    (arb_extent_item_e_flags(d) &
+			     ARB_EXTENT_FLAG_DATA)) {
+				x_addr = ek.objectid;
+				x_len = ek.offset;
+				have_x = true;
+			}
+			ext_ret = arb_iter_next(&ei);
+		}
+		if (ext_ret < 0) {
+			ret = ext_ret;
+			break;
+		}
+		b = e;
+		if (!have_x || a >= x_addr + x_len)
+			b = a; /* nothing of it in an extent */
+		else if (b > x_addr + x_len)
+			b = x_addr + x_len;
+		if (a == s && b == e) {
+			covered = e;
+			continue;
+		}
+		xproblem(c, ARB_PB_CSUM_ORPHAN, 0, s,
+			 "checksum item %llu+%llu: %llu of its %llu sector(s) "
+			 "lie outside any data extent or are covered by an "
+			 "earlier item",
+			 (unsigned long long)s, (unsigned long long)(e - s),
+			 (unsigned long long)((e - s) - (b - a)) / bs,
+			 (unsigned long long)(e - s) / bs);
+		if (fix)
+			add_cfix(c, s, a, (uint32_t)((b - a) / bs));
+		if (b > covered)
+			covered = b;
+	}
+	arb_iter_release(&ci);
+	arb_iter_release(&ei);
+	return ret < 0 ? ret : 0;
+}
+
+/* trim one checksum item to what check_csum_items kept */
+static int apply_cfix(struct xc *c, struct arb_txn *t, const struct cfix *f)
+{
+	uint32_t bs = c->vol->sectorsize;
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			     f->start };
+	uint8_t *buf = malloc((size_t)ARB_CSUMS_PER_ITEM * 4 + 4);
+	int ret, size;
+
+	if (!buf)
+		return -ENOMEM;
+	size = arb_lookup_item(c->fs->csum, &k, buf,
+			       (uint32_t)ARB_CSUMS_PER_ITEM * 4 + 4);
+	if (size == -ENOENT) {
+		/* gone with a leaked extent's checksums */
+		ret = 0;
+		goto out;
+	}
+	if (size < 0) {
+		ret = size;
+		goto out;
+	}
+	ret = arb_del_item(t, c->fs->csum, &k);
+	if (ret || !f->nkeep)
+		goto out;
+	if (size > ARB_CSUMS_PER_ITEM * 4 + 4)
+		size = ARB_CSUMS_PER_ITEM * 4 + 4;
+	if ((uint64_t)size < (f->keep - f->start) / bs * 4 + f->nkeep * 4ULL) {
+		ret = -EUCLEAN;
+		goto out;
+	}
+	k.offset = f->keep;
+	ret = arb_insert_item(t, c->fs->csum, &k,
+			      buf + (f->keep - f->start) / bs * 4,
+			      f->nkeep * 4);
+out:
+	free(buf);
+	return ret;
 }
 
 /* ---- repair of data extent items ---- */
@@ -904,6 +1082,18 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 		if (csums)
 			check_data_csums(&c);
 	}
+	if (!r->incomplete && !c.extent_err) {
+		snprintf(c.phase, sizeof(c.phase), "checksum items");
+		xprogress(&c, true);
+		ret = check_csum_items(&c, fix != NULL);
+		if (ret) {
+			xproblem(&c, ARB_PB_NODE_BAD, 0, 0,
+				 "checksum or extent tree unreadable: %s",
+				 strerror(-ret));
+			r->incomplete = true;
+			ret = 0;
+		}
+	}
 	if (fix && !r->incomplete) {
 		for (size_t i = 0; i < c.nfix; i++) {
 			ret = apply_fix(&c, fix, &c.fix[i]);
@@ -920,6 +1110,21 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 						  "rebuilt from the trees");
 			(*fixed)++;
 		}
+		for (size_t i = 0; i < c.ncfix; i++) {
+			const struct cfix *f = &c.cfix[i];
+
+			ret = apply_cfix(&c, fix, f);
+			if (ret)
+				goto out;
+			if (fix_out)
+				fprintf(fix_out,
+					"repair: checksum item %llu: %s\n",
+					(unsigned long long)f->start,
+					f->nkeep ? "trimmed to the sectors of "
+						   "its data extent"
+						 : "deleted (no data extent)");
+			(*fixed)++;
+		}
 	}
 out:
 	arb_check_plan_free(&plan);
@@ -931,6 +1136,7 @@ out:
 	for (size_t i = 0; i < c.nfix; i++)
 		free(c.fix[i].want);
 	free(c.fix);
+	free(c.cfix);
 	free(c.dext);
 	return ret;
 }

@@ -718,7 +718,8 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		if (r->pb[i].id == ARB_PB_TREE_REFS ||
 		    r->pb[i].id == ARB_PB_EXTENT_REFS ||
 		    r->pb[i].id == ARB_PB_EXTENT_BACKREF ||
-		    r->pb[i].id == ARB_PB_EXTENT_LEAK)
+		    r->pb[i].id == ARB_PB_EXTENT_LEAK ||
+		    r->pb[i].id == ARB_PB_CSUM_ORPHAN)
 			ext = true;
 	fs_lock(fs);
 	if (vol->running || fs->txn_dirty || fs->dirty_bytes) {

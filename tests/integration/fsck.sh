@@ -36,6 +36,8 @@ missing-backref   big2               extent-backref        1    -
 tree-refcount     many/f150          tree-block-refcount   1    -
 overlapping-extents big              file-extent-overlap   4    big
 bad-data-csum     big2               data-csum             4    big2
+stale-csum        big2               csum-orphan           1    -
+missing-csum      big2               csum-missing          4    big2
 bad-node-csum     many/f150          node-unreadable       4    many/*
 truncate          -                  -                     4    *
 "

@@ -330,6 +330,123 @@ START_TEST(test_leak_repair)
 }
 END_TEST
 
+/* the disk extent of d/f (one REG extent of 8 KiB) */
+static void file_extent(struct arb_fs *fs, uint64_t *addr, uint64_t *len)
+{
+	struct arb_key k = { file_ino(fs), ARB_EXTENT_DATA, 0 };
+	struct arb_file_extent fe;
+
+	ck_assert_int_ge(arb_lookup_item(fs->root, &k, &fe, sizeof(fe)),
+			 (int)sizeof(fe));
+	ck_assert_int_eq(arb_file_extent_f_type(&fe), ARB_FILE_EXTENT_REG);
+	*addr = arb_file_extent_f_disk_bytenr(&fe);
+	*len = arb_file_extent_f_disk_num_bytes(&fe);
+}
+
+static void expect_file_data(int ret_want)
+{
+	struct arb_fs *fs = open_fs(false);
+	char buf[8192], want[8192];
+
+	memset(want, 'x', sizeof(want));
+	if (ret_want < 0) {
+		ck_assert_int_eq(arb_fs_read(fs, file_ino(fs), buf, sizeof(buf),
+					     0),
+				 ret_want);
+	} else {
+		ck_assert_int_eq(arb_fs_read(fs, file_ino(fs), buf, sizeof(buf),
+					     0),
+				 (ssize_t)sizeof(buf));
+		ck_assert(!memcmp(buf, want, sizeof(buf)));
+	}
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+}
+
+/*
+ * Checksum items that no data extent holds: one over space no data
+ * extent uses (what bed4703 fixed leaving behind), and the file's own item
+ * grown past the end of its extent.  Both are csum-orphan; repair deletes
+ * the first and trims the second, and the file still reads.
+ */
+START_TEST(test_csum_orphan_repair)
+{
+	struct arb_fs *fs = open_fs(true);
+	uint32_t bs = fs->vol->sectorsize;
+	uint64_t addr, len, stray;
+	uint8_t sums[4 * 4];
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, 0 };
+	struct arb_txn *t;
+	size_t total;
+	int size;
+
+	fs_lock(fs);
+	file_extent(fs, &addr, &len);
+	ck_assert_uint_eq(len, 2 * bs);
+	k.offset = addr;
+	size = arb_lookup_item(fs->csum, &k, sums, sizeof(sums));
+	ck_assert_int_eq(size, 8);
+	/* two more sums after the extent's two */
+	memcpy(sums + 8, sums, 8);
+	stray = (fs->vol->total_bytes - 4 * MiB) / bs * bs;
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->csum, &k, sums, 16), 0);
+	k.offset = stray;
+	ck_assert_int_eq(arb_insert_item(t, fs->csum, &k, sums, 12), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_CSUM_ORPHAN, &total), 2);
+	ck_assert_uint_eq(total, 2);
+	/* in parts (every extent a part of its own): the same */
+	check_mem = 1;
+	ck_assert_uint_eq(count(ARB_PB_CSUM_ORPHAN, NULL), 2);
+	check_mem = 0;
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_CSUM_ORPHAN, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs = open_fs(false);
+	k.offset = stray;
+	ck_assert(!fs_item_exists(fs->csum, &k));
+	k.offset = addr;
+	ck_assert_int_eq(arb_lookup_item(fs->csum, &k, sums, sizeof(sums)), 8);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	expect_file_data(0);
+}
+END_TEST
+
+/* A written extent without its checksums: csum-missing, reads fail. */
+START_TEST(test_csum_missing)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM, 0 };
+	struct arb_txn *t;
+	uint64_t addr, len;
+	size_t total;
+
+	expect_file_data(0);
+	ck_assert_uint_eq(count(ARB_PB_CSUM_MISSING, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs_lock(fs);
+	file_extent(fs, &addr, &len);
+	k.offset = addr;
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_del_item(t, fs->csum, &k), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	ck_assert_uint_eq(count(ARB_PB_CSUM_MISSING, &total), 1);
+	ck_assert_uint_eq(total, 1);
+	ck_assert(!arb_problem_fixable(ARB_PB_CSUM_MISSING));
+	expect_file_data(-EIO);
+}
+END_TEST
+
 /* ---- checking in parts ---- */
 
 static int cmp_problem(const void *a, const void *b)
@@ -528,6 +645,8 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_nlink_repair_undo);
 	tcase_add_test(tc, test_refcount_repair);
 	tcase_add_test(tc, test_leak_repair);
+	tcase_add_test(tc, test_csum_orphan_repair);
+	tcase_add_test(tc, test_csum_missing);
 	tcase_add_test(tc, test_tree_refcount_repair);
 	tcase_add_test(tc, test_node_copy_repair);
 	tcase_add_test(tc, test_parts_same_problems);

@@ -457,7 +457,11 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(NODE_COPY, 26, "node-copy-bad", 1,                                   \
 	  "one copy of a tree node is bad or differs (rewritten from the good copy)") \
 	x(SUPER_COPY, 27, "super-copy-bad", 1,                                 \
-	  "the other superblock slot is unreadable or foreign (rewritten from the current one)")
+	  "the other superblock slot is unreadable or foreign (rewritten from the current one)") \
+	x(CSUM_ORPHAN, 28, "csum-orphan", 1,                                   \
+	  "checksum item covers sectors outside any data extent, or sectors another item covers (trimmed)") \
+	x(CSUM_MISSING, 29, "csum-missing", 0,                                 \
+	  "a sector of a written data extent has no checksum (reads of it fail)")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
