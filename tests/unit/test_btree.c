@@ -308,10 +308,12 @@ START_TEST(test_fill_and_empty)
 END_TEST
 
 /*
- * Small commits put their nodes back where the commit before freed them
- * (arb_free_space_unpin): 300 commits of one changed item each keep the
- * tree's root, first and second copy, in a window a few commits wide
- * instead of moving forward through the image.
+ * Small commits put their nodes back where earlier commits freed them
+ * (arb_free_space_unpin, and node_cluster's first fit): 300 commits of
+ * one changed item each keep the tree's root, first and second copy, in a
+ * window about as wide as the tree (50 leaves here), instead of moving
+ * forward through the image: the second 150 commits go no higher than the
+ * first.
  */
 START_TEST(test_small_commits_reuse_places)
 {
@@ -320,6 +322,7 @@ START_TEST(test_small_commits_reuse_places)
 	struct arb_root *root;
 	struct arb_txn *t;
 	uint64_t lo = UINT64_MAX, hi = 0, mlo = UINT64_MAX, mhi = 0;
+	uint64_t hi1 = 0, mhi1 = 0;
 	uint8_t v[40] = { 0 };
 
 	tu_vol_new(64ULL << 20, 4096, &dev, &vol);
@@ -343,6 +346,10 @@ START_TEST(test_small_commits_reuse_places)
 		ck_assert_int_eq(arb_txn_commit(t), 0);
 		if (r < 10)
 			continue;
+		if (r == 150) {
+			hi1 = hi;
+			mhi1 = mhi;
+		}
 		if (root->node->bytenr < lo)
 			lo = root->node->bytenr;
 		if (root->node->bytenr > hi)
@@ -353,12 +360,17 @@ START_TEST(test_small_commits_reuse_places)
 			mhi = root->node->mirror;
 	}
 	/* moving forward, 290 commits of several nodes each would span
-	 * megabytes; reusing, a few commits' worth */
-	ck_assert_msg(hi - lo <= 64 * 4096, "root moved over %llu bytes",
+	 * megabytes; reusing, about the tree's own size */
+	ck_assert_msg(hi - lo <= 160 * 4096, "root moved over %llu bytes",
 		      (unsigned long long)(hi - lo));
-	ck_assert_msg(mhi - mlo <= 64 * 4096,
+	ck_assert_msg(mhi - mlo <= 160 * 4096,
 		      "second copy moved over %llu bytes",
 		      (unsigned long long)(mhi - mlo));
+	ck_assert_msg(hi <= hi1 + 16 * 4096 && mhi <= mhi1 + 16 * 4096,
+		      "drifting: highest root %llu after 150 commits, %llu "
+		      "after 300 (second copy %llu, %llu)",
+		      (unsigned long long)hi1, (unsigned long long)hi,
+		      (unsigned long long)mhi1, (unsigned long long)mhi);
 	tu_vol_check(vol);
 	tu_vol_reopen(dev, &vol);
 	tu_vol_check(vol);
