@@ -2355,6 +2355,120 @@ START_TEST(test_append_extends_extent)
 END_TEST
 
 /*
+ * Crashes while appends grow their extent: 40 x (append 4 KiB, fsync) on a
+ * device that logs every write and flush (one fsynced file, so each fsync
+ * is one commit, and nearly every one grows the same extent).  The disk
+ * is rebuilt as a crash could leave it at every flush and just after it,
+ * and at random points with the unflushed writes dropped, or reordered
+ * and torn; each image must open, check clean, and hold the file at the
+ * size of a committed fsync (no older than the last one that returned
+ * before the point, no newer than the last one that started), with the
+ * bytes of every block.
+ */
+#define GROW_N 40
+
+static void grow_crash_point(struct arb_dev *log, size_t n,
+			     enum arb_replay_mode mode, uint64_t seed,
+			     const size_t *start, const size_t *end,
+			     uint64_t ino)
+{
+	struct arb_dev *img = NULL;
+	struct arb_fs *live = fs;
+	const char *why = NULL;
+	uint64_t lo = 0, hi = 0, size;
+	int ret;
+
+	for (int i = 0; i < GROW_N; i++) {
+		if (end[i] <= n)
+			lo = (uint64_t)(i + 1) * 4096;
+		if (start[i] < n)
+			hi = (uint64_t)(i + 1) * 4096;
+	}
+	ck_assert_int_eq(arb_dev_log_replay(log, n, mode, seed, &img), 0);
+	ret = arb_fs_open(img, &fopts, &fs, &why);
+	ck_assert_msg(ret == 0, "point %zu mode %d: open %d %s", n, mode, ret,
+		      why ? why : "");
+	ret = arb_fs_check(fs, stderr);
+	ck_assert_msg(ret == 0, "point %zu mode %d seed %llu: check %d", n,
+		      mode, (unsigned long long)seed, ret);
+	size = getattr(ino).size;
+	ck_assert_msg(size % 4096 == 0 && size >= lo && size <= hi,
+		      "point %zu mode %d: size %llu, want a committed one in "
+		      "[%llu, %llu]",
+		      n, mode, (unsigned long long)size,
+		      (unsigned long long)lo, (unsigned long long)hi);
+	if (size)
+		expect_pattern(ino, 0, size, 11);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = live;
+}
+
+START_TEST(test_append_grow_crash)
+{
+	struct arb_dev *log = NULL, *d;
+	struct arb_mkfs_opts mo;
+	size_t start[GROW_N], end[GROW_N], flushes[4 * GROW_N + 64], nf, len;
+	uint64_t f, rng = 0x5eed, points = 0;
+	const char *why = NULL;
+
+	/* a fresh, smaller volume under a log device */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	arb_dev_destroy(mem);
+	ck_assert_int_eq(arb_dev_open_mem(32 * MiB, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	d = tu_dev_borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	ck_assert_int_eq(arb_dev_log_wrap(tu_dev_borrow(mem), &log), 0);
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(log), &fopts, &fs, &why), 0);
+
+	f = mkfile(ROOT, "log");
+	write_pattern(f, 0, 4096, 11);
+	ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	/* block 0 committed before the log's points start counting */
+	start[0] = end[0] = 0;
+	for (int i = 1; i < GROW_N; i++) {
+		write_pattern(f, (uint64_t)i * 4096, 4096, 11);
+		start[i] = arb_dev_log_len(log);
+		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+		end[i] = arb_dev_log_len(log);
+	}
+	/* the appends grew the extent: not one extent per block */
+	ck_assert_int_le(count_items(fs->root, f, ARB_EXTENT_DATA), 2);
+	len = arb_dev_log_len(log);
+	nf = arb_dev_log_flushes(log, flushes,
+				 sizeof(flushes) / sizeof(flushes[0]));
+	ck_assert_uint_ge(nf, GROW_N - 1);
+	ck_assert_uint_le(nf, sizeof(flushes) / sizeof(flushes[0]));
+	for (size_t i = 0; i < nf; i++) {
+		if (flushes[i] < start[1])
+			continue;
+		grow_crash_point(log, flushes[i], ARB_REPLAY_PREFIX, 0, start,
+				 end, f);
+		grow_crash_point(log, flushes[i] + 1, ARB_REPLAY_PREFIX, 0,
+				 start, end, f);
+		points += 2;
+	}
+	for (int i = 0; i < 120; i++) {
+		size_t n;
+
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		n = start[1] + (size_t)((rng >> 33) % (len - start[1] + 1));
+		grow_crash_point(log, n,
+				 i % 2 ? ARB_REPLAY_REORDER_TEAR
+				       : ARB_REPLAY_DROP,
+				 rng, start, end, f);
+		points++;
+	}
+	ck_assert_uint_ge(points, 2 * (GROW_N - 1) + 120);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	arb_dev_destroy(log);
+	/* teardown's device: a fresh empty volume is not needed, only mem */
+}
+END_TEST
+
+/*
  * A big writer pays for its data in steps as it goes (ARB_FLUSH_STEP per
  * write past ARB_FLUSH_BATCH), lowest blocks first.  Then it writes a
  * block below the extents written so far: an fsync of another file must
@@ -2532,6 +2646,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_append_extends_extent);
+	tcase_add_test(tc, test_append_grow_crash);
 	tcase_add_test(tc, test_rewrite_drops_csums);
 	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_fsync_begin_end);
