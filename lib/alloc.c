@@ -150,6 +150,37 @@ static uint64_t run_len(const struct arb_free_space *f, uint64_t i,
 }
 
 /*
+ * The first free run in [i, end) of at least min sectors (at most want
+ * counted), starting aligned to align; at most probes runs looked at.
+ * Returns its start (*len: its length, up to want) or UINT64_MAX.
+ */
+static uint64_t scan_runs(const struct arb_free_space *f, uint64_t i,
+			  uint64_t end, uint64_t want, uint64_t min,
+			  uint64_t align, uint64_t probes, uint64_t *len)
+{
+	if (end > f->nbits)
+		end = f->nbits;
+	while (i < end && probes--) {
+		uint64_t n;
+
+		i = next_free(f, i);
+		if (i >= end)
+			break;
+		if (i % align) {
+			i += align - i % align;
+			continue;
+		}
+		n = run_len(f, i, want);
+		if (n >= min) {
+			*len = n;
+			return i;
+		}
+		i += n ? n : 1;
+	}
+	return UINT64_MAX;
+}
+
+/*
  * Find a free run of want sectors (at least min, aligned to align) from
  * cursor on, wrapping once.  Returns the start or UINT64_MAX.
  */
@@ -157,35 +188,20 @@ static uint64_t find_run(struct arb_free_space *f, uint64_t cursor,
 			 uint64_t want, uint64_t min, uint64_t align,
 			 uint64_t *got)
 {
-	uint64_t first = ARB_DATA_START / ARB_SECTORSIZE;
+	uint64_t first = ARB_DATA_START / ARB_SECTORSIZE, s, n;
 
 	if (cursor < first || cursor >= f->nbits)
 		cursor = first;
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t i = pass ? first : cursor;
-		uint64_t end = pass ? cursor + want : f->nbits;
-		if (end > f->nbits)
-			end = f->nbits;
-		while (i < end) {
-			uint64_t n;
-			i = next_free(f, i);
-			if (i >= end)
-				break;
-			if (i % align) {
-				i += align - i % align;
-				continue;
-			}
-			n = run_len(f, i, want);
-			if (n >= min) {
-				*got = n - n % min;
-				if (*got == 0)
-					*got = min;
-				return i;
-			}
-			i += n ? n : 1;
-		}
-	}
-	return UINT64_MAX;
+	s = scan_runs(f, cursor, f->nbits, want, min, align, UINT64_MAX, &n);
+	if (s == UINT64_MAX)
+		s = scan_runs(f, first, cursor + want, want, min, align,
+			      UINT64_MAX, &n);
+	if (s == UINT64_MAX)
+		return UINT64_MAX;
+	*got = n - n % min;
+	if (*got == 0)
+		*got = min;
+	return s;
 }
 
 int arb_free_space_load(struct arb_vol *vol)
@@ -758,31 +774,16 @@ int arb_extent_refs(struct arb_txn *t, uint64_t bytenr, uint64_t *refs)
 static void node_cluster(struct arb_free_space *f, uint64_t *cursor,
 			 uint64_t start, uint64_t n)
 {
-	uint64_t k = f->cluster_last, want, i = start;
-	unsigned probes = 0;
+	uint64_t k = f->cluster_last, s, len;
 
 	if (k > ARB_NODE_CLUSTER)
 		k = ARB_NODE_CLUSTER;
 	if (k < 2)
 		return;
-	want = k * n;
-	while (i + want <= f->nbits && probes++ < ARB_CLUSTER_PROBES) {
-		uint64_t len;
-
-		i = next_free(f, i);
-		if (i + want > f->nbits)
-			break;
-		if (i % n) {
-			i += n - i % n;
-			continue;
-		}
-		len = run_len(f, i, want);
-		if (len >= want) {
-			*cursor = i;
-			return;
-		}
-		i += len ? len : 1;
-	}
+	s = scan_runs(f, start, f->nbits, k * n, k * n, n, ARB_CLUSTER_PROBES,
+		      &len);
+	if (s != UINT64_MAX)
+		*cursor = s;
 }
 
 int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
