@@ -772,9 +772,11 @@ static void check_data_csums(struct xc *c)
  * Every checksum item inside one data extent, no sector covered twice.
  * One forward walk of each tree (both are in address order): for each
  * checksum item [s, e), the candidate extent is the last data extent that
- * starts at or below the first sector not yet covered.  An item that does
- * not fit is a problem; repair keeps its longest part that lies in that
- * extent and is not covered yet (possibly nothing: the item goes).
+ * starts at or below s.  An item that does not fit is a problem.  Repair
+ * keeps the part from s to the end of that extent when s is inside it and
+ * no earlier item covers s; otherwise the item goes whole: an item that
+ * starts inside another's sectors is the stale one, and keeping its tail
+ * could take sectors, and the key, of the next extent's own item.
  */
 static void add_cfix(struct xc *c, uint64_t start, uint64_t keep,
 		     uint32_t nkeep)
@@ -827,7 +829,7 @@ static int check_csum_items(struct xc *c, bool fix)
 				add_cfix(c, s, s, 0);
 			continue;
 		}
-		a = s > covered ? s : covered;
+		a = s;
 		/* the last data extent starting at or below a */
 		while (ext_ret == 0) {
 			const void *d = arb_iter_data(&ei);
@@ -851,8 +853,8 @@ static int check_csum_items(struct xc *c, bool fix)
 			break;
 		}
 		b = e;
-		if (!have_x || a >= x_addr + x_len)
-			b = a; /* nothing of it in an extent */
+		if (s < covered || !have_x || a >= x_addr + x_len)
+			b = a; /* overlaps an earlier item, or in no extent */
 		else if (b > x_addr + x_len)
 			b = x_addr + x_len;
 		if (a == s && b == e) {
@@ -868,6 +870,7 @@ static int check_csum_items(struct xc *c, bool fix)
 			 (unsigned long long)(e - s) / bs);
 		if (fix)
 			add_cfix(c, s, a, (uint32_t)((b - a) / bs));
+		/* what an overlapping item covers is the earlier item's */
 		if (b > covered)
 			covered = b;
 	}
