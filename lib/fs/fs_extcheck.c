@@ -821,7 +821,7 @@ static int check_csum_items(struct xc *c, bool fix)
 			break;
 		s = k.offset;
 		e = s + (uint64_t)(size / 4) * bs;
-		if (size == 0 || size % 4 || s % bs) {
+		if (size == 0 || size % 4 || s % bs || e <= s) {
 			xproblem(c, ARB_PB_CSUM_ORPHAN, 0, s,
 				 "checksum item at %llu: malformed (%u bytes)",
 				 (unsigned long long)s, size);
@@ -1125,7 +1125,9 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 					(unsigned long long)f->start,
 					f->nkeep ? "trimmed to the sectors of "
 						   "its data extent"
-						 : "deleted (no data extent)");
+						 : "deleted (outside any data "
+						   "extent, or over another "
+						   "item's sectors)");
 			(*fixed)++;
 		}
 	}
