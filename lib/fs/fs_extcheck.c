@@ -66,9 +66,9 @@ struct rref {
 	uint32_t count;
 };
 
-/* a checksum item that repair trims to [keep, keep + nkeep sectors) */
+/* a checksum item that repair cuts to its first nkeep sums (0: deletes) */
 struct cfix {
-	uint64_t start, keep;
+	uint64_t start;
 	uint32_t nkeep;
 };
 
@@ -778,8 +778,7 @@ static void check_data_csums(struct xc *c)
  * starts inside another's sectors is the stale one, and keeping its tail
  * could take sectors, and the key, of the next extent's own item.
  */
-static void add_cfix(struct xc *c, uint64_t start, uint64_t keep,
-		     uint32_t nkeep)
+static void add_cfix(struct xc *c, uint64_t start, uint32_t nkeep)
 {
 	if (c->ncfix == c->capcfix) {
 		size_t cap = c->capcfix ? c->capcfix * 2 : 16;
@@ -790,7 +789,6 @@ static void add_cfix(struct xc *c, uint64_t start, uint64_t keep,
 		c->capcfix = cap;
 	}
 	c->cfix[c->ncfix].start = start;
-	c->cfix[c->ncfix].keep = keep;
 	c->cfix[c->ncfix].nkeep = nkeep;
 	c->ncfix++;
 }
@@ -813,7 +811,7 @@ static int check_csum_items(struct xc *c, bool fix)
 	for (ret = arb_iter_seek(&ci, &ck); ret == 0;
 	     ret = arb_iter_next(&ci)) {
 		uint32_t size = arb_iter_size(&ci);
-		uint64_t s, e, a, b;
+		uint64_t s, e, b;
 
 		arb_iter_key(&ci, &k);
 		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
@@ -826,16 +824,15 @@ static int check_csum_items(struct xc *c, bool fix)
 				 "checksum item at %llu: malformed (%u bytes)",
 				 (unsigned long long)s, size);
 			if (fix)
-				add_cfix(c, s, s, 0);
+				add_cfix(c, s, 0);
 			continue;
 		}
-		a = s;
-		/* the last data extent starting at or below a */
+		/* the last data extent starting at or below s */
 		while (ext_ret == 0) {
 			const void *d = arb_iter_data(&ei);
 
 			arb_iter_key(&ei, &ek);
-			if (ek.objectid > a)
+			if (ek.objectid > s)
 				break;
 			if (ek.type == ARB_EXTENT_ITEM &&
 			    arb_iter_size(&ei) >=
@@ -853,11 +850,11 @@ static int check_csum_items(struct xc *c, bool fix)
 			break;
 		}
 		b = e;
-		if (s < covered || !have_x || a >= x_addr + x_len)
-			b = a; /* overlaps an earlier item, or in no extent */
+		if (s < covered || !have_x || s >= x_addr + x_len)
+			b = s; /* overlaps an earlier item, or in no extent */
 		else if (b > x_addr + x_len)
 			b = x_addr + x_len;
-		if (a == s && b == e) {
+		if (b == e) {
 			covered = e;
 			continue;
 		}
@@ -866,10 +863,10 @@ static int check_csum_items(struct xc *c, bool fix)
 			 "lie outside any data extent or are covered by an "
 			 "earlier item",
 			 (unsigned long long)s, (unsigned long long)(e - s),
-			 (unsigned long long)((e - s) - (b - a)) / bs,
+			 (unsigned long long)(e - b) / bs,
 			 (unsigned long long)(e - s) / bs);
 		if (fix)
-			add_cfix(c, s, a, (uint32_t)((b - a) / bs));
+			add_cfix(c, s, (uint32_t)((b - s) / bs));
 		/* what an overlapping item covers is the earlier item's */
 		if (b > covered)
 			covered = b;
@@ -879,42 +876,29 @@ static int check_csum_items(struct xc *c, bool fix)
 	return ret < 0 ? ret : 0;
 }
 
-/* trim one checksum item to what check_csum_items kept */
+/* cut one checksum item to what check_csum_items kept */
 static int apply_cfix(struct xc *c, struct arb_txn *t, const struct cfix *f)
 {
-	uint32_t bs = c->vol->sectorsize;
 	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
 			     f->start };
-	uint8_t *buf = malloc((size_t)ARB_CSUMS_PER_ITEM * 4 + 4);
-	int ret, size;
+	uint8_t *buf;
+	int ret;
 
+	if (!f->nkeep) {
+		ret = arb_del_item(t, c->fs->csum, &k);
+		/* -ENOENT: gone with a leaked extent's checksums */
+		return ret == -ENOENT ? 0 : ret;
+	}
+	buf = malloc((size_t)f->nkeep * 4);
 	if (!buf)
 		return -ENOMEM;
-	size = arb_lookup_item(c->fs->csum, &k, buf,
-			       (uint32_t)ARB_CSUMS_PER_ITEM * 4 + 4);
-	if (size == -ENOENT) {
-		/* gone with a leaked extent's checksums */
-		ret = 0;
-		goto out;
-	}
-	if (size < 0) {
-		ret = size;
-		goto out;
-	}
-	ret = arb_del_item(t, c->fs->csum, &k);
-	if (ret || !f->nkeep)
-		goto out;
-	if (size > ARB_CSUMS_PER_ITEM * 4 + 4)
-		size = ARB_CSUMS_PER_ITEM * 4 + 4;
-	if ((uint64_t)size < (f->keep - f->start) / bs * 4 + f->nkeep * 4ULL) {
+	ret = arb_lookup_item(c->fs->csum, &k, buf, f->nkeep * 4);
+	if (ret >= 0 && ret < (int)(f->nkeep * 4))
 		ret = -EUCLEAN;
-		goto out;
-	}
-	k.offset = f->keep;
-	ret = arb_insert_item(t, c->fs->csum, &k,
-			      buf + (f->keep - f->start) / bs * 4,
-			      f->nkeep * 4);
-out:
+	if (ret >= 0)
+		ret = arb_update_item(t, c->fs->csum, &k, buf, f->nkeep * 4);
+	else if (ret == -ENOENT)
+		ret = 0;
 	free(buf);
 	return ret;
 }

@@ -307,22 +307,29 @@ static size_t count_entries(uint64_t dir)
 	return n;
 }
 
-/* number of EXTENT_DATA items of ino (internal look) */
-static int count_extents(uint64_t ino)
+/* items (objectid, type, any offset) in root */
+static int count_items(struct arb_root *root, uint64_t objectid, uint8_t type)
 {
+	struct arb_key k = { objectid, type, 0 };
 	struct arb_iter it;
-	struct arb_key k = { ino, ARB_EXTENT_DATA, 0 };
 	int n = 0, ret;
 
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		arb_iter_key(&it, &k);
-		if (k.objectid != ino || k.type != ARB_EXTENT_DATA)
+		if (k.objectid != objectid || k.type != type)
 			break;
 		n++;
 	}
 	arb_iter_release(&it);
+	ck_assert_int_ge(ret, 0);
 	return n;
+}
+
+/* number of EXTENT_DATA items of ino (internal look) */
+static int count_extents(uint64_t ino)
+{
+	return count_items(fs->root, ino, ARB_EXTENT_DATA);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -2183,24 +2190,6 @@ START_TEST(test_fsync_selective)
 }
 END_TEST
 
-/* items (objectid, type, any offset) in root */
-static int count_items(struct arb_root *root, uint64_t objectid, uint8_t type)
-{
-	struct arb_key k = { objectid, type, 0 };
-	struct arb_iter it;
-	int n = 0, ret;
-
-	arb_iter_init(&it, root);
-	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
-		arb_iter_key(&it, &k);
-		if (k.objectid != objectid || k.type != type)
-			break;
-		n++;
-	}
-	arb_iter_release(&it);
-	ck_assert_int_ge(ret, 0);
-	return n;
-}
 
 /* every checksum item lies inside one data extent of the extent tree */
 static void check_csums_in_extents(void)
