@@ -425,6 +425,10 @@ int main(int argc, char **argv)
 		k.offset = arb_file_extent_f_disk_bytenr(&fe);
 		size = ret ? ret
 			   : arb_lookup_item(fs->csum, &k, sums, sizeof(sums));
+		/* an item longer than the buffer would be copied from past
+		 * its end */
+		if (size > (int)sizeof(sums))
+			size = -EFBIG;
 		ret = size < 0 ? size : 0;
 		if (!ret && kind[0] == 'm') {
 			printf("inode %llu: checksum item at %llu deleted\n",
