@@ -98,6 +98,13 @@ struct arb_cache {
 	unsigned ra_clock;
 	/* nodes hinted to the device */
 	uint64_t readahead;
+	/* node buffers (arb_cache_init): a region of address space for
+	 * max_bytes of them, handed out from buf_next on, freed ones kept on
+	 * the stack buf_free; buffers past the region come from malloc */
+	uint8_t *buf_base;
+	size_t buf_size, buf_next;
+	void **buf_free;
+	size_t buf_nr_free;
 };
 
 struct arb_vol_opts {

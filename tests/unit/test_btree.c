@@ -820,6 +820,63 @@ START_TEST(test_readahead_corrupt)
 END_TEST
 
 /*
+ * Node buffers come from the cache's region and evicted ones are reused:
+ * after a cold scan of ~170 leaves through a 16-node cache (a region of
+ * 16 buffers) every cached node's buffer lies in the region, and a
+ * transaction that dirties more nodes than the region holds (dirty
+ * nodes are not evicted) still commits and reads back, the extra
+ * buffers from malloc.
+ */
+START_TEST(test_node_buffers)
+{
+	struct arb_vol_opts small = { .cache_bytes = 16 * 4096 };
+	struct arb_dev *mem;
+	struct arb_vol *vol;
+	struct arb_root *root;
+	struct arb_txn *t;
+	struct arb_cache *c;
+	uint64_t seen;
+	size_t outside = 0;
+
+	ra_make(&mem);
+	ck_assert_int_eq(arb_vol_open(mem, &small, &vol), 0);
+	c = &vol->cache;
+	ck_assert_ptr_nonnull(c->buf_base);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	ck_assert_int_eq(ra_scan(root, &seen), 1);
+	ck_assert_uint_eq(seen, RA_ITEMS);
+	ck_assert_uint_gt(c->evictions, 100);
+	ck_assert_uint_eq(c->buf_size, c->max_bytes);
+	for (size_t i = 0; i < c->table_size; i++)
+		for (struct arb_node *n = c->table[i]; n; n = n->hash_next)
+			outside += !(n->data >= c->buf_base &&
+				     n->data < c->buf_base + c->buf_size);
+	/* only what overflowed while a path pinned nodes beyond the bound */
+	ck_assert_msg(outside <= 4, "%zu of %zu cached nodes outside the region",
+		      outside, c->nr_nodes);
+
+	/* every leaf dirty at once: more than the region's 16 buffers */
+	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
+	for (uint64_t i = 0; i < RA_ITEMS; i++) {
+		struct arb_key k = { i * 2, ARB_TEST_ITEM, 0 };
+		uint64_t v = i;
+
+		ck_assert_int_eq(arb_update_item(t, root, &k, &v, sizeof(v)),
+				 0);
+	}
+	ck_assert_uint_gt(c->nr_dirty, c->buf_size / vol->nodesize);
+	ck_assert_int_eq(arb_txn_commit(t), 0);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	ck_assert_int_eq(arb_vol_open(mem, &small, &vol), 0);
+	ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+	ck_assert_int_eq(ra_scan(root, &seen), 1);
+	ck_assert_uint_eq(seen, RA_ITEMS);
+	ck_assert_int_eq(arb_vol_close(vol), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
+/*
  * arb_prefetch_leaf hints exactly the leaf that a search for the key then
  * reads, once per uncached leaf, and nothing for a cached one.
  */
@@ -903,6 +960,7 @@ int main(void)
 	tcase_add_test(tc, test_readahead_scan);
 	tcase_add_test(tc, test_readahead_corrupt);
 	tcase_add_test(tc, test_prefetch_leaf);
+	tcase_add_test(tc, test_node_buffers);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
