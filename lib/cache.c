@@ -577,6 +577,7 @@ static struct arb_ra_stream *ra_stream(struct arb_cache *c, uint64_t parent,
 	old->parent = parent;
 	old->last = old->end = -2;
 	old->win = ARB_RA_FIRST;
+	old->scattered = 0;
 	*fresh = true;
 	return old;
 }
@@ -629,6 +630,71 @@ void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
 	arb_dev_readahead(vol->dev, bytenr, vol->nodesize);
 }
 
+/*
+ * The children of parent around slot that map file data: all of a
+ * checksum-tree parent's, or the run of children holding nothing but one
+ * file's extent items (the child just before the run too: it may hold the
+ * file's first extents).  False when the child at slot is neither, as
+ * for the inode items and directory entries a cold `find` misses.
+ */
+static bool data_map_run(const struct arb_node *parent, int slot, int *from,
+			 int *to)
+{
+	int nr = (int)arb_nritems(parent), lo = slot, hi = slot;
+	struct arb_key k, o;
+
+	arb_node_key(parent, slot, &k);
+	if (k.objectid == ARB_EXTENT_CSUM_OBJECTID &&
+	    k.type == ARB_EXTENT_CSUM) {
+		*from = 0;
+		*to = nr - 1;
+		return true;
+	}
+	if (k.type != ARB_EXTENT_DATA || slot + 1 >= nr)
+		return false;
+	arb_node_key(parent, slot + 1, &o);
+	if (o.objectid != k.objectid || o.type != ARB_EXTENT_DATA)
+		return false;
+	while (lo > 0) {
+		arb_node_key(parent, lo - 1, &o);
+		lo--;
+		if (o.objectid != k.objectid || o.type != ARB_EXTENT_DATA)
+			break;
+	}
+	while (hi + 1 < nr) {
+		arb_node_key(parent, hi + 1, &o);
+		if (o.objectid != k.objectid || o.type != ARB_EXTENT_DATA)
+			break;
+		hi++;
+	}
+	*from = lo;
+	*to = hi;
+	return true;
+}
+
+/* The scattered-miss rule (ARB_RA_SCATTER_MISSES): at most
+ * ARB_RA_SCATTER_NODES of the data-map children around slot, once per
+ * stream. */
+static void ra_scatter(struct arb_vol *vol, struct arb_ra_stream *s,
+		       const struct arb_node *parent, int slot)
+{
+	int from, to;
+
+	if (s->scattered < 0 || !data_map_run(parent, slot, &from, &to) ||
+	    ++s->scattered < ARB_RA_SCATTER_MISSES)
+		return;
+	s->scattered = -1;
+	if (to - from + 1 > ARB_RA_SCATTER_NODES) {
+		from = slot - ARB_RA_SCATTER_NODES / 2 > from
+			       ? slot - ARB_RA_SCATTER_NODES / 2
+			       : from;
+		to = from + ARB_RA_SCATTER_NODES - 1 < to
+			     ? from + ARB_RA_SCATTER_NODES - 1
+			     : to;
+	}
+	ra_issue(vol, parent, from, to);
+}
+
 void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq)
 {
@@ -648,8 +714,10 @@ void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 	in_order = seq || (!fresh && slot > s->last &&
 			   (slot == s->last + 1 || slot <= s->end));
 	s->last = slot;
-	if (!in_order)
+	if (!in_order) {
+		ra_scatter(vol, s, parent, slot);
 		return;
+	}
 	/* refill when half of the window is used up */
 	if (slot + s->win / 2 > s->end) {
 		int from = slot + 1 > s->end + 1 ? slot + 1 : s->end + 1;

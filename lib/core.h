@@ -74,9 +74,18 @@ struct arb_delayed_refs;
 #define ARB_RA_STREAMS 4
 #define ARB_RA_FIRST 4
 #define ARB_RA_NODES 32
+/*
+ * Random misses under one parent whose children map data (a checksum-tree
+ * parent, or one holding a single file's extent items): at the
+ * ARB_RA_SCATTER_MISSES-th, that parent's data-map children (at most
+ * ARB_RA_SCATTER_NODES around the miss) are hinted at once.
+ */
+#define ARB_RA_SCATTER_MISSES 4
+#define ARB_RA_SCATTER_NODES 256
 struct arb_ra_stream {
 	uint64_t parent; /* 0: unused */
 	int last, end, win;
+	int scattered;  /* out-of-order misses; -1 once hinted */
 	unsigned used; /* ra_clock at the latest miss, for replacement */
 };
 
@@ -285,7 +294,10 @@ int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
  * cached and the misses under parent come in slot order (or seq says the
  * caller walks leaves in order), the next children that are not cached
  * (a window of ARB_RA_FIRST growing to ARB_RA_NODES) are hinted to the
- * device (first copies only).  A hint changes
+ * device (first copies only).  Misses out of order under a parent whose
+ * children map file data (checksum items, one file's extent items) are
+ * counted, and the ARB_RA_SCATTER_MISSES-th hints those children at
+ * once.  A hint changes
  * nothing that a read returns: every node is still validated when read.
  */
 void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,

@@ -684,8 +684,26 @@ static bool ra_was_hinted(const struct ra_dev *r, uint64_t off)
 
 #define RA_ITEMS 20000ULL
 
-/* a one-copy tree of RA_ITEMS items (key i*2, value i) over 4 KiB nodes */
-static void ra_make(struct arb_dev **mem)
+/* The key of item i in a readahead test tree of some kind. */
+enum ra_kind { RA_TEST, RA_FILE_EXTENTS, RA_INODES };
+
+static void ra_key(enum ra_kind kind, uint64_t i, struct arb_key *k)
+{
+	switch (kind) {
+	case RA_TEST: /* key i*2 */
+		*k = (struct arb_key){ i * 2, ARB_TEST_ITEM, 0 };
+		break;
+	case RA_FILE_EXTENTS: /* one large file's extent items */
+		*k = (struct arb_key){ 300, ARB_EXTENT_DATA, i * 4096 };
+		break;
+	case RA_INODES: /* an inode item each */
+		*k = (struct arb_key){ 256 + i, ARB_INODE_ITEM, 0 };
+		break;
+	}
+}
+
+/* a one-copy tree of RA_ITEMS items (ra_key, value i) over 4 KiB nodes */
+static void ra_make_kind(struct arb_dev **mem, enum ra_kind kind)
 {
 	struct arb_vol *vol;
 	struct arb_root *root;
@@ -695,12 +713,19 @@ static void ra_make(struct arb_dev **mem)
 	ck_assert_int_eq(arb_txn_begin(vol, &t), 0);
 	ck_assert_int_eq(arb_root_create(t, TEST_TREE, &root), 0);
 	for (uint64_t i = 0; i < RA_ITEMS; i++) {
-		struct arb_key k = { i * 2, ARB_TEST_ITEM, 0 };
+		struct arb_key k;
+
+		ra_key(kind, i, &k);
 		ck_assert_int_eq(arb_insert_item(t, root, &k, &i, sizeof(i)), 0);
 	}
 	ck_assert_int_eq(arb_txn_commit(t), 0);
 	ck_assert_int_ge(arb_level(root->node), 2);
 	ck_assert_int_eq(arb_vol_close(vol), 0);
+}
+
+static void ra_make(struct arb_dev **mem)
+{
+	ra_make_kind(mem, RA_TEST);
 }
 
 /* Walk the whole tree in order; returns the walk's end (1 or <0) and the
@@ -777,6 +802,66 @@ START_TEST(test_readahead_scan)
 	ck_assert_uint_eq(r.nr_hints, hints);
 	ck_assert_int_eq(arb_vol_close(vol), 0);
 	arb_dev_destroy(mem);
+}
+END_TEST
+
+/*
+ * Point lookups in random order: in a tree of one file's extent items
+ * (what a cold random reader of a fragmented file misses) the fourth
+ * scattered miss under a parent hints that parent's children, so most
+ * leaves come from hints and every hinted node is read; in a tree of
+ * inode items (what a cold `find` misses) nothing is hinted.
+ */
+START_TEST(test_readahead_scattered)
+{
+	static const enum ra_kind kinds[] = { RA_FILE_EXTENTS, RA_INODES };
+
+	for (size_t ki = 0; ki < 2; ki++) {
+		struct arb_dev *mem;
+		struct arb_vol *vol;
+		struct arb_root *root;
+		static struct ra_dev r;
+		size_t hints, reads, unhinted = 0;
+
+		ra_make_kind(&mem, kinds[ki]);
+		ra_wrap(&r, mem);
+		ck_assert_int_eq(arb_vol_open(&r.dev, NULL, &vol), 0);
+		ck_assert_int_eq(arb_root_get(vol, TEST_TREE, &root), 0);
+		/* opening walks the extent tree: hints of its own */
+		hints = r.nr_hints;
+		reads = r.nr_reads;
+		/* 7919 is prime, so i * 7919 % RA_ITEMS visits every item */
+		for (uint64_t j = 0; j < RA_ITEMS; j++) {
+			uint64_t i = j * 7919 % RA_ITEMS, v;
+			struct arb_key k;
+
+			ra_key(kinds[ki], i, &k);
+			ck_assert_int_eq(arb_lookup_item(root, &k, &v, sizeof(v)),
+					 sizeof(v));
+			ck_assert_uint_eq(v, i);
+		}
+		for (size_t i = reads; i < r.nr_reads; i++)
+			if (!ra_was_hinted(&r, r.read_off[i]))
+				unhinted++;
+		if (kinds[ki] == RA_FILE_EXTENTS) {
+			ck_assert_uint_gt(r.nr_hints, hints);
+			for (size_t i = hints; i < r.nr_hints; i++)
+				for (uint64_t o = r.hint_off[i];
+				     o < r.hint_off[i] + r.hint_len[i];
+				     o += vol->nodesize)
+					ck_assert_msg(ra_was_read(&r, o),
+						      "node %llu hinted, never read",
+						      (unsigned long long)o);
+			/* a few misses per parent before its hint */
+			ck_assert_msg(unhinted * 4 < r.nr_reads - reads,
+				      "%zu of %zu node reads not hinted",
+				      unhinted, r.nr_reads - reads);
+		} else {
+			ck_assert_uint_eq(r.nr_hints, hints);
+		}
+		ck_assert_int_eq(arb_vol_close(vol), 0);
+		arb_dev_destroy(mem);
+	}
 }
 END_TEST
 
@@ -958,6 +1043,7 @@ int main(void)
 	tc = tcase_create("readahead");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_readahead_scan);
+	tcase_add_test(tc, test_readahead_scattered);
 	tcase_add_test(tc, test_readahead_corrupt);
 	tcase_add_test(tc, test_prefetch_leaf);
 	tcase_add_test(tc, test_node_buffers);
