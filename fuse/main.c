@@ -721,21 +721,38 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 }
 
 /*
- * One malloc arena for all threads.  The node cache allocates and frees a
- * 16 KiB buffer per node as it evicts, and glibc gives each FUSE worker
- * thread an arena of its own: a buffer freed by one thread goes back to
- * the arena of the thread that allocated it, and each arena keeps its
- * free chunks.  Creating 300,000 files in 1,000 directories peaked at
- * 141 MiB RSS for a 64 MiB cache, 95 MiB with one arena, at the same
- * speed (the workers serialize on the filesystem lock anyway).
- * MALLOC_ARENA_MAX in the environment still overrides this.
+ * One malloc arena for all threads.  Delayed file data is allocated and
+ * freed a block at a time, and glibc gives each FUSE worker thread an
+ * arena of its own: a buffer freed by one thread goes back to the arena
+ * of the thread that allocated it, and each arena keeps its free chunks.
+ * Creating 300,000 files in 1,000 directories peaked at 141 MiB RSS for a
+ * 64 MiB cache, 95 MiB with one arena, at the same speed (the workers
+ * serialize on the filesystem lock anyway; node buffers were still
+ * malloc'd then).
+ *
+ * Fixed trim and mmap thresholds.  Since tree nodes have their own
+ * region (lib/cache.c), the heap holds mostly delayed file data, which
+ * a commit frees all at once: glibc then gave the top of the heap back to
+ * the kernel (its trim threshold starts at 128 KiB) and the next writes
+ * faulted it in again, 4 KiB at a time, and buffers of 128 KiB or more
+ * went to mmap and munmap each time.  Beside a streaming writer that
+ * doubled the slowest fsyncs' wait (p99 8.1-10.9 ms against 4.2-5.3 with
+ * node buffers from malloc; 4.5-5.2 ms with these thresholds;
+ * docs/PERFORMANCE.md, fourteenth session).  The heap now keeps up to
+ * 16 MiB free at its top, and only allocations of 32 MiB or more are
+ * mapped on their own.  MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_ and
+ * MALLOC_MMAP_THRESHOLD_ in the environment still override these.
  */
-static void limit_malloc_arenas(void)
+static void tune_malloc(void)
 {
 #ifdef M_ARENA_MAX
 	if (!getenv("MALLOC_ARENA_MAX"))
 		(void)mallopt(M_ARENA_MAX, 1);
 #endif
+	if (!getenv("MALLOC_TRIM_THRESHOLD_"))
+		(void)mallopt(M_TRIM_THRESHOLD, 16 << 20);
+	if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+		(void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
 int main(int argc, char *argv[])
@@ -819,7 +836,7 @@ int main(int argc, char *argv[])
 	if (!opts.foreground && daemon_fork())
 		goto out_free_opts;
 
-	limit_malloc_arenas();
+	tune_malloc();
 
 	/*
 	 * Signals: see the comment at the top.  Blocked before the library
