@@ -52,7 +52,12 @@ static size_t hash_slot(const struct arb_cache *c, uint64_t bytenr)
  */
 #define BUF_ALIGN (2u << 20)
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) /* clang */
+#define ARB_BUF_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(ARB_BUF_ASAN)
 #include <sanitizer/asan_interface.h>
 #define BUF_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define BUF_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
