@@ -682,6 +682,23 @@ static bool ra_was_hinted(const struct ra_dev *r, uint64_t off)
 	return false;
 }
 
+/* Hints from the first on: node-aligned, inside the device, and every
+ * hinted node was then really read. */
+static void ra_check_hints(const struct ra_dev *r, size_t first,
+			   uint32_t nodesize, uint64_t dev_size)
+{
+	for (size_t i = first; i < r->nr_hints; i++) {
+		ck_assert_uint_eq(r->hint_off[i] % nodesize, 0);
+		ck_assert_uint_eq(r->hint_len[i] % nodesize, 0);
+		ck_assert_uint_le(r->hint_off[i] + r->hint_len[i], dev_size);
+		for (uint64_t o = r->hint_off[i];
+		     o < r->hint_off[i] + r->hint_len[i]; o += nodesize)
+			ck_assert_msg(ra_was_read(r, o),
+				      "node %llu hinted, never read",
+				      (unsigned long long)o);
+	}
+}
+
 #define RA_ITEMS 20000ULL
 
 /* The key of item i in a readahead test tree of some kind. */
@@ -772,16 +789,7 @@ START_TEST(test_readahead_scan)
 	ck_assert_int_eq(ra_scan(root, &seen), 1);
 	ck_assert_uint_eq(seen, RA_ITEMS);
 	ck_assert_uint_gt(r.nr_hints, 0);
-	for (size_t i = 0; i < r.nr_hints; i++) {
-		ck_assert_uint_eq(r.hint_off[i] % vol->nodesize, 0);
-		ck_assert_uint_eq(r.hint_len[i] % vol->nodesize, 0);
-		ck_assert_uint_le(r.hint_off[i] + r.hint_len[i], mem->size);
-		for (uint64_t o = r.hint_off[i];
-		     o < r.hint_off[i] + r.hint_len[i]; o += vol->nodesize)
-			ck_assert_msg(ra_was_read(&r, o),
-				      "node %llu hinted, never read",
-				      (unsigned long long)o);
-	}
+	ra_check_hints(&r, 0, vol->nodesize, mem->size);
 	/* most leaf reads were announced: a scan, not a lookup per leaf */
 	ck_assert_uint_gt(vol->cache.readahead, r.nr_reads / 2);
 	ck_assert_int_eq(arb_vol_close(vol), 0);
@@ -845,13 +853,7 @@ START_TEST(test_readahead_scattered)
 				unhinted++;
 		if (kinds[ki] == RA_FILE_EXTENTS) {
 			ck_assert_uint_gt(r.nr_hints, hints);
-			for (size_t i = hints; i < r.nr_hints; i++)
-				for (uint64_t o = r.hint_off[i];
-				     o < r.hint_off[i] + r.hint_len[i];
-				     o += vol->nodesize)
-					ck_assert_msg(ra_was_read(&r, o),
-						      "node %llu hinted, never read",
-						      (unsigned long long)o);
+			ra_check_hints(&r, hints, vol->nodesize, mem->size);
 			/* a few misses per parent before its hint */
 			ck_assert_msg(unhinted * 4 < r.nr_reads - reads,
 				      "%zu of %zu node reads not hinted",
