@@ -88,6 +88,40 @@ while True:
         os.setxattr(fn, "user.a%d" % j, os.urandom(1500))
     i += 1'
 
+# a replace that fails for want of space leaves the value it would have
+# replaced (stress-ng's xattr stressor reads it back)
+run_fill "xattr replace on a full filesystem" '
+vals = {}
+for i in range(300):
+    fn = "r%03d" % i
+    open(fn, "w").close()
+    vals[fn] = os.urandom(1000)
+    os.setxattr(fn, "user.v", vals[fn])
+try:
+    with open("big", "wb") as f:
+        while True:
+            f.write(b"x" * (1 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        raise
+for fn in sorted(vals):
+    new = os.urandom(3000)
+    try:
+        os.setxattr(fn, "user.v", new, os.XATTR_REPLACE)
+        vals[fn] = new
+    except OSError as e:
+        if e.errno == errno.ENOSPC and os.getxattr(fn, "user.v") != vals[fn]:
+            print("%s: replace failed with ENOSPC but the value changed" % fn,
+                  file=sys.stderr)
+            sys.exit(1)
+        raise
+for fn in sorted(vals):
+    if os.getxattr(fn, "user.v") != vals[fn]:
+        print("%s: value differs from the last replace" % fn, file=sys.stderr)
+        sys.exit(1)'
+
 run_fill "fallocate" '
 i = 0
 while True:
