@@ -42,6 +42,61 @@
 #endif
 
 /*
+ * Failed writeback, reported to the writer (wberr.c).  Its own lock,
+ * never held across a library call or a reply.
+ */
+struct afs_wberr_ent;
+struct afs_wberr {
+	pthread_mutex_t lock;
+	/* entries, read without the lock for the fast path */
+	_Atomic size_t count;
+	struct afs_wberr_ent *v;
+	size_t n, cap;
+};
+
+void afs_wberr_init(struct afs_wberr *w);
+void afs_wberr_destroy(struct afs_wberr *w);
+/* a writeback WRITE of ino at off failed with err (positive errno) */
+void afs_wberr_failed(struct afs_wberr *w, uint64_t ino, int err,
+		      uint64_t off);
+/* the error not yet reported for ino (positive), now reported; or 0 */
+int afs_wberr_take(struct afs_wberr *w, uint64_t ino);
+/* ino is marked: the first error (positive) and the lowest failed offset
+ * (*off), or 0 */
+int afs_wberr_marked(struct afs_wberr *w, uint64_t ino, uint64_t *off);
+/* truncated or forgotten: unmark */
+void afs_wberr_clear(struct afs_wberr *w, uint64_t ino);
+
+/*
+ * Extension bursts of writeback (wberr.c): per inode, the size it had when
+ * writeback began extending it.  Direct-mapped; a lost entry means only
+ * that a failure does not cut the file.
+ */
+#define AFS_WBEXT_BITS 6
+struct afs_wbext_ent {
+	uint64_t ino; /* 0: empty */
+	uint64_t base;
+	uint64_t last_ns;
+};
+struct afs_wbext {
+	pthread_mutex_t lock;
+	struct afs_wbext_ent v[1u << AFS_WBEXT_BITS];
+};
+
+void afs_wbext_init(struct afs_wbext *x);
+void afs_wbext_destroy(struct afs_wbext *x);
+/* ino is in a burst (now is refreshed): no need to look at its size */
+bool afs_wbext_fresh(struct afs_wbext *x, uint64_t ino, uint64_t now);
+/* an extending WRITE of ino, whose size was base before it */
+void afs_wbext_begin(struct afs_wbext *x, uint64_t ino, uint64_t base,
+		     uint64_t now);
+/* the size at the start of ino's burst, if it is in one */
+bool afs_wbext_base(struct afs_wbext *x, uint64_t ino, uint64_t now,
+		    uint64_t *base);
+/* fsynced or truncated: the burst is over */
+void afs_wbext_end(struct afs_wbext *x, uint64_t ino);
+
+/*
  * Lookup counts (the kernel's nlookup) per FUSE node id.  An entry exists
  * while the count is positive.  The table has its own lock, never held
  * across a fuse_reply_*() call.
@@ -171,6 +226,10 @@ struct afs {
 	struct afs_fsyncq fsyncq;
 
 	struct afs_syncmode syncmode;
+
+	/* inodes whose writeback failed (wberr.c) */
+	struct afs_wberr wberr;
+	struct afs_wbext wbext;
 };
 
 /* ---- fsyncq.c: group commit for the one-thread daemon ---- */

@@ -860,6 +860,8 @@ int main(int argc, char *argv[])
 		goto out_close_fs;
 	afs_stats_init(&afs);
 	afs_syncmode_init(&afs);
+	afs_wberr_init(&afs.wberr);
+	afs_wbext_init(&afs.wbext);
 	pthread_mutex_init(&afs.scrub_lock, NULL);
 	pthread_mutex_init(&afs.check_lock, NULL);
 
@@ -954,6 +956,8 @@ out_destroy_session:
 	fuse_session_destroy(se);
 out_destroy_lookups:
 	afs_syncmode_destroy(&afs);
+	afs_wberr_destroy(&afs.wberr);
+	afs_wbext_destroy(&afs.wbext);
 	afs_lookup_destroy(&afs.lookups);
 out_close_fs: {
 	int cret = arb_fs_close(afs.fs);

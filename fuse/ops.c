@@ -29,6 +29,7 @@
 #include <linux/fs.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -146,8 +147,11 @@ static int ref_get(struct afs *afs, fuse_ino_t nodeid)
 /* n kernel references fewer; unpins the inode after the last. */
 static void ref_put(struct afs *afs, fuse_ino_t nodeid, uint64_t n)
 {
-	if (afs_lookup_put(&afs->lookups, nodeid, n) == 1)
+	if (afs_lookup_put(&afs->lookups, nodeid, n) == 1) {
+		afs_wberr_clear(&afs->wberr, nodeid);
+		afs_wbext_end(&afs->wbext, nodeid);
 		unpin_inode(afs, nodeid);
+	}
 }
 
 void afs_release_all(struct afs *afs)
@@ -350,7 +354,19 @@ static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct arb_stat st;
 	int ret;
 
-	(void)fi;
+	/*
+	 * Asked with the file (FUSE_GETATTR_FH): a write(2) under the
+	 * writeback cache, after a failed writeback of this inode made the
+	 * kernel forget its attributes (wberr.c).  The error is what
+	 * write(2) returns.
+	 */
+	if (fi) {
+		ret = afs_wberr_take(&req_afs(req)->wberr, ino);
+		if (ret) {
+			reply_err(req, ret);
+			return;
+		}
+	}
 	ret = arb_fs_getattr(req_afs(req)->fs, to_ino(ino), &st);
 	if (ret)
 		reply_err(req, -ret);
@@ -410,6 +426,11 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	req_cred(req, &cr);
 	ret = arb_fs_setattr(req_afs(req)->fs, to_ino(ino), &sa, valid, &cr,
 			     &st);
+	/* truncated: what is stored is a prefix again (wberr.c) */
+	if (!ret && (valid & ARB_SET_SIZE)) {
+		afs_wberr_clear(&req_afs(req)->wberr, ino);
+		afs_wbext_end(&req_afs(req)->wbext, ino);
+	}
 	if (forget)
 		forget_attrs(req_afs(req), ino);
 	if (ret)
@@ -670,15 +691,97 @@ static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(tofree);
 }
 
+/*
+ * A writeback WRITE of [off, off + size) of an inode whose writeback failed
+ * before: refused (the first error, negative) when it would extend the
+ * stored data during the burst that failed, so that what is stored stays
+ * a prefix of what was written (wberr.c); 0 to go ahead.
+ */
+static ssize_t wb_extend_refused(struct afs *afs, fuse_ino_t ino, uint64_t off,
+				 size_t size)
+{
+	struct arb_stat st;
+	uint64_t base, failed;
+	int err = afs_wberr_marked(&afs->wberr, ino, &failed);
+
+	if (!err || arb_fs_getattr(afs->fs, to_ino(ino), &st) ||
+	    off + size <= st.size)
+		return 0;
+	if (!afs_wbext_base(&afs->wbext, ino, arb_mono_ns(), &base)) {
+		/* the burst is over: the writer went on past what it was
+		 * told was lost, as a sparse write would */
+		afs_wberr_clear(&afs->wberr, ino);
+		return 0;
+	}
+	return -err;
+}
+
+/* a writeback WRITE of [off, off + size): is it extending the file? */
+static void wb_note_extend(struct afs *afs, fuse_ino_t ino, uint64_t off,
+			   size_t size)
+{
+	uint64_t now = arb_mono_ns();
+	struct arb_stat st;
+
+	if (afs_wbext_fresh(&afs->wbext, ino, now))
+		return;
+	if (arb_fs_getattr(afs->fs, to_ino(ino), &st) == 0 &&
+	    off + size > st.size)
+		afs_wbext_begin(&afs->wbext, ino, st.size, now);
+}
+
+/*
+ * A writeback WRITE at off failed: pages past it that this burst stored
+ * go too, never data older than the burst (wberr.c).
+ */
+static void wb_cut_burst(struct afs *afs, fuse_ino_t ino, uint64_t off)
+{
+	struct arb_setattr sa = { .size = off };
+	struct arb_stat st;
+	uint64_t base;
+
+	if (!afs_wbext_base(&afs->wbext, ino, arb_mono_ns(), &base) ||
+	    off < base || arb_fs_getattr(afs->fs, to_ino(ino), &st) ||
+	    st.size <= off)
+		return;
+	(void)arb_fs_setattr(afs->fs, to_ino(ino), &sa, ARB_SET_SIZE, NULL,
+			     NULL);
+}
+
 static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct afs *afs = req_afs(req);
 	ssize_t n;
 
-	(void)fi;
 	afs_syncmode_write(afs);
-	n = arb_fs_write(afs->fs, to_ino(ino), buf, size, (uint64_t)off);
+	n = 0;
+	if (fi->writepage) {
+		n = wb_extend_refused(afs, ino, (uint64_t)off, size);
+		if (!n)
+			wb_note_extend(afs, ino, (uint64_t)off, size);
+	}
+	if (!n)
+		n = arb_fs_write(afs->fs, to_ino(ino), buf, size,
+				 (uint64_t)off);
+	/*
+	 * Writeback that failed: the writer learns it at its next write(2),
+	 * and what is stored stays a prefix of what was written (wberr.c).
+	 */
+	if (n < 0 && fi->writepage) {
+		afs_wberr_failed(&afs->wberr, ino, (int)-n, (uint64_t)off);
+		wb_cut_burst(afs, ino, (uint64_t)off);
+		forget_attrs(afs, ino);
+	} else if (n > 0 && fi->writepage) {
+		uint64_t failed;
+		int err = afs_wberr_marked(&afs->wberr, ino, &failed);
+
+		/* an earlier page failed while this one was under way */
+		if (err && failed < (uint64_t)off) {
+			wb_cut_burst(afs, ino, failed);
+			n = -err;
+		}
+	}
 	/*
 	 * The library was opened with write_keeps_times for the writeback
 	 * cache, in which the kernel sends mtime/ctime with setattr.  If the
@@ -730,6 +833,8 @@ static void afs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	(void)fi;
 	afs_syncmode_fsync(afs);
+	/* what this fsync makes durable is never cut (wberr.c) */
+	afs_wbext_end(&afs->wbext, ino);
 	if (!afs->fsyncq.running) {
 		reply_err(req, -arb_fs_fsync(afs->fs, to_ino(ino),
 					     datasync != 0));
