@@ -61,6 +61,8 @@
 struct afs_config {
 	char *image;
 	unsigned commit;
+	/* -o idle_commit=MS */
+	unsigned idle_commit;
 	unsigned max_inline;
 	uint64_t cache_size;
 	uint64_t autogrow;
@@ -89,6 +91,7 @@ enum {
 	KEY_ACL,
 	KEY_NOACL,
 	KEY_COMMIT,
+	KEY_IDLE_COMMIT,
 	KEY_MAX_INLINE,
 	KEY_CACHE_SIZE,
 	KEY_AUTOGROW,
@@ -115,6 +118,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("acl", KEY_ACL),
 	FUSE_OPT_KEY("noacl", KEY_NOACL),
 	FUSE_OPT_KEY("commit=", KEY_COMMIT),
+	FUSE_OPT_KEY("idle_commit=", KEY_IDLE_COMMIT),
 	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
@@ -220,6 +224,14 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_COMMIT:
 		if (!parse_uint(val, &c->commit)) {
 			fprintf(stderr, "arborfs: bad commit=%s: want seconds\n",
+				val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_IDLE_COMMIT:
+		if (!parse_uint(val, &c->idle_commit)) {
+			fprintf(stderr,
+				"arborfs: bad idle_commit=%s: want milliseconds\n",
 				val);
 			c->bad = true;
 		}
@@ -346,6 +358,11 @@ static void usage(const char *prog)
 	       "    -o ro                  mount read-only (the image is opened read-only)\n"
 	       "    -o commit=SECONDS      seconds between automatic commits (default 5,\n"
 	       "                           0 = only on sync, fsync and unmount)\n"
+	       "    -o idle_commit=MS      also commit once nothing changed for MS\n"
+	       "                           milliseconds (default 100; 0 = off): sync(1)\n"
+	       "                           reaches the daemon only as written-back\n"
+	       "                           pages, and is durable this long after it\n"
+	       "                           returns\n"
 	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
 	       "                           (default 2048)\n"
 	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
@@ -704,6 +721,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	 * in which the kernel owns mtime/ctime of written files */
 	fo.write_keeps_times = !c->readonly;
 	fo.commit_interval = c->commit;
+	fo.idle_commit_ms = c->idle_commit;
 	fo.max_inline = c->max_inline;
 	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
 						 : default_cache_size());
@@ -760,6 +778,7 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct afs_config conf = {
 		.commit = 5,
+		.idle_commit = 100,
 		.max_inline = 2048,
 		.cache_size = 0, /* default_cache_size() */
 		.readahead = 1ULL << 20,

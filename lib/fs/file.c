@@ -90,6 +90,7 @@ static int dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 	im->nr++;
 	fs->dirty_bytes += fs->bs;
 	fs_imem_mark_dirty(fs, im);
+	fs_note_change(fs);
 	return 0;
 }
 

@@ -354,6 +354,7 @@ int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
 		return err;
 	}
 	fs->txn_dirty = true;
+	fs_note_change(fs);
 	arb_txn_end(t);
 	if (fs->dirty_bytes > ARB_DIRTY_LIMIT ||
 	    (uint64_t)vol->cache.nr_dirty * vol->nodesize >
@@ -377,23 +378,62 @@ int fs_pre_commit(struct arb_txn *t, void *arg)
 
 /* ---- commit thread ----------------------------------------------------- */
 
+/*
+ * Commits every commit_interval seconds, and (idle_commit_ms) once the
+ * filesystem has been still for that long after a change: sync(1) and
+ * syncfs(2) send a FUSE daemon nothing but the written-back pages, so the
+ * idle commit is what makes them durable soon after they return.  A
+ * change wakes the thread (fs_note_change) when it sleeps for longer.
+ */
 static void *commit_thread(void *arg)
 {
 	struct arb_fs *fs = arg;
+	uint64_t idle_ns = (uint64_t)fs->opts.idle_commit_ms * 1000000ULL;
+	uint64_t period_ns = (uint64_t)fs->opts.commit_interval * 1000000000ULL;
+	uint64_t last = arb_mono_ns();
 	struct timespec ts;
 
 	fs_lock(fs);
 	while (!fs->stop) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += fs->opts.commit_interval;
-		pthread_cond_timedwait(&fs->cond, &fs->vol->lock, &ts);
-		if (fs->stop)
-			break;
-		if (fs->txn_dirty || fs->dirty_bytes)
+		uint64_t now = arb_mono_ns(), wait_ns, due = last + period_ns;
+		bool dirty = fs->txn_dirty || fs->dirty_bytes;
+
+		if (dirty && idle_ns && fs->last_change_ns + idle_ns < due)
+			due = fs->last_change_ns + idle_ns;
+		if (dirty && now >= due) {
 			(void)fs_commit(fs);
+			last = arb_mono_ns();
+			continue;
+		}
+		fs->commit_sleeping = !dirty || due > now + idle_ns;
+		wait_ns = (dirty ? due : last + period_ns) - now;
+		if (now >= last + period_ns)
+			wait_ns = period_ns; /* clean: a full period */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(wait_ns / 1000000000ULL);
+		ts.tv_nsec += (long)(wait_ns % 1000000000ULL);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->cond, &fs->vol->lock, &ts);
+		fs->commit_sleeping = false;
+		if (!fs->txn_dirty && !fs->dirty_bytes)
+			last = arb_mono_ns(); /* someone else committed */
 	}
 	fs_unlock(fs);
 	return NULL;
+}
+
+/* Lock held: something changed; wake the commit thread if it sleeps
+ * past the idle commit. */
+void fs_note_change(struct arb_fs *fs)
+{
+	fs->last_change_ns = arb_mono_ns();
+	if (fs->commit_sleeping && fs->opts.idle_commit_ms) {
+		fs->commit_sleeping = false;
+		pthread_cond_signal(&fs->cond);
+	}
 }
 
 /* ---- orphans ----------------------------------------------------------- */

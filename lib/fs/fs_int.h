@@ -152,6 +152,10 @@ struct arb_fs {
 	uint64_t reserve;
 	/* something changed since the last commit */
 	bool txn_dirty;
+	/* arb_mono_ns() of the last change, for the idle commit, and the
+	 * commit thread waits past it (fs_note_change wakes it) */
+	uint64_t last_change_ns;
+	bool commit_sleeping;
 	/* successful commits since open (see struct arb_inode) */
 	uint64_t commit_seq;
 	/* metadata bytes the operations of the running transaction may
@@ -232,6 +236,8 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err);
 /* Commit everything (lock held). */
 int fs_commit(struct arb_fs *fs);
+/* lock held: a change was made (the idle commit counts from it) */
+void fs_note_change(struct arb_fs *fs);
 /* space left for ordinary operations (free - reserve - dirty) */
 uint64_t fs_avail_bytes(struct arb_fs *fs);
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);

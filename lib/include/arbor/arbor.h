@@ -42,6 +42,14 @@ struct arb_fs_opts {
 	uint32_t max_inline;
 	/* seconds between automatic commits, 0 = only on sync/fsync/close */
 	unsigned commit_interval;
+	/*
+	 * With commit_interval: also commit once nothing has changed for
+	 * this many milliseconds (0 = only on the interval).  A FUSE mount
+	 * gets no request for sync(1) or syncfs(2): the kernel writes the
+	 * dirty pages back and returns, so this bounds how long after a
+	 * sync (or any burst of changes) they stay uncommitted.
+	 */
+	unsigned idle_commit_ms;
 	/* do not update atime at all (default: relatime) */
 	bool noatime;
 	/*
