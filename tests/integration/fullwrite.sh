@@ -66,6 +66,49 @@ cp "$TMP/small" "$MNT/small" || fail "write after freeing"
 sync -f "$MNT/small" || fail "syncfs after freeing reports an error"
 fs_remount
 cmp "$TMP/small" "$MNT/small" || fail "data after freeing"
+rm -f "$MNT/small"
+
+# df counts what is stored, not what operations reserve: 4,000 files of
+# 1 KiB took 105,865 bytes each in df before the next commit (423 MB)
+used() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print((s.f_blocks-s.f_bfree)*s.f_frsize)' "$MNT"; }
+fs_remount -o commit=60,idle_commit=0
+u0=$(used)
+mkdir "$MNT/many"
+python3 - "$MNT/many" <<'EOF'
+import os, sys
+for i in range(4000):
+    with open(os.path.join(sys.argv[1], "f%d" % i), "wb") as f:
+        f.write(b"x" * 1024)
+EOF
+per=$((($(used) - u0) / 4000))
+log "df: $per bytes used per 1 KiB file before a commit"
+[ $per -lt 8192 ] || fail "df counts $per bytes per 1 KiB file"
+rm -rf "$MNT/many"
+
+# a filesystem filled to within a few MiB still takes small files that fit
+log "small files on a nearly full filesystem"
+python3 - "$MNT" <<'EOF' || fail "small files that fit got an error"
+import errno, os, sys
+mnt = sys.argv[1]
+def avail():
+    s = os.statvfs(mnt)
+    return s.f_bavail * s.f_frsize
+os.mkdir(os.path.join(mnt, "fill"))
+i = 0
+try:
+    while avail() > (6 << 20):
+        with open(os.path.join(mnt, "fill", "%06d" % i), "wb") as f:
+            f.write(os.urandom(16384))
+        i += 1
+    print("filled with %d files, %d bytes available" % (i, avail()))
+    os.mkdir(os.path.join(mnt, "more"))
+    for j in range(500):
+        with open(os.path.join(mnt, "more", "%04d" % j), "wb") as f:
+            f.write(os.urandom(1024))
+except OSError as e:
+    sys.exit("%s after %d files with %d bytes available" % (e, i, avail()))
+print("500 more files of 1 KiB, %d bytes available" % avail())
+EOF
 fs_umount
 check_fsck
 finish
