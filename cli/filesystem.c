@@ -154,11 +154,19 @@ static int cmd_sync(int fd, const char *path, bool json)
 {
 	struct arb_ioc_sync s;
 
-	/* the kernel's dirty pages first (writeback cache), then the
-	 * daemon's commit */
+	/*
+	 * The kernel's dirty pages first (writeback cache), then the
+	 * daemon's commit.  syncfs also reports, once, a writeback that
+	 * failed before (the filesystem was full) and that no one has seen
+	 * yet, however much space is free now: that is news of an earlier
+	 * write, not a failure of this sync, which the commit below decides.
+	 */
 	if (syncfs(fd) < 0)
-		fprintf(stderr, "arbor: %s: syncfs: %s\n", path,
-			strerror(errno));
+		fprintf(stderr,
+			"arbor: %s: warning: an earlier writeback failed "
+			"(%s), which the kernel reports once; committing "
+			"what is stored now\n",
+			path, strerror(errno));
 	memset(&s, 0, sizeof(s));
 	if (cli_ioctl(fd, path, ARB_IOC_SYNC, &s, "sync"))
 		return 1;
