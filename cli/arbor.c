@@ -37,6 +37,7 @@ static void usage(FILE *f)
 		   "       arbor scrub start [-B]|status|cancel PATH\n"
 		   "       arbor scrub --image IMG [-r] [-q]\n"
 		   "       arbor check [-q] PATH | --status PATH\n"
+		   "       arbor unmount [--timeout SECONDS] MOUNTPOINT\n"
 		   "       arbor filesystem stats [--json] [--reset] PATH\n"
 		   "       arbor filesystem usage [--json] PATH\n"
 		   "       arbor filesystem sync [--json] PATH\n"
@@ -180,6 +181,8 @@ int main(int argc, char **argv)
 		return cli_scrub(argc, argv);
 	if (!strcmp(cmd, "check"))
 		return cli_check(argc, argv);
+	if (!strcmp(cmd, "unmount") || !strcmp(cmd, "umount"))
+		return cli_unmount(argc, argv);
 	if (!strcmp(cmd, "filesystem") || !strcmp(cmd, "fs"))
 		return arbor_filesystem(argc - 1, argv + 1);
 	optind = 2;

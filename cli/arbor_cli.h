@@ -21,6 +21,8 @@ int cli_resize(int argc, char **argv);
 int cli_scrub(int argc, char **argv);
 /* "arbor check ..." (argv[1] is "check"); returns the exit status */
 int cli_check(int argc, char **argv);
+/* "arbor unmount ..." (argv[1] is "unmount"); returns the exit status */
+int cli_unmount(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

@@ -46,6 +46,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fuse_opt.h>
@@ -57,6 +58,8 @@
 #endif
 
 #define AFS_TIMEOUT 3600.0
+/* how long a mount waits for an image in use (-o no_wait: not at all) */
+#define AFS_LOCK_WAIT_MS 10000
 
 struct afs_config {
 	char *image;
@@ -78,6 +81,11 @@ struct afs_config {
 	bool no_uring;
 	bool uring_normal; /* ring threads at SCHED_OTHER */
 	char *trace;
+	/* -o log=FILE: messages once detached (else syslog, or stderr
+	 * when it is not a terminal) */
+	char *log;
+	/* -o no_wait: an image in use fails at once */
+	bool no_wait;
 	bool have_fsname;
 	bool have_subtype;
 	bool have_allow_other;
@@ -109,6 +117,8 @@ enum {
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
 	KEY_DISCARD,
+	KEY_LOG,
+	KEY_NO_WAIT,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -126,6 +136,8 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("fsync_dirty_limit=", KEY_FSYNC_DIRTY_LIMIT),
 	FUSE_OPT_KEY("readahead=", KEY_READAHEAD),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
+	FUSE_OPT_KEY("log=", KEY_LOG),
+	FUSE_OPT_KEY("no_wait", KEY_NO_WAIT),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
 	FUSE_OPT_KEY("open_requests", KEY_OPEN_REQUESTS),
@@ -310,6 +322,17 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		free(c->trace);
 		c->trace = strdup(val);
 		return 0;
+	case KEY_LOG:
+		if (!*val) {
+			fprintf(stderr, "arborfs: log= needs a file name\n");
+			c->bad = true;
+		}
+		free(c->log);
+		c->log = strdup(val);
+		return 0;
+	case KEY_NO_WAIT:
+		c->no_wait = true;
+		return 0;
 	case KEY_MULTITHREAD:
 		c->multithread = true;
 		return 0;
@@ -358,6 +381,12 @@ static void usage(const char *prog)
 	       "    -o ro                  mount read-only (the image is opened read-only)\n"
 	       "    -o commit=SECONDS      seconds between automatic commits (default 5,\n"
 	       "                           0 = only on sync, fsync and unmount)\n"
+	       "    -o log=FILE            once in the background, append messages to\n"
+	       "                           FILE (default: stderr if it is not a\n"
+	       "                           terminal, else syslog)\n"
+	       "    -o no_wait             fail at once if the image is in use (default:\n"
+	       "                           wait up to 10 s, for a daemon still finishing\n"
+	       "                           its last commit after an unmount)\n"
 	       "    -o idle_commit=MS      also commit once nothing changed for MS\n"
 	       "                           milliseconds (default 100; 0 = off): sync(1)\n"
 	       "                           reaches the daemon only as written-back\n"
@@ -408,8 +437,14 @@ static void usage(const char *prog)
 
 /* ---- messages ---------------------------------------------------------- */
 
-/* stderr until detached, then syslog */
+/*
+ * stderr until detached; then -o log=FILE, or stderr still when it is not
+ * a terminal (a container, a service manager, a redirect: without syslog
+ * the messages of a failed commit were lost), or syslog.  Lines written
+ * to a file carry the time, as syslog would add it.
+ */
 static bool log_to_syslog;
+static bool log_stamped;
 
 void afs_log(int prio, const char *fmt, ...)
 {
@@ -419,9 +454,20 @@ void afs_log(int prio, const char *fmt, ...)
 	if (log_to_syslog) {
 		vsyslog(prio, fmt, ap);
 	} else {
-		fputs("arborfs: ", stderr);
+		if (log_stamped) {
+			char stamp[32];
+			time_t now = time(NULL);
+			struct tm tm;
+
+			localtime_r(&now, &tm);
+			strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S ",
+				 &tm);
+			fputs(stamp, stderr);
+		}
+		fprintf(stderr, "arborfs[%d]: ", (int)getpid());
 		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);
+		fflush(stderr);
 	}
 	va_end(ap);
 }
@@ -429,6 +475,36 @@ void afs_log(int prio, const char *fmt, ...)
 static void lib_log_sink(int level, const char *msg)
 {
 	afs_log(level, "%s", msg);
+}
+
+/*
+ * A mount point must be a directory: on a regular file the mount
+ * succeeded and left a file that answered EIO.  A daemon that died leaves
+ * its mount point answering ENOTCONN: say what to do.
+ */
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+
+	if (stat(mnt, &st) < 0) {
+		if (errno == ENOTCONN)
+			fprintf(stderr,
+				"arborfs: %s: %s: the daemon of a mount here "
+				"died; `fusermount3 -u %s` first, then mount "
+				"again\n",
+				mnt, strerror(errno), mnt);
+		else
+			fprintf(stderr, "arborfs: %s: %s\n", mnt,
+				strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"arborfs: %s: not a directory (mount on a directory)\n",
+			mnt);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- daemonizing ------------------------------------------------------- */
@@ -581,16 +657,30 @@ static void set_bdi_limits(struct afs *afs, const char *mountpoint,
 	afs_syncmode_start(afs, dev, c->fsync_dirty_limit);
 }
 
-static void daemon_detach(void)
+static void daemon_detach(const char *log_file)
 {
 	unsigned char ok = 0;
-	int fd;
+	int fd, log_fd = -1;
 
 	if (status_fd < 0)
 		return;
-	/* from now on stderr is /dev/null: messages go to syslog */
-	openlog("arborfs", LOG_PID, LOG_DAEMON);
-	log_to_syslog = true;
+	if (log_file) {
+		/* opened at mount, before the chdir below */
+		log_fd = open(log_file,
+			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (log_fd < 0)
+			afs_log(LOG_WARNING, "log=%s: %s; logging to syslog",
+				log_file, strerror(errno));
+	} else if (!isatty(2)) {
+		log_fd = dup(2);
+	}
+	if (log_fd >= 0) {
+		log_stamped = true;
+	} else {
+		/* from now on stderr is /dev/null: messages go to syslog */
+		openlog("arborfs", LOG_PID, LOG_DAEMON);
+		log_to_syslog = true;
+	}
 	arb_log_set_sink(lib_log_sink);
 	setsid();
 	/* only so that we do not pin a directory; failure is harmless */
@@ -600,10 +690,12 @@ static void daemon_detach(void)
 	if (fd >= 0) {
 		dup2(fd, 0);
 		dup2(fd, 1);
-		dup2(fd, 2);
+		dup2(log_fd >= 0 ? log_fd : fd, 2);
 		if (fd > 2)
 			close(fd);
 	}
+	if (log_fd > 2)
+		close(log_fd);
 	/* if the parent is gone there is nobody to tell */
 	if (write(status_fd, &ok, 1) != 1) {
 	}
@@ -689,7 +781,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	ret = arb_dev_open_file(c->image, c->readonly, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "arborfs: cannot open %s: %s\n", c->image,
-			ret == -EBUSY ? "image in use (mounted elsewhere?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return ret;
 	}
@@ -823,6 +915,10 @@ int main(int argc, char *argv[])
 			argv[0], argv[0]);
 		goto out_free_opts;
 	}
+	if (check_mountpoint(opts.mountpoint))
+		goto out_free_opts;
+	/* after an unmount the last daemon may still be committing */
+	arb_dev_set_lock_wait(conf.no_wait ? 0 : AFS_LOCK_WAIT_MS);
 
 	/* options we add: the kernel checks permissions and ACLs; mtab
 	 * shows IMAGE and type fuse.arborfs */
@@ -911,7 +1007,7 @@ int main(int argc, char *argv[])
 	if (pthread_create(&sigthr, NULL, signal_thread, &sc) == 0)
 		sigthr_started = true;
 
-	daemon_detach();
+	daemon_detach(conf.log);
 
 	if (opts.singlethread || !conf.multithread) {
 		/*
@@ -993,6 +1089,7 @@ out_free_args:
 	fuse_opt_free_args(&args);
 	free(conf.image);
 	free(conf.trace);
+	free(conf.log);
 	free(extra);
 	free(optstr);
 	return ret;

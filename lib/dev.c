@@ -12,12 +12,14 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -704,6 +706,52 @@ static int file_size(struct file_dev *f, const char *path, uint64_t create_size,
 	return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 }
 
+static _Atomic unsigned lock_wait_ms;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void arb_dev_set_lock_wait(unsigned ms)
+{
+	atomic_store(&lock_wait_ms, ms);
+}
+
+/*
+ * flock the image; while another process holds it, retry every 50 ms for
+ * lock_wait_ms, saying once why we wait.
+ */
+static int lock_image(int fd, const char *path, bool readonly)
+{
+	unsigned wait_ms = atomic_load(&lock_wait_ms);
+	uint64_t deadline = now_ns() + (uint64_t)wait_ms * 1000000ULL;
+	bool told = false;
+
+	for (;;) {
+		if (flock(fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (now_ns() >= deadline)
+			break;
+		if (!told) {
+			arb_log(ARB_LOG_WARN,
+				"%s: image in use; waiting up to %u s for it "
+				"(a daemon may still be finishing its last "
+				"commit after an unmount)",
+				path, (wait_ms + 999) / 1000);
+			told = true;
+		}
+		usleep(50000);
+	}
+	/* the caller says it, once (ARB_BUSY_HINT) */
+	return -EBUSY;
+}
+
 int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 		      struct arb_dev **out)
 {
@@ -725,14 +773,9 @@ int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 		goto out_free;
 	}
 	/* lock before anything else, so a busy image is never extended */
-	if (flock(f->fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-		ret = -errno;
-		if (ret == -EWOULDBLOCK) {
-			arb_log(ARB_LOG_ERR, "%s: image in use", path);
-			ret = -EBUSY;
-		}
+	ret = lock_image(f->fd, path, readonly);
+	if (ret)
 		goto out_close;
-	}
 	ret = file_size(f, path, create_size, &size);
 	if (ret)
 		goto out_close;

@@ -124,6 +124,18 @@ void arb_dev_destroy(struct arb_dev *dev);
  */
 int arb_dev_open_file(const char *path, bool readonly, uint64_t create_size,
 		      struct arb_dev **out);
+/*
+ * How long arb_dev_open_file waits for an image that is in use before it
+ * gives up with -EBUSY, for the whole process (default 0: not at all).
+ * After an unmount the daemon still writes its last commit for a moment
+ * after the kernel let go: fsck, mkfs and the daemon wait for it (saying
+ * so on stderr), unless told --no-wait.
+ */
+void arb_dev_set_lock_wait(unsigned ms);
+/* what the tools say of -EBUSY from arb_dev_open_file */
+#define ARB_BUSY_HINT                                                          \
+	"image is in use (mounted? after an unmount, its daemon may still be " \
+	"finishing: `arbor unmount MNT` waits for it)"
 /* An in-memory device of size bytes, zero filled. */
 int arb_dev_open_mem(uint64_t size, struct arb_dev **out);
 /* The bytes of a memory device (valid until it is destroyed). */
