@@ -197,6 +197,8 @@ static int cmd_usage(int fd, const char *path, bool json)
 		{ "reserve", "part of free kept for deletes" },
 		{ "delayed", "written, not yet allocated" },
 		{ "available", "for ordinary writes (df)" },
+		{ "host", "taken on the host by the image file" },
+		{ "trimmed", "given back to the host since mount (discard)" },
 	};
 	struct arb_ioc_usage u;
 	char b[32];
@@ -207,7 +209,8 @@ static int cmd_usage(int fd, const char *path, bool json)
 
 	const uint64_t v[] = { u.total, u.data, u.metadata, u.system,
 			       u.uncommitted, u.pinned, u.free,
-			       u.reserve, u.delayed, u.available };
+			       u.reserve, u.delayed, u.available,
+			       u.host_bytes, u.trimmed };
 	_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(rows) / sizeof(rows[0]),
 		       "one value per row");
 	if (json) {

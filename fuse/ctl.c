@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -199,6 +200,24 @@ static int ioc_usage(struct afs *afs, struct arb_ioc_usage *u)
 	u->reserve = fu.reserve;
 	u->delayed = fu.delayed;
 	u->available = fu.available;
+	u->host_bytes = fu.host_bytes;
+	u->trimmed = fu.trimmed;
+	return 0;
+}
+
+/* FITRIM: replies itself on success (0) */
+static int ioc_trim(struct afs *afs, fuse_req_t req, const void *in_buf)
+{
+	struct fstrim_range r;
+	uint64_t trimmed = 0;
+	int ret;
+
+	memcpy(&r, in_buf, sizeof(r));
+	ret = arb_fs_trim(afs->fs, r.start, r.len, r.minlen, &trimmed);
+	if (ret)
+		return ret;
+	r.len = trimmed;
+	fuse_reply_ioctl(req, 0, &r, sizeof(r));
 	return 0;
 }
 
@@ -653,6 +672,8 @@ static ssize_t ioc_out_size(unsigned int cmd)
 	case ARB_IOC_SCRUB_START:
 	case ARB_IOC_SCRUB_STATUS:
 		return sizeof(struct arb_ioc_scrub);
+	case FITRIM:
+		return sizeof(struct fstrim_range);
 	}
 	return -ENOTTY;
 }
@@ -697,6 +718,21 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	}
 	memset(&out, 0, sizeof(out));
 	switch (cmd) {
+	case FITRIM:
+		/* fstrim(8) on the mount point: the reply is the struct itself,
+		 * len = bytes given back */
+		if (in_bufsz < sizeof(struct fstrim_range)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			break;
+		}
+		ret = ioc_trim(afs, req, in_buf);
+		if (!ret)
+			return;
+		break;
 	case ARB_IOC_GET_GENERATION:
 		ret = ioc_generation(afs, &out.g);
 		break;

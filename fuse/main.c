@@ -86,6 +86,8 @@ struct afs_config {
 	char *log;
 	/* -o no_wait: an image in use fails at once */
 	bool no_wait;
+	/* -o discard[=async]: give freed space back to the host */
+	bool discard;
 	bool have_fsname;
 	bool have_subtype;
 	bool have_allow_other;
@@ -119,6 +121,8 @@ enum {
 	KEY_DISCARD,
 	KEY_LOG,
 	KEY_NO_WAIT,
+	KEY_TRIM_ASYNC,
+	KEY_NO_TRIM,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -138,6 +142,9 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("log=", KEY_LOG),
 	FUSE_OPT_KEY("no_wait", KEY_NO_WAIT),
+	FUSE_OPT_KEY("discard", KEY_TRIM_ASYNC),
+	FUSE_OPT_KEY("discard=async", KEY_TRIM_ASYNC),
+	FUSE_OPT_KEY("nodiscard", KEY_NO_TRIM),
 	FUSE_OPT_KEY("multithread", KEY_MULTITHREAD),
 	FUSE_OPT_KEY("singlethread", KEY_SINGLETHREAD),
 	FUSE_OPT_KEY("open_requests", KEY_OPEN_REQUESTS),
@@ -333,6 +340,12 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_NO_WAIT:
 		c->no_wait = true;
 		return 0;
+	case KEY_TRIM_ASYNC:
+		c->discard = true;
+		return 0;
+	case KEY_NO_TRIM:
+		c->discard = false;
+		return 0;
 	case KEY_MULTITHREAD:
 		c->multithread = true;
 		return 0;
@@ -387,6 +400,9 @@ static void usage(const char *prog)
 	       "    -o no_wait             fail at once if the image is in use (default:\n"
 	       "                           wait up to 10 s, for a daemon still finishing\n"
 	       "                           its last commit after an unmount)\n"
+	       "    -o discard[=async]     give the space commits free back to the host\n"
+	       "                           (punch holes in the image) after each\n"
+	       "                           commit; fstrim(8) does it on demand\n"
 	       "    -o idle_commit=MS      also commit once nothing changed for MS\n"
 	       "                           milliseconds (default 100; 0 = off): sync(1)\n"
 	       "                           reaches the daemon only as written-back\n"
@@ -814,6 +830,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.write_keeps_times = !c->readonly;
 	fo.commit_interval = c->commit;
 	fo.idle_commit_ms = c->idle_commit;
+	fo.discard = c->discard;
 	fo.max_inline = c->max_inline;
 	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
 						 : default_cache_size());

@@ -78,6 +78,14 @@ struct arb_free_space {
 	struct range *grace[2];
 	size_t nr_grace[2], cap_grace[2];
 	uint64_t grace_sectors;
+	/*
+	 * Discard (arb_free_space_track_freed): every run that becomes free
+	 * is noted here, for arb_fs_trim_freed to give back to the host;
+	 * too many, and freed_all asks for a scan of the whole map instead.
+	 */
+	bool track_freed, freed_all;
+	struct range *freed;
+	size_t nr_freed, cap_freed;
 };
 
 struct data_delta {
@@ -105,6 +113,11 @@ struct arb_delayed_refs {
 
 /* ---- bitmap --------------------------------------------------------------- */
 
+#define FREED_MAX 65536
+
+static int range_add(struct range **v, size_t *n, size_t *cap,
+		     struct range r);
+
 static bool bit_test(const struct arb_free_space *f, uint64_t i)
 {
 	return f->bits[i / 64] >> (i % 64) & 1;
@@ -113,6 +126,13 @@ static bool bit_test(const struct arb_free_space *f, uint64_t i)
 static void bits_set(struct arb_free_space *f, uint64_t start, uint64_t n,
 		     bool used)
 {
+	if (!used && f->track_freed && !f->freed_all && n) {
+		struct range r = { start, n, false };
+
+		if (f->nr_freed >= FREED_MAX ||
+		    range_add(&f->freed, &f->nr_freed, &f->cap_freed, r))
+			f->freed_all = true;
+	}
 	for (uint64_t i = start; i < start + n; i++) {
 		uint64_t m = 1ULL << (i % 64);
 		if (used && !(f->bits[i / 64] & m)) {
@@ -286,8 +306,61 @@ void arb_free_space_destroy(struct arb_vol *vol)
 	free(vol->fsp->held);
 	free(vol->fsp->grace[0]);
 	free(vol->fsp->grace[1]);
+	free(vol->fsp->freed);
 	free(vol->fsp);
 	vol->fsp = NULL;
+}
+
+bool arb_free_space_next(struct arb_vol *vol, uint64_t pos, uint64_t end,
+			 uint64_t *start, uint64_t *len)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t i, n, first = ARB_DATA_START / vol->sectorsize;
+
+	if (end > f->nbits)
+		end = f->nbits;
+	if (pos < first)
+		pos = first;
+	if (pos >= end)
+		return false;
+	i = next_free(f, pos);
+	if (i >= end)
+		return false;
+	n = run_len(f, i, end - i);
+	*start = i;
+	*len = n;
+	return true;
+}
+
+void arb_free_space_track_freed(struct arb_vol *vol, bool on)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	f->track_freed = on;
+	f->nr_freed = 0;
+	f->freed_all = false;
+}
+
+size_t arb_free_space_take_freed(struct arb_vol *vol, uint64_t **runs,
+				 bool *all)
+{
+	struct arb_free_space *f = vol->fsp;
+	size_t n = f->nr_freed;
+
+	*all = f->freed_all;
+	*runs = NULL;
+	if (n && !*all) {
+		*runs = malloc(2 * n * sizeof(**runs));
+		if (!*runs)
+			*all = true;
+		for (size_t i = 0; *runs && i < n; i++) {
+			(*runs)[2 * i] = f->freed[i].start;
+			(*runs)[2 * i + 1] = f->freed[i].len;
+		}
+	}
+	f->nr_freed = 0;
+	f->freed_all = false;
+	return *all ? 0 : n;
 }
 
 uint64_t arb_free_bytes(struct arb_vol *vol)
@@ -549,6 +622,10 @@ int arb_free_space_reload(struct arb_vol *vol)
 		f->cap_held = old->cap_held;
 		f->held_sectors = old->held_sectors;
 		f->reserve = old->reserve;
+		/* a rebuilt map: the next discard scans it all */
+		f->track_freed = old->track_freed;
+		f->freed_all = old->track_freed;
+		free(old->freed);
 		free(old->bits);
 		free(old->pinned);
 		free(old);

@@ -626,6 +626,22 @@ int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total);
  * must already be at least that large.  Lock held, no transaction open. */
 int arb_vol_set_size(struct arb_vol *vol, uint64_t new_total);
 uint64_t arb_free_bytes(struct arb_vol *vol);
+/*
+ * The first free run of sectors in [pos, end) (sector numbers; nothing
+ * below the data area): true with *start, *len, false if none.  Free in
+ * the map means free in the last durable commit and in the running
+ * transaction alike (pinned and grace ranges count as used), so the run
+ * may be discarded while the lock is held.
+ */
+bool arb_free_space_next(struct arb_vol *vol, uint64_t pos, uint64_t end,
+			 uint64_t *start, uint64_t *len);
+/* note (on) every run that becomes free from now on, for discard */
+void arb_free_space_track_freed(struct arb_vol *vol, bool on);
+/* the runs noted since the last call as (start, len) sector pairs in
+ * *runs (malloc'd) and their number; *all: too many were noted, scan the
+ * whole map instead */
+size_t arb_free_space_take_freed(struct arb_vol *vol, uint64_t **runs,
+				 bool *all);
 /* bytes in extents (tree nodes and data) */
 uint64_t arb_used_bytes(struct arb_vol *vol);
 /* data allocations keep this many bytes free for tree nodes */

@@ -610,6 +610,27 @@ static int file_resize(struct arb_dev *dev, uint64_t size)
 	return 0;
 }
 
+static int file_discard(struct arb_dev *dev, uint64_t off, uint64_t len)
+{
+	struct file_dev *f = dev->priv;
+
+	if (f->readonly)
+		return -EROFS;
+	if (off > INT64_MAX || len > INT64_MAX - off)
+		return -EINVAL;
+	if (f->blockdev) {
+		uint64_t r[2] = { off, len };
+
+		return ioctl(f->fd, BLKDISCARD, r) < 0 ? -errno : 0;
+	}
+	/* the chunk stays marked allocated (host_alloc): refilling it with
+	 * zeros at the next small write would take the space back */
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
 static void file_destroy(struct arb_dev *dev)
 {
 	struct file_dev *f = dev->priv;
@@ -645,7 +666,27 @@ static const struct arb_dev_ops file_ops = {
 	.destroy = file_destroy,
 	.readahead = file_readahead,
 	.flush_behind = file_flush_behind,
+	.discard = file_discard,
 };
+
+int arb_dev_discard(struct arb_dev *dev, uint64_t off, uint64_t len)
+{
+	if (!dev->ops->discard)
+		return -EOPNOTSUPP;
+	return dev->ops->discard(dev, off, len);
+}
+
+int64_t arb_dev_host_bytes(struct arb_dev *dev)
+{
+	struct file_dev *f = dev->priv;
+	struct stat st;
+
+	if (dev->ops != &file_ops || f->blockdev)
+		return -EOPNOTSUPP;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	return (int64_t)st.st_blocks * 512;
+}
 
 int arb_dev_resize(struct arb_dev *dev, uint64_t size, bool allocate)
 {
@@ -833,6 +874,17 @@ static int mem_flush(struct arb_dev *dev)
 	return 0;
 }
 
+/* as a hole reads: zeros (so that tests see what a trim would lose) */
+static int mem_discard(struct arb_dev *dev, uint64_t off, uint64_t len)
+{
+	struct mem_dev *m = dev->priv;
+
+	if (off > dev->size || len > dev->size - off)
+		return -EINVAL;
+	memset(m->data + off, 0, (size_t)len);
+	return 0;
+}
+
 static int mem_resize(struct arb_dev *dev, uint64_t size)
 {
 	struct mem_dev *m = dev->priv;
@@ -864,6 +916,7 @@ static const struct arb_dev_ops mem_ops = {
 	.flush = mem_flush,
 	.resize = mem_resize,
 	.destroy = mem_destroy,
+	.discard = mem_discard,
 };
 
 int arb_dev_open_mem(uint64_t size, struct arb_dev **out)

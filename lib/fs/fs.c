@@ -228,13 +228,26 @@ static uint64_t txn_meta_bytes(struct arb_fs *fs)
 	return fs->txn_meta < cap ? fs->txn_meta : cap;
 }
 
+/*
+ * What df shows as available: free, less the data waiting for allocation
+ * and the reserve for deletes.  Not the metadata operations reserve for
+ * their worst case until the next commit: an estimate, thirty times what
+ * 4,000 small files took, gone at the next commit (see arb_fs_statfs).
+ */
 uint64_t fs_avail_bytes(struct arb_fs *fs)
 {
-	uint64_t free_b = arb_free_bytes(fs->vol);
-	uint64_t used = fs->reserve + fs->dirty_bytes + fs->dirty_bytes / 256 +
-			txn_meta_bytes(fs);
+	uint64_t free_b = fs_free_bytes(fs);
 
-	return free_b > used ? free_b - used : 0;
+	return free_b > fs->reserve ? free_b - fs->reserve : 0;
+}
+
+/* free, less the data waiting for allocation (df's free) */
+uint64_t fs_free_bytes(struct arb_fs *fs)
+{
+	uint64_t free_b = arb_free_bytes(fs->vol);
+	uint64_t delayed = fs->dirty_bytes + fs->dirty_bytes / 256;
+
+	return free_b > delayed ? free_b - delayed : 0;
 }
 
 static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
@@ -402,6 +415,7 @@ static void *commit_thread(void *arg)
 			due = fs->last_change_ns + idle_ns;
 		if (dirty && now >= due) {
 			(void)fs_commit(fs);
+			fs_trim_freed(fs);
 			last = arb_mono_ns();
 			continue;
 		}
@@ -418,6 +432,8 @@ static void *commit_thread(void *arg)
 		}
 		pthread_cond_timedwait(&fs->cond, &fs->vol->lock, &ts);
 		fs->commit_sleeping = false;
+		/* what other commits (fsync, space) freed meanwhile */
+		fs_trim_freed(fs);
 		if (!fs->txn_dirty && !fs->dirty_bytes)
 			last = arb_mono_ns(); /* someone else committed */
 	}
@@ -672,6 +688,11 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 				*why = "cannot free orphan inodes";
 			goto out_close;
 		}
+		if (o->discard) {
+			fs_lock(fs);
+			arb_free_space_track_freed(fs->vol, true);
+			fs_unlock(fs);
+		}
 		if (o->commit_interval) {
 			if (pthread_create(&fs->thread, NULL, commit_thread,
 					   fs) == 0)
@@ -715,6 +736,8 @@ int arb_fs_close(struct arb_fs *fs)
 			if (!ret)
 				ret = ret2;
 		}
+		if (!ret)
+			fs_trim_freed(fs);
 	}
 	fs->vol->pre_commit = NULL;
 	imem_destroy_all(fs);
@@ -1042,22 +1065,19 @@ int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
 
 int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv)
 {
-	uint64_t free_b, delayed, avail;
+	uint64_t free_b, avail;
 
 	/*
 	 * What is used is what is allocated and the data waiting for
 	 * allocation; the metadata an operation reserves for its worst case
-	 * is not (it is an estimate, 30 times what 4,000 small files took,
-	 * and goes at the next commit).  The reserve for deletes is free but
-	 * not available, as btrfs shows its global reserve: df's Used +
-	 * Avail falls short of Size by it.
+	 * is not (fs_avail_bytes).  The reserve for deletes is free but not
+	 * available, as btrfs shows its global reserve: df's Used + Avail
+	 * falls short of Size by it.
 	 */
 	fs_lock(fs);
 	memset(sv, 0, sizeof(*sv));
-	free_b = arb_free_bytes(fs->vol);
-	delayed = fs->dirty_bytes + fs->dirty_bytes / 256;
-	free_b = free_b > delayed ? free_b - delayed : 0;
-	avail = free_b > fs->reserve ? free_b - fs->reserve : 0;
+	free_b = fs_free_bytes(fs);
+	avail = fs_avail_bytes(fs);
 	sv->f_bsize = fs->bs;
 	sv->f_frsize = fs->bs;
 	sv->f_blocks = fs->vol->total_bytes / fs->bs;
@@ -1153,6 +1173,12 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u)
 		u->reserve = fs->readonly ? 0 : fs->reserve;
 		u->delayed = fs->dirty_bytes;
 		u->available = fs->readonly ? 0 : fs_avail_bytes(fs);
+		{
+			int64_t hb = arb_dev_host_bytes(fs->dev);
+
+			u->host_bytes = hb > 0 ? (uint64_t)hb : 0;
+		}
+		u->trimmed = fs->trimmed_bytes;
 	}
 	fs_unlock(fs);
 	return ret;

@@ -156,6 +156,9 @@ struct arb_fs {
 	 * commit thread waits past it (fs_note_change wakes it) */
 	uint64_t last_change_ns;
 	bool commit_sleeping;
+	/* discard (trim.c): bytes given back, and a failure was logged */
+	uint64_t trimmed_bytes;
+	bool told_discard;
 	/* successful commits since open (see struct arb_inode) */
 	uint64_t commit_seq;
 	/* metadata bytes the operations of the running transaction may
@@ -238,8 +241,11 @@ int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err);
 int fs_commit(struct arb_fs *fs);
 /* lock held: a change was made (the idle commit counts from it) */
 void fs_note_change(struct arb_fs *fs);
+/* lock held: with opts.discard, punch what commits freed (trim.c) */
+void fs_trim_freed(struct arb_fs *fs);
 /* space left for ordinary operations (free - reserve - dirty) */
 uint64_t fs_avail_bytes(struct arb_fs *fs);
+uint64_t fs_free_bytes(struct arb_fs *fs);
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);
 void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im);
 /* someone holds an arb_fs_open_inode reference on ino */

@@ -123,6 +123,12 @@ static int borrow_flush(struct arb_dev *d)
 	return l->ops->flush(l);
 }
 
+static int borrow_discard(struct arb_dev *d, uint64_t off, uint64_t len)
+{
+	struct arb_dev *l = ((struct borrow *)d->priv)->lower;
+	return arb_dev_discard(l, off, len);
+}
+
 static void borrow_destroy(struct arb_dev *d)
 {
 	free(d->priv);
@@ -133,6 +139,7 @@ static const struct arb_dev_ops borrow_ops = {
 	.pwrite = borrow_pwrite,
 	.flush = borrow_flush,
 	.destroy = borrow_destroy,
+	.discard = borrow_discard,
 };
 
 struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,

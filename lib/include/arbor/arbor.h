@@ -50,6 +50,10 @@ struct arb_fs_opts {
 	 * sync (or any burst of changes) they stay uncommitted.
 	 */
 	unsigned idle_commit_ms;
+	/* after each commit of the commit thread, give the space commits
+	 * freed back to the host (punch holes in the image: -o
+	 * discard=async) */
+	bool discard;
 	/* do not update atime at all (default: relatime) */
 	bool noatime;
 	/*
@@ -265,6 +269,14 @@ ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name);
 
 int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv);
+/*
+ * fstrim: commit, then give every free run of at least minlen bytes within
+ * [start, start+len) back to the host (punch holes in the image file;
+ * discard on a block device).  *trimmed: bytes given back.  Never touches
+ * what the last durable commit or a reader needs (lib/fs/trim.c).
+ */
+int arb_fs_trim(struct arb_fs *fs, uint64_t start, uint64_t len,
+		uint64_t minlen, uint64_t *trimmed);
 
 /* arb_fs_stats.state */
 enum arb_fs_state {
@@ -344,9 +356,13 @@ struct arb_fs_usage {
 	uint64_t reserve;
 	/* file data written but not yet allocated (delayed allocation) */
 	uint64_t delayed;
-	/* what statfs reports as available: free - reserve - delayed - the
-	 * metadata the running transaction may still need */
+	/* what statfs reports as available: free - reserve - delayed */
 	uint64_t available;
+	/* bytes the image takes on its host (allocated blocks of the image
+	 * file), 0 if not known (a block device) */
+	uint64_t host_bytes;
+	/* bytes given back to the host by discard=async since mount */
+	uint64_t trimmed;
 };
 /* Walks the extent tree (reads every leaf of it). */
 int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);

@@ -48,6 +48,10 @@ struct arb_dev_ops {
 	 * the last flush: 1 flushed, 0 not needed, < 0 the flush failed
 	 * (then every later flush fails too); may be NULL */
 	int (*flush_behind)(struct arb_dev *dev, uint64_t limit);
+	/* [off, off+len) holds nothing anyone will read: give its space
+	 * back (an image file: punch a hole; reads then return zeros); may
+	 * be NULL (-EOPNOTSUPP) */
+	int (*discard)(struct arb_dev *dev, uint64_t off, uint64_t len);
 };
 
 struct arb_dev {
@@ -115,6 +119,11 @@ int arb_dev_flush_behind(struct arb_dev *dev, uint64_t limit);
  * now (fallocate) rather than leaving a sparse hole. */
 int arb_dev_resize(struct arb_dev *dev, uint64_t size, bool allocate);
 void arb_dev_destroy(struct arb_dev *dev);
+/* ops->discard, or -EOPNOTSUPP */
+int arb_dev_discard(struct arb_dev *dev, uint64_t off, uint64_t len);
+/* bytes the device takes on its host (an image file's allocated blocks),
+ * or -errno (-EOPNOTSUPP: not known) */
+int64_t arb_dev_host_bytes(struct arb_dev *dev);
 
 /*
  * An image file or block device.  Opening read-write takes an exclusive

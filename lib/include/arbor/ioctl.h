@@ -114,7 +114,11 @@ struct arb_ioc_usage {
 	__u64 delayed;
 	/* out: available to ordinary writes (statfs f_bavail in bytes) */
 	__u64 available;
-	__u64 reserved[20];
+	/* out: bytes the image takes on its host (0: not known) */
+	__u64 host_bytes;
+	/* out: bytes given back to the host by discard=async since mount */
+	__u64 trimmed;
+	__u64 reserved[18];
 };
 
 /*
