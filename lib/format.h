@@ -181,6 +181,16 @@ const char *arb_item_type_name(unsigned type);
  */
 #define ARB_INCOMPAT_COMMIT_RECORD (1ULL << 0)
 #define ARB_INCOMPAT_KNOWN ARB_INCOMPAT_COMMIT_RECORD
+/*
+ * Compatible feature bit 0: some inode carries (or once carried)
+ * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
+ * sets one of them, never cleared.  It changes nothing in how the image is
+ * read; it tells a FUSE daemon at mount that it must see every open to
+ * refuse write-opens of such files (fuse/iflags.c), without scanning the
+ * inodes.  An arborfs that predates the flags ignores it (and the flags).
+ */
+#define ARB_COMPAT_PROTECTED_INODES (1ULL << 0)
+#define ARB_COMPAT_KNOWN ARB_COMPAT_PROTECTED_INODES
 #define ARB_COMMIT_REC_MAX 128
 #define ARB_COMMIT_REC_BYTES (4ULL << 20)
 
@@ -538,7 +548,7 @@ ARB_LE(file_extent, f_num_bytes, 64)
  *   24   8   bytes allocated on disk for data
  *   32   8   sequence counter for DIR_INDEX (directories): next index
  *   40   8   rdev (device nodes)
- *   48   8   flags (ARB_INODE_*)
+ *   48   8   flags (ARB_INODE_*, below)
  *   56   4   nlink
  *   60   4   uid
  *   64   4   gid
@@ -576,6 +586,26 @@ ARB_CHECK_OFF(inode_item, i_nlink, 56);
 ARB_CHECK_OFF(inode_item, i_mode, 68);
 ARB_CHECK_OFF(inode_item, i_atime, 72);
 ARB_CHECK_OFF(inode_item, i_btime_ns, 116);
+/*
+ * i_flags.  Bits 0-3 are the file attributes of chattr(1), with the
+ * meaning ext4 gives them; the numbers are ours (the library converts to
+ * and from FS_*_FL).  Unknown bits are kept as they are by every writer.
+ *   IMMUTABLE  no change at all: data, size, names, mode, owner, times,
+ *              xattrs; no new links; a directory takes no new entries
+ *              and loses none
+ *   APPEND     data only appended (writes through O_APPEND opens), no
+ *              truncation, no unlink or rename, no new links, no change
+ *              of mode, owner or xattrs; a directory loses no entries
+ *   NODUMP     dump(8) skips the file; no effect on the filesystem
+ *   NOATIME    reads do not update atime
+ * New inodes inherit NODUMP and NOATIME from their directory (as ext4's
+ * EXT4_FL_INHERITED); IMMUTABLE and APPEND are never inherited.
+ */
+#define ARB_INODE_IMMUTABLE (1ULL << 0)
+#define ARB_INODE_APPEND (1ULL << 1)
+#define ARB_INODE_NODUMP (1ULL << 2)
+#define ARB_INODE_NOATIME (1ULL << 3)
+#define ARB_INODE_INHERITED (ARB_INODE_NODUMP | ARB_INODE_NOATIME)
 ARB_LE(inode_item, i_generation, 64)
 ARB_LE(inode_item, i_transid, 64)
 ARB_LE(inode_item, i_size, 64)

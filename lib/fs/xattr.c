@@ -199,6 +199,8 @@ int arb_fs_setxattr(struct arb_fs *fs, uint64_t ino, const char *name,
 		return fs_acl_setxattr(fs, ino, acl, value, size);
 	fs_lock(fs);
 	ret = fs_inode_read(fs, ino, &in);
+	if (!ret)
+		ret = fs_iflags_may_setxattr(&in);
 	if (ret)
 		goto out;
 	if (fs->readonly) {
@@ -356,6 +358,8 @@ int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name)
 		return ret;
 	fs_lock(fs);
 	ret = fs_inode_read(fs, ino, &in);
+	if (!ret)
+		ret = fs_iflags_may_setxattr(&in);
 	if (ret)
 		goto out;
 	ret = fs_xslot_load(fs, ino, name, len, &s);

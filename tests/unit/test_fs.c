@@ -926,6 +926,125 @@ START_TEST(test_xattr)
 }
 END_TEST
 
+START_TEST(test_inode_flags)
+{
+	uint64_t d = mkdir_(ROOT, "d"), fi, fa, fn, sub, n;
+	struct arb_setattr sa = { 0 };
+	struct arb_stat st;
+	uint32_t fl;
+
+	fi = mkfile(d, "i");
+	fa = mkfile(d, "a");
+	fn = mkfile(d, "n");
+	ck_assert(!arb_fs_has_protected_inodes(fs));
+	ck_assert_int_eq(arb_fs_get_flags(fs, fi, &fl), 0);
+	ck_assert_uint_eq(fl, 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, 0x1), -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, ARB_FL_IMMUTABLE), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fa, ARB_FL_APPEND), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, ARB_FL_NODUMP | ARB_FL_NOATIME),
+			 0);
+	ck_assert(arb_fs_has_protected_inodes(fs));
+	reopen();
+	/* kept, and the superblock bit with them */
+	ck_assert(arb_fs_has_protected_inodes(fs));
+	ck_assert_int_eq(arb_fs_getattr(fs, fi, &st), 0);
+	ck_assert_uint_eq(st.flags, ARB_FL_IMMUTABLE);
+	ck_assert_int_eq(arb_fs_get_flags(fs, fa, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_APPEND);
+
+	/* opens */
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_RDONLY), 0);
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_WRONLY | O_APPEND), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_RDONLY | O_TRUNC), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_RDWR | O_APPEND), 0);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_WRONLY), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_WRONLY | O_APPEND | O_TRUNC),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fn, O_WRONLY), 0);
+
+	/* immutable: nothing changes */
+	sa.mode = 0600;
+	ck_assert_int_eq(arb_fs_setattr(fs, fi, &sa, ARB_SET_MODE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fi, &sa, ARB_SET_MTIME_NOW, NULL,
+					NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setxattr(fs, fi, "user.x", "1", 1, 0), -EPERM);
+	ck_assert_int_eq(arb_fs_removexattr(fs, fi, "user.x"), -EPERM);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fi, 0, 0, 4096), -EPERM);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "i"), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "i", d, "i2", 0), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", d, "i", 0), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", d, "i", RENAME_EXCHANGE),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_link(fs, fi, d, "i-link", NULL), -EPERM);
+
+	/* append-only: times through the writeback cache, nothing else */
+	sa.size = 0;
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa, ARB_SET_SIZE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa, ARB_SET_MODE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa,
+					ARB_SET_MTIME | ARB_SET_CTIME, NULL, NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_write(fs, fa, "more", 4, 0), 4);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fa, FALLOC_FL_KEEP_SIZE, 0, 8192),
+			 0);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fa,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  0, 4096),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "a"), -EPERM);
+	ck_assert_int_eq(arb_fs_link(fs, fa, d, "a-link", NULL), -EPERM);
+
+	/* directories: immutable takes no new name, append-only loses none */
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, ARB_FL_APPEND | ARB_FL_NOATIME |
+							 ARB_FL_NODUMP),
+			 0);
+	n = mkfile(d, "new");
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "new"), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "new", ROOT, "new", 0), -EPERM);
+	/* inherited: NODUMP and NOATIME, never APPEND */
+	ck_assert_int_eq(arb_fs_get_flags(fs, n, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_NODUMP | ARB_FL_NOATIME);
+	sub = mkdir_(d, "sub");
+	ck_assert_int_eq(arb_fs_get_flags(fs, sub, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_NODUMP | ARB_FL_NOATIME);
+	ck_assert_int_eq(arb_fs_set_flags(fs, sub, ARB_FL_IMMUTABLE), 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, sub, "x", S_IFREG | 0644, 0, &cred,
+				      NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", sub, "n", 0), -EPERM);
+
+	/* noatime: a read leaves atime alone */
+	ck_assert_int_eq(arb_fs_write(fs, n, "data", 4, 0), 4);
+	sa.atime.tv_sec = 1;
+	ck_assert_int_eq(arb_fs_setattr(fs, n, &sa, ARB_SET_ATIME, NULL, NULL),
+			 0);
+	/* (atime before mtime: without the flag, relatime would update it) */
+	{
+		char b[4];
+		ck_assert_int_eq(arb_fs_read(fs, n, b, 4, 0), 4);
+	}
+	ck_assert_int_eq(arb_fs_getattr(fs, n, &st), 0);
+	ck_assert_int_eq(st.atime.tv_sec, 1);
+
+	/* cleared: everything goes */
+	ck_assert_int_eq(arb_fs_set_flags(fs, sub, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fa, 0), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "i"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "a"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "new"), 0);
+	/* the bit stays: the daemon keeps watching opens */
+	ck_assert(arb_fs_has_protected_inodes(fs));
+}
+END_TEST
+
 START_TEST(test_setattr)
 {
 	uint64_t f = mkfile(ROOT, "f");
@@ -2611,6 +2730,7 @@ Suite *fs_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_xattr);
+	tcase_add_test(tc, test_inode_flags);
 	tcase_add_test(tc, test_setattr);
 	tcase_add_test(tc, test_setattr_kill_suidgid);
 	tcase_add_test(tc, test_acl_access);
