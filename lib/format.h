@@ -85,6 +85,7 @@ enum arb_csum_type {
 	x(INODE_ITEM, 1, "inode")                                              \
 	x(INODE_REF, 12, "link of an inode: parent dir -> index, name")        \
 	x(XATTR_ITEM, 24, "extended attribute, keyed by name hash")            \
+	x(XATTR_DATA, 26, "piece of an xattr value stored out of line")       \
 	x(ORPHAN_ITEM, 48, "unlinked inode still to be freed")                 \
 	x(DIR_ITEM, 84, "directory entry, keyed by name hash")                 \
 	x(DIR_INDEX, 96, "directory entry, keyed by sequence")                 \
@@ -180,7 +181,11 @@ const char *arb_item_type_name(unsigned type);
  * writes none.
  */
 #define ARB_INCOMPAT_COMMIT_RECORD (1ULL << 0)
-#define ARB_INCOMPAT_KNOWN ARB_INCOMPAT_COMMIT_RECORD
+/* some xattr value is stored out of line (XATTR_DATA items, below): an
+ * older reader would return the reference as the value */
+#define ARB_INCOMPAT_XATTR_DATA (1ULL << 1)
+#define ARB_INCOMPAT_KNOWN                                                     \
+	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -651,9 +656,12 @@ ARB_LE(inode_ref, r_name_len, 16)
  *   8   8   generation of the transaction that created the entry
  *   16  2   length of the data (xattr value), 0 for directory entries
  *   18  2   name length (1..255)
- *   20  1   file type (DT_* value) for directory entries, 0 for xattrs
+ *   20  1   file type (DT_* value) for directory entries; for xattrs 0
+ *           (the data is the value) or ARB_XATTR_OUT_OF_LINE (the data is
+ *           a struct arb_xattr_ref)
  *   21  n   name, then data
  */
+#define ARB_XATTR_OUT_OF_LINE 1
 struct arb_dir_entry {
 	uint64_t d_ino;
 	uint64_t d_transid;
@@ -667,6 +675,31 @@ ARB_LE(dir_entry, d_transid, 64)
 ARB_LE(dir_entry, d_data_len, 16)
 ARB_LE(dir_entry, d_name_len, 16)
 ARB_LE(dir_entry, d_type, 8)
+
+/*
+ * Out-of-line xattr value (ARB_INCOMPAT_XATTR_DATA), the 16 bytes of data
+ * of an XATTR_ITEM entry with d_type ARB_XATTR_OUT_OF_LINE:
+ *   0   8   key offset of the first XATTR_DATA piece
+ *   8   4   length of the value in bytes
+ *   12  4   number of pieces (1..65536)
+ * The pieces are XATTR_DATA items (inode, XATTR_DATA, x_id + i) for i in
+ * [0, x_pieces), each holding the next non-empty run of the value's bytes;
+ * their sizes add up to x_len.  x_id is the name hash with its low 16 bits
+ * cleared, plus a multiple of 65536 when that is taken (another
+ * attribute's pieces).  Values of up to 16,000 bytes (the limit before out
+ * of line values) that fit their XATTR_ITEM are stored inline.
+ */
+struct arb_xattr_ref {
+	uint64_t x_id;
+	uint32_t x_len;
+	uint32_t x_pieces;
+} ARB_PACKED;
+ARB_CHECK_SIZE(xattr_ref, 16);
+ARB_LE(xattr_ref, x_id, 64)
+ARB_LE(xattr_ref, x_len, 32)
+ARB_LE(xattr_ref, x_pieces, 32)
+#define ARB_XATTR_INLINE_MAX 16000
+#define ARB_XATTR_PIECES_MAX 65536
 
 /* ------------------------------------------------------------------------ */
 /*

@@ -416,7 +416,7 @@ static int check_super(const struct arb_super *sb, uint64_t off,
 		       "mkfs.arborfs";
 		return -EPROTONOSUPPORT;
 	}
-	if (arb_super_s_incompat(sb) & ~ARB_INCOMPAT_COMMIT_RECORD) {
+	if (arb_super_s_incompat(sb) & ~ARB_INCOMPAT_KNOWN) {
 		*why = "unknown incompatible feature flags";
 		return -EPROTONOSUPPORT;
 	}

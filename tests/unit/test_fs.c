@@ -69,6 +69,12 @@ static void setup(void)
 	setup_size(256 * MiB, 0);
 }
 
+/* 4 KiB nodes: an xattr item holds less than 4 KiB */
+static void setup_4k(void)
+{
+	setup_size(256 * MiB, 4096);
+}
+
 static void check_clean(void)
 {
 	int ret = arb_fs_check(fs, stderr);
@@ -860,6 +866,90 @@ START_TEST(test_fallocate)
 }
 END_TEST
 
+/* a value of n bytes that tells its size and position apart */
+static uint8_t *xval(size_t n, unsigned seed)
+{
+	uint8_t *v = malloc(n ? n : 1);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint8_t)(i * 7 + seed + i / 251);
+	return v;
+}
+
+static void xattr_expect(uint64_t ino, const char *name, size_t n,
+			 unsigned seed)
+{
+	uint8_t *want = xval(n, seed), *got = malloc(n + 1);
+
+	ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, NULL, 0), (ssize_t)n);
+	if (n)
+		ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, got, n - 1),
+				 -ERANGE);
+	ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, got, n + 1),
+			 (ssize_t)n);
+	ck_assert_msg(memcmp(got, want, n) == 0, "%s: %zu bytes differ", name,
+		      n);
+	free(want);
+	free(got);
+}
+
+static void xattr_set(uint64_t ino, const char *name, size_t n, unsigned seed,
+		      int flags)
+{
+	uint8_t *v = xval(n, seed);
+
+	ck_assert_int_eq(arb_fs_setxattr(fs, ino, name, v, n, flags), 0);
+	free(v);
+}
+
+/* out-of-line values (past 16,000 bytes or what fits the item) */
+static void xattr_large_values(uint64_t f)
+{
+	static const size_t sizes[] = { 16001, 32768, 65536 };
+	uint64_t g = mkfile(ROOT, "xl");
+	uint8_t *v = xval(ARB_XATTR_SIZE_MAX + 1, 0);
+
+	ck_assert_int_eq(arb_fs_setxattr(fs, g, "user.toobig", v,
+					 ARB_XATTR_SIZE_MAX + 1, 0),
+			 -E2BIG);
+	free(v);
+	for (unsigned i = 0; i < 3; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "user.l%u", i);
+		xattr_set(g, name, sizes[i], i, XATTR_CREATE);
+		xattr_expect(g, name, sizes[i], i);
+	}
+	ck_assert_int_eq(arb_fs_listxattr(fs, g, NULL, 0), 3 * 8);
+	reopen();
+	for (unsigned i = 0; i < 3; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "user.l%u", i);
+		xattr_expect(g, name, sizes[i], i);
+	}
+	/* replace: larger, smaller (back inline), larger again */
+	xattr_set(g, "user.l0", 65536, 9, XATTR_REPLACE);
+	xattr_expect(g, "user.l0", 65536, 9);
+	xattr_set(g, "user.l2", 100, 5, XATTR_REPLACE);
+	xattr_expect(g, "user.l2", 100, 5);
+	xattr_set(g, "user.l1", 40000, 3, 0);
+	xattr_expect(g, "user.l1", 40000, 3);
+	reopen();
+	xattr_expect(g, "user.l0", 65536, 9);
+	xattr_expect(g, "user.l1", 40000, 3);
+	xattr_expect(g, "user.l2", 100, 5);
+	/* remove: the pieces go (teardown's check finds any left over) */
+	ck_assert_int_eq(arb_fs_removexattr(fs, g, "user.l0"), 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, g, "user.l0", NULL, 0), -ENODATA);
+	check_clean();
+	/* the other file's attributes were not touched */
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.big", NULL, 0), 8000);
+	/* freeing the inode deletes its pieces (the check would find
+	 * pieces without an inode) */
+	xattr_set(g, "user.l3", 65536, 4, 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "xl"), 0);
+	check_clean();
+}
+
 START_TEST(test_xattr)
 {
 	uint64_t f = mkfile(ROOT, "x");
@@ -921,6 +1011,7 @@ START_TEST(test_xattr)
 	ck_assert_int_eq(arb_fs_getxattr(fs, ROOT, "user.big", NULL, 0),
 			 -ENODATA);
 	free(big);
+	xattr_large_values(f);
 	/* xattrs go with the inode */
 	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "x"), 0);
 }
@@ -2736,6 +2827,12 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_acl_access);
 	tcase_add_test(tc, test_acl_inherit);
 	tcase_add_test(tc, test_write_keeps_times);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("attrs_4k");
+	tcase_add_checked_fixture(tc, setup_4k, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_xattr);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifecycle");

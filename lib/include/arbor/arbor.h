@@ -27,7 +27,9 @@ extern "C" {
 #define ARB_ROOT_INO 256ULL
 #define ARB_NAME_MAX 255
 #define ARB_XATTR_NAME_MAX 255
-#define ARB_XATTR_SIZE_MAX 16000 /* must also fit one tree node */
+/* as Linux's XATTR_SIZE_MAX; values past 16,000 bytes (or past what fits
+ * a tree node) are stored out of line, in pieces (format.h) */
+#define ARB_XATTR_SIZE_MAX 65536
 /* largest file size (EFBIG past it) */
 #define ARB_MAX_FILE_SIZE (1ULL << 50)
 
