@@ -269,6 +269,27 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	       struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	       size_t in_bufsz, size_t out_bufsz);
 
+/* Does the caller's thread pid, in our user namespace, have capability
+ * cap (a CAP_* number) in its effective set?  (ctl.c) */
+bool afs_pid_has_cap(pid_t pid, int cap);
+
+/*
+ * ---- iflags.c: file attributes (chattr/lsattr) ----
+ * The kernel does not know them (FUSE cannot set S_IMMUTABLE/S_APPEND), so
+ * the daemon refuses what they forbid: write-opens when it sees OPEN
+ * requests, and write(2) itself through the GETATTR the writeback cache
+ * sends with each write of a file whose attributes are stale.
+ */
+/* FS_IOC_GETFLAGS/SETFLAGS/FSGETXATTR/FSSETXATTR: answered (true) or not
+ * one of them (false) */
+bool afs_iflags_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+		      const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+/* a GETATTR with the file (FUSE_GETATTR_FH): 0 or -EPERM for the write(2)
+ * it serves */
+int afs_iflags_getattr_fh(struct afs *afs, fuse_req_t req, uint64_t nodeid);
+/* the attribute timeout to give with st */
+double afs_iflags_attr_timeout(const struct afs *afs, const struct arb_stat *st);
+
 /*
  * A message of the daemon (main.c): "arborfs: MESSAGE" on stderr in the
  * foreground, syslog(3) (facility daemon) once detached, where the

@@ -88,8 +88,7 @@ void afs_op_error(struct afs *afs)
 
 /* ---- privilege --------------------------------------------------------- */
 
-/* Is the caller's thread in our user namespace with CAP_SYS_ADMIN? */
-static bool pid_has_sys_admin(pid_t pid)
+bool afs_pid_has_cap(pid_t pid, int cap)
 {
 	char path[64], line[256], ns[64], my_ns[64];
 	unsigned long long caps = 0;
@@ -120,7 +119,7 @@ static bool pid_has_sys_admin(pid_t pid)
 		}
 	}
 	fclose(f);
-	return found && (caps >> CAP_SYS_ADMIN_BIT & 1);
+	return found && (caps >> cap & 1);
 }
 
 static bool req_privileged(fuse_req_t req)
@@ -129,7 +128,7 @@ static bool req_privileged(fuse_req_t req)
 
 	if (ctx->uid == 0)
 		return true;
-	return ctx->pid > 0 && pid_has_sys_admin(ctx->pid);
+	return ctx->pid > 0 && afs_pid_has_cap(ctx->pid, CAP_SYS_ADMIN_BIT);
 }
 
 /* ---- the ioctls -------------------------------------------------------- */
@@ -701,9 +700,11 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	ssize_t size = ioc_out_size(cmd);
 	int ret;
 
-	(void)ino;
 	(void)arg;
 	(void)fi;
+	/* chattr/lsattr (iflags.c) */
+	if (afs_iflags_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
+		return;
 	/* the structs have the same layout for 32-bit callers (every __u64
 	 * at a multiple of 8): FUSE_IOCTL_COMPAT needs nothing of its own */
 	(void)flags;

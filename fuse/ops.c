@@ -111,7 +111,7 @@ static void entry_from_arb(struct afs *afs, struct fuse_entry_param *e,
 	e->ino = to_nodeid(st->ino);
 	e->generation = st->generation;
 	stat_from_arb(&e->attr, st);
-	e->attr_timeout = afs->attr_timeout;
+	e->attr_timeout = afs_iflags_attr_timeout(afs, st);
 	e->entry_timeout = afs->entry_timeout;
 }
 
@@ -242,7 +242,12 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	 * open (opens.sh checks this after a remount).
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * Kept while the image has immutable or append-only inodes: only an
+	 * OPEN can refuse their write-opens (iflags.c).
+	 */
 	afs->no_open = !afs->open_requests &&
+		       !arb_fs_has_protected_inodes(afs->fs) &&
 		       (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	afs->no_opendir = !afs->open_requests &&
 			  (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
@@ -308,7 +313,7 @@ static void reply_attr(fuse_req_t req, const struct arb_stat *st)
 	struct stat s;
 
 	stat_from_arb(&s, st);
-	fuse_reply_attr(req, &s, req_afs(req)->attr_timeout);
+	fuse_reply_attr(req, &s, afs_iflags_attr_timeout(req_afs(req), st));
 }
 
 /*
@@ -364,6 +369,12 @@ static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
 		ret = afs_wberr_take(&req_afs(req)->wberr, ino);
 		if (ret) {
 			reply_err(req, ret);
+			return;
+		}
+		/* a write(2) to an immutable or append-only file (iflags.c) */
+		ret = afs_iflags_getattr_fh(req_afs(req), req, ino);
+		if (ret) {
+			reply_err(req, -ret);
 			return;
 		}
 	}
@@ -541,6 +552,12 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (req_afs(req)->no_open) {
 		/* "opened": the kernel sends no more OPEN or RELEASE (init) */
 		reply_err(req, ENOSYS);
+		return;
+	}
+	/* immutable and append-only files (iflags.c) */
+	ret = arb_fs_may_open(req_afs(req)->fs, to_ino(ino), fi->flags);
+	if (ret) {
+		reply_err(req, -ret);
 		return;
 	}
 	ret = arb_fs_open_inode(req_afs(req)->fs, to_ino(ino));

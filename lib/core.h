@@ -212,6 +212,13 @@ struct arb_vol {
  * by anything but a one-flush commit. */
 void arb_super_strip_record(struct arb_super *sb);
 
+/*
+ * Set feature bits (format.h) in the in-memory superblock; the next
+ * commit writes them.  Set them in the transaction that first writes what
+ * needs them: a crash before that commit loses both together.  Lock held.
+ */
+void arb_vol_set_features(struct arb_vol *vol, uint64_t compat,
+			  uint64_t incompat);
 /* Self-heal counters since open (see struct arb_vol); either may be NULL. */
 void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,
 			uint64_t *failed);

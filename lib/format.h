@@ -85,6 +85,7 @@ enum arb_csum_type {
 	x(INODE_ITEM, 1, "inode")                                              \
 	x(INODE_REF, 12, "link of an inode: parent dir -> index, name")        \
 	x(XATTR_ITEM, 24, "extended attribute, keyed by name hash")            \
+	x(XATTR_DATA, 26, "piece of an xattr value stored out of line")       \
 	x(ORPHAN_ITEM, 48, "unlinked inode still to be freed")                 \
 	x(DIR_ITEM, 84, "directory entry, keyed by name hash")                 \
 	x(DIR_INDEX, 96, "directory entry, keyed by sequence")                 \
@@ -180,7 +181,21 @@ const char *arb_item_type_name(unsigned type);
  * writes none.
  */
 #define ARB_INCOMPAT_COMMIT_RECORD (1ULL << 0)
-#define ARB_INCOMPAT_KNOWN ARB_INCOMPAT_COMMIT_RECORD
+/* some xattr value is stored out of line (XATTR_DATA items, below): an
+ * older reader would return the reference as the value */
+#define ARB_INCOMPAT_XATTR_DATA (1ULL << 1)
+#define ARB_INCOMPAT_KNOWN                                                     \
+	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA)
+/*
+ * Compatible feature bit 0: some inode carries (or once carried)
+ * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
+ * sets one of them, never cleared.  It changes nothing in how the image is
+ * read; it tells a FUSE daemon at mount that it must see every open to
+ * refuse write-opens of such files (fuse/iflags.c), without scanning the
+ * inodes.  An arborfs that predates the flags ignores it (and the flags).
+ */
+#define ARB_COMPAT_PROTECTED_INODES (1ULL << 0)
+#define ARB_COMPAT_KNOWN ARB_COMPAT_PROTECTED_INODES
 #define ARB_COMMIT_REC_MAX 128
 #define ARB_COMMIT_REC_BYTES (4ULL << 20)
 
@@ -538,7 +553,7 @@ ARB_LE(file_extent, f_num_bytes, 64)
  *   24   8   bytes allocated on disk for data
  *   32   8   sequence counter for DIR_INDEX (directories): next index
  *   40   8   rdev (device nodes)
- *   48   8   flags (ARB_INODE_*)
+ *   48   8   flags (ARB_INODE_*, below)
  *   56   4   nlink
  *   60   4   uid
  *   64   4   gid
@@ -576,6 +591,26 @@ ARB_CHECK_OFF(inode_item, i_nlink, 56);
 ARB_CHECK_OFF(inode_item, i_mode, 68);
 ARB_CHECK_OFF(inode_item, i_atime, 72);
 ARB_CHECK_OFF(inode_item, i_btime_ns, 116);
+/*
+ * i_flags.  Bits 0-3 are the file attributes of chattr(1), with the
+ * meaning ext4 gives them; the numbers are ours (the library converts to
+ * and from FS_*_FL).  Unknown bits are kept as they are by every writer.
+ *   IMMUTABLE  no change at all: data, size, names, mode, owner, times,
+ *              xattrs; no new links; a directory takes no new entries
+ *              and loses none
+ *   APPEND     data only appended (writes through O_APPEND opens), no
+ *              truncation, no unlink or rename, no new links, no change
+ *              of mode, owner or xattrs; a directory loses no entries
+ *   NODUMP     dump(8) skips the file; no effect on the filesystem
+ *   NOATIME    reads do not update atime
+ * New inodes inherit NODUMP and NOATIME from their directory (as ext4's
+ * EXT4_FL_INHERITED); IMMUTABLE and APPEND are never inherited.
+ */
+#define ARB_INODE_IMMUTABLE (1ULL << 0)
+#define ARB_INODE_APPEND (1ULL << 1)
+#define ARB_INODE_NODUMP (1ULL << 2)
+#define ARB_INODE_NOATIME (1ULL << 3)
+#define ARB_INODE_INHERITED (ARB_INODE_NODUMP | ARB_INODE_NOATIME)
 ARB_LE(inode_item, i_generation, 64)
 ARB_LE(inode_item, i_transid, 64)
 ARB_LE(inode_item, i_size, 64)
@@ -621,9 +656,12 @@ ARB_LE(inode_ref, r_name_len, 16)
  *   8   8   generation of the transaction that created the entry
  *   16  2   length of the data (xattr value), 0 for directory entries
  *   18  2   name length (1..255)
- *   20  1   file type (DT_* value) for directory entries, 0 for xattrs
+ *   20  1   file type (DT_* value) for directory entries; for xattrs 0
+ *           (the data is the value) or ARB_XATTR_OUT_OF_LINE (the data is
+ *           a struct arb_xattr_ref)
  *   21  n   name, then data
  */
+#define ARB_XATTR_OUT_OF_LINE 1
 struct arb_dir_entry {
 	uint64_t d_ino;
 	uint64_t d_transid;
@@ -637,6 +675,31 @@ ARB_LE(dir_entry, d_transid, 64)
 ARB_LE(dir_entry, d_data_len, 16)
 ARB_LE(dir_entry, d_name_len, 16)
 ARB_LE(dir_entry, d_type, 8)
+
+/*
+ * Out-of-line xattr value (ARB_INCOMPAT_XATTR_DATA), the 16 bytes of data
+ * of an XATTR_ITEM entry with d_type ARB_XATTR_OUT_OF_LINE:
+ *   0   8   key offset of the first XATTR_DATA piece
+ *   8   4   length of the value in bytes
+ *   12  4   number of pieces (1..65536)
+ * The pieces are XATTR_DATA items (inode, XATTR_DATA, x_id + i) for i in
+ * [0, x_pieces), each holding the next non-empty run of the value's bytes;
+ * their sizes add up to x_len.  x_id is the name hash with its low 16 bits
+ * cleared, plus a multiple of 65536 when that is taken (another
+ * attribute's pieces).  Values of up to 16,000 bytes (the limit before out
+ * of line values) that fit their XATTR_ITEM are stored inline.
+ */
+struct arb_xattr_ref {
+	uint64_t x_id;
+	uint32_t x_len;
+	uint32_t x_pieces;
+} ARB_PACKED;
+ARB_CHECK_SIZE(xattr_ref, 16);
+ARB_LE(xattr_ref, x_id, 64)
+ARB_LE(xattr_ref, x_len, 32)
+ARB_LE(xattr_ref, x_pieces, 32)
+#define ARB_XATTR_INLINE_MAX 16000
+#define ARB_XATTR_PIECES_MAX 65536
 
 /* ------------------------------------------------------------------------ */
 /*

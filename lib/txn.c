@@ -416,7 +416,7 @@ static int check_super(const struct arb_super *sb, uint64_t off,
 		       "mkfs.arborfs";
 		return -EPROTONOSUPPORT;
 	}
-	if (arb_super_s_incompat(sb) & ~ARB_INCOMPAT_COMMIT_RECORD) {
+	if (arb_super_s_incompat(sb) & ~ARB_INCOMPAT_KNOWN) {
 		*why = "unknown incompatible feature flags";
 		return -EPROTONOSUPPORT;
 	}
@@ -796,4 +796,17 @@ int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o)
 out:
 	vol_free(vol);
 	return ret;
+}
+
+void arb_vol_set_features(struct arb_vol *vol, uint64_t compat,
+			  uint64_t incompat)
+{
+	uint64_t c = arb_super_s_compat(&vol->super);
+	uint64_t i = arb_super_s_incompat(&vol->super);
+
+	if ((c | compat) == c && (i | incompat) == i)
+		return;
+	arb_set_super_s_compat(&vol->super, c | compat);
+	arb_set_super_s_incompat(&vol->super, i | incompat);
+	vol->super_dirty = true;
 }

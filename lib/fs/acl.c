@@ -434,6 +434,8 @@ int fs_acl_setxattr(struct arb_fs *fs, uint64_t ino, int type,
 		return ret;
 	fs_lock(fs);
 	ret = fs_inode_read(fs, ino, &in);
+	if (!ret)
+		ret = fs_iflags_may_setxattr(&in);
 	if (ret)
 		goto out;
 	if (S_ISLNK(in.mode)) {

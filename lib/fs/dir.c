@@ -648,6 +648,8 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	}
 	fs_lock(fs);
 	ret = new_name_ok(fs, dir, name, len, &din);
+	if (!ret)
+		ret = fs_iflags_may_create(&din);
 	if (ret)
 		goto out;
 	if (S_ISDIR(mode) && din.nlink >= ARB_LINK_MAX) {
@@ -681,6 +683,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	in.nlink = S_ISDIR(mode) ? 2 : 1;
 	in.seq = 2;
 	in.rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? rdev : 0;
+	in.flags = din.flags & ARB_INODE_INHERITED;
 	in.atime = in.mtime = in.ctime = in.btime = now;
 	if (target) {
 		in.size = tlen;
@@ -834,6 +837,8 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		goto out;
 	}
 	ret = new_name_ok(fs, newdir, newname, len, &din);
+	if (!ret)
+		ret = fs_iflags_may_link(&in, &din);
 	if (ret)
 		goto out;
 	ret = fs_op_begin(fs, &t, 0, 0);
@@ -885,6 +890,8 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	if (ret)
 		goto out;
 	ret = fs_inode_read(fs, ino, &in);
+	if (!ret)
+		ret = fs_iflags_may_delete(&din, &in);
 	if (ret)
 		goto out;
 	if (rmdir) {
@@ -1016,6 +1023,9 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 			goto out;
 		dst_dir = S_ISDIR(dst.mode);
 	}
+	ret = fs_iflags_may_rename(od, &src, nd, have_dst ? &dst : NULL);
+	if (ret)
+		goto out;
 
 	if (flags & RENAME_EXCHANGE) {
 		if (src_dir && dir != newdir) {

@@ -849,7 +849,8 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 	}
 	ret = (ssize_t)size;
 	fs_now(&now);
-	if (!fs->opts.noatime && !fs->readonly && relatime_due(&in, &now) &&
+	if (!fs->opts.noatime && !(in.flags & ARB_INODE_NOATIME) &&
+	    !fs->readonly && relatime_due(&in, &now) &&
 	    fs_op_begin(fs, &t, 0, 0) == 0) {
 		in.atime = now;
 		r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
@@ -1634,6 +1635,8 @@ int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
 	fs_lock(fs);
 	bs = fs->bs;
 	ret = reg_inode_read(fs, ino, &in, -ENODEV);
+	if (!ret)
+		ret = fs_iflags_may_fallocate(&in, mode);
 	if (ret)
 		goto out;
 	if (fs->readonly) {

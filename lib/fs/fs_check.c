@@ -14,6 +14,8 @@
  *   - directory i_size = 2 * sum of name lengths; i_seq above every index
  *   - EXTENT_DATA items parse, do not overlap, inline only at offset 0;
  *     i_nbytes = bytes they map
+ *   - an out-of-line xattr value's pieces (XATTR_DATA) all exist and add
+ *     up to its length; every piece belongs to an attribute of its inode
  * Collected per inode while its items go by; cross references are checked
  * with lookups, so the memory used does not grow with the tree (beyond
  * the records of the problems found).  Delayed data (not yet in the
@@ -45,6 +47,13 @@ struct chk {
 	uint64_t refs, parents, subdirs, name_bytes, max_index;
 	uint64_t ext_end, ext_bytes;
 	bool inline_seen;
+	/* the out-of-line xattr values of the inode (XATTR_ITEMs sort
+	 * before their XATTR_DATA pieces): first piece and count */
+	struct chk_xref {
+		uint64_t id;
+		uint32_t pieces;
+	} *xrefs;
+	size_t nxrefs, xrefs_cap;
 };
 
 /*
@@ -278,6 +287,77 @@ static void check_inode_ref(struct chk *c, const struct arb_key *k,
 	}
 }
 
+/*
+ * An out-of-line xattr value: a reference of the right size whose pieces
+ * all exist, none empty, adding up to its length.  Remembered for
+ * check_xattr_piece.
+ */
+static void check_xattr_ref(struct chk *c, const struct arb_key *k,
+			    const uint8_t *data, size_t dlen, const char *name)
+{
+	struct arb_xattr_ref r;
+	struct arb_key pk;
+	uint64_t total = 0;
+	uint32_t pieces;
+	uint8_t dummy;
+	int ret;
+
+	if (dlen != sizeof(r)) {
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"xattr '%s': out-of-line reference of %zu bytes", name,
+			dlen);
+		return;
+	}
+	memcpy(&r, data, sizeof(r));
+	pieces = arb_xattr_ref_x_pieces(&r);
+	if (pieces == 0 || pieces > ARB_XATTR_PIECES_MAX ||
+	    arb_xattr_ref_x_len(&r) > ARB_XATTR_SIZE_MAX) {
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"xattr '%s': bad out-of-line reference", name);
+		return;
+	}
+	for (uint32_t i = 0; i < pieces; i++) {
+		pk.objectid = k->objectid;
+		pk.type = ARB_XATTR_DATA;
+		pk.offset = arb_xattr_ref_x_id(&r) + i;
+		ret = arb_lookup_item(c->fs->root, &pk, &dummy, 0);
+		if (ret <= 0) {
+			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+				"xattr '%s': piece %u of %u %s", name, i,
+				pieces, ret == 0 ? "empty" : "missing");
+			return;
+		}
+		total += (uint64_t)ret;
+	}
+	if (total != arb_xattr_ref_x_len(&r))
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"xattr '%s': pieces of %llu bytes for a value of %u",
+			name, (unsigned long long)total,
+			arb_xattr_ref_x_len(&r));
+	if (c->nxrefs == c->xrefs_cap) {
+		size_t cap = c->xrefs_cap ? 2 * c->xrefs_cap : 8;
+		struct chk_xref *v = realloc(c->xrefs, cap * sizeof(*v));
+		if (!v)
+			return; /* its pieces will look orphaned */
+		c->xrefs = v;
+		c->xrefs_cap = cap;
+	}
+	c->xrefs[c->nxrefs].id = arb_xattr_ref_x_id(&r);
+	c->xrefs[c->nxrefs++].pieces = pieces;
+}
+
+/* an XATTR_DATA item must be a piece of an attribute of its inode */
+static void check_xattr_piece(struct chk *c, const struct arb_key *k)
+{
+	for (size_t i = 0; i < c->nxrefs; i++)
+		if (k->offset >= c->xrefs[i].id &&
+		    k->offset - c->xrefs[i].id < c->xrefs[i].pieces)
+			return;
+	problem(c, ARB_PB_UNEXPECTED, k->objectid,
+		"xattr piece %llu of no attribute",
+		(unsigned long long)k->offset);
+}
+
 static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			      const uint8_t *d, uint32_t size)
 {
@@ -312,6 +392,10 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
 				"entry '%s' under wrong hash",
 				name);
+		if (k->type == ARB_XATTR_ITEM &&
+		    arb_dir_entry_d_type(e) == ARB_XATTR_OUT_OF_LINE)
+			check_xattr_ref(c, k, d + pos + sizeof(*e) + nl,
+					arb_dir_entry_d_data_len(e), name);
 		if (k->type == ARB_DIR_INDEX) {
 			c->name_bytes += nl;
 			if (k->offset > c->max_index)
@@ -470,6 +554,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 			c.refs = c.parents = c.subdirs = c.name_bytes = 0;
 			c.max_index = c.ext_end = c.ext_bytes = 0;
 			c.inline_seen = false;
+			c.nxrefs = 0;
 		}
 		if (k.objectid == ARB_ORPHAN_OBJECTID) {
 			struct arb_inode oin;
@@ -512,6 +597,9 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 			case ARB_EXTENT_DATA:
 				check_extent(&c, &k, d, size);
 				break;
+			case ARB_XATTR_DATA:
+				check_xattr_piece(&c, &k);
+				break;
 			default:
 				problem(&c, ARB_PB_UNEXPECTED, k.objectid,
 					"unexpected item type %u",
@@ -526,6 +614,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		ret = 0;
 	}
 	free(c.buf);
+	free(c.xrefs);
 	*errors += c.errors;
 	return ret < 0 ? ret : (c.errors ? -EUCLEAN : 0);
 }

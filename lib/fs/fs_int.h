@@ -7,6 +7,7 @@
  *   fs.c       open/close, commit thread, statfs, stats, mkfs, orphans,
  *              open-inode table, the op_begin/op_end transaction wrappers
  *   inode.c    INODE_ITEM pack/unpack, getattr/setattr, freeing an inode
+ *   iflags.c   file attributes (chattr): get/set, what they forbid
  *   dir.c      DIR_ITEM/DIR_INDEX/INODE_REF, lookup, readdir, create,
  *              link/unlink/rmdir/rename, symlink
  *   file.c     read/write/truncate/fallocate/lseek/fsync, delayed
@@ -277,6 +278,26 @@ int fs_inode_free(struct arb_fs *fs, struct arb_txn *t, uint64_t ino);
 int fs_inode_unlinked(struct arb_fs *fs, struct arb_txn *t,
 		      struct arb_inode *in);
 bool fs_item_exists(struct arb_root *root, const struct arb_key *key);
+
+/* ---- iflags.c: what the inode flags (ARB_INODE_*) forbid ---- */
+#define ARB_INODE_PROTECTED (ARB_INODE_IMMUTABLE | ARB_INODE_APPEND)
+/* each: 0 or -EPERM, as the kernel's checks of S_IMMUTABLE/S_APPEND */
+int fs_iflags_may_create(const struct arb_inode *dir);
+int fs_iflags_may_delete(const struct arb_inode *dir,
+			 const struct arb_inode *victim);
+int fs_iflags_may_link(const struct arb_inode *in, const struct arb_inode *dir);
+/* dst NULL: no inode at the new name */
+int fs_iflags_may_rename(const struct arb_inode *odir,
+			 const struct arb_inode *src,
+			 const struct arb_inode *ndir,
+			 const struct arb_inode *dst);
+/* valid: enum arb_setattr_valid */
+int fs_iflags_may_setattr(const struct arb_inode *in, unsigned valid);
+/* xattrs and ACLs */
+int fs_iflags_may_setxattr(const struct arb_inode *in);
+/* mode as fallocate(2)'s */
+int fs_iflags_may_fallocate(const struct arb_inode *in, int mode);
+uint32_t fs_iflags_to_fl(uint64_t iflags);
 
 /* ---- dir.c ---- */
 /* Entries of DIR_ITEM / XATTR_ITEM items (struct arb_dir_entry + name +

@@ -175,6 +175,7 @@ void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 	st->mtime = in->mtime;
 	st->ctime = in->ctime;
 	st->btime = in->btime;
+	st->flags = fs_iflags_to_fl(in->flags);
 }
 
 int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st)
@@ -226,6 +227,9 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 			fs_inode_to_stat(fs, &in, st);
 		goto out_unlock;
 	}
+	ret = fs_iflags_may_setattr(&in, valid);
+	if (ret)
+		goto out_unlock;
 	if (valid & ARB_SET_SIZE) {
 		if (S_ISDIR(in.mode)) {
 			ret = -EISDIR;

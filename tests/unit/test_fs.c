@@ -69,6 +69,12 @@ static void setup(void)
 	setup_size(256 * MiB, 0);
 }
 
+/* 4 KiB nodes: an xattr item holds less than 4 KiB */
+static void setup_4k(void)
+{
+	setup_size(256 * MiB, 4096);
+}
+
 static void check_clean(void)
 {
 	int ret = arb_fs_check(fs, stderr);
@@ -860,6 +866,90 @@ START_TEST(test_fallocate)
 }
 END_TEST
 
+/* a value of n bytes that tells its size and position apart */
+static uint8_t *xval(size_t n, unsigned seed)
+{
+	uint8_t *v = malloc(n ? n : 1);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint8_t)(i * 7 + seed + i / 251);
+	return v;
+}
+
+static void xattr_expect(uint64_t ino, const char *name, size_t n,
+			 unsigned seed)
+{
+	uint8_t *want = xval(n, seed), *got = malloc(n + 1);
+
+	ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, NULL, 0), (ssize_t)n);
+	if (n)
+		ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, got, n - 1),
+				 -ERANGE);
+	ck_assert_int_eq(arb_fs_getxattr(fs, ino, name, got, n + 1),
+			 (ssize_t)n);
+	ck_assert_msg(memcmp(got, want, n) == 0, "%s: %zu bytes differ", name,
+		      n);
+	free(want);
+	free(got);
+}
+
+static void xattr_set(uint64_t ino, const char *name, size_t n, unsigned seed,
+		      int flags)
+{
+	uint8_t *v = xval(n, seed);
+
+	ck_assert_int_eq(arb_fs_setxattr(fs, ino, name, v, n, flags), 0);
+	free(v);
+}
+
+/* out-of-line values (past 16,000 bytes or what fits the item) */
+static void xattr_large_values(uint64_t f)
+{
+	static const size_t sizes[] = { 16001, 32768, 65536 };
+	uint64_t g = mkfile(ROOT, "xl");
+	uint8_t *v = xval(ARB_XATTR_SIZE_MAX + 1, 0);
+
+	ck_assert_int_eq(arb_fs_setxattr(fs, g, "user.toobig", v,
+					 ARB_XATTR_SIZE_MAX + 1, 0),
+			 -E2BIG);
+	free(v);
+	for (unsigned i = 0; i < 3; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "user.l%u", i);
+		xattr_set(g, name, sizes[i], i, XATTR_CREATE);
+		xattr_expect(g, name, sizes[i], i);
+	}
+	ck_assert_int_eq(arb_fs_listxattr(fs, g, NULL, 0), 3 * 8);
+	reopen();
+	for (unsigned i = 0; i < 3; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "user.l%u", i);
+		xattr_expect(g, name, sizes[i], i);
+	}
+	/* replace: larger, smaller (back inline), larger again */
+	xattr_set(g, "user.l0", 65536, 9, XATTR_REPLACE);
+	xattr_expect(g, "user.l0", 65536, 9);
+	xattr_set(g, "user.l2", 100, 5, XATTR_REPLACE);
+	xattr_expect(g, "user.l2", 100, 5);
+	xattr_set(g, "user.l1", 40000, 3, 0);
+	xattr_expect(g, "user.l1", 40000, 3);
+	reopen();
+	xattr_expect(g, "user.l0", 65536, 9);
+	xattr_expect(g, "user.l1", 40000, 3);
+	xattr_expect(g, "user.l2", 100, 5);
+	/* remove: the pieces go (teardown's check finds any left over) */
+	ck_assert_int_eq(arb_fs_removexattr(fs, g, "user.l0"), 0);
+	ck_assert_int_eq(arb_fs_getxattr(fs, g, "user.l0", NULL, 0), -ENODATA);
+	check_clean();
+	/* the other file's attributes were not touched */
+	ck_assert_int_eq(arb_fs_getxattr(fs, f, "user.big", NULL, 0), 8000);
+	/* freeing the inode deletes its pieces (the check would find
+	 * pieces without an inode) */
+	xattr_set(g, "user.l3", 65536, 4, 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "xl"), 0);
+	check_clean();
+}
+
 START_TEST(test_xattr)
 {
 	uint64_t f = mkfile(ROOT, "x");
@@ -921,8 +1011,128 @@ START_TEST(test_xattr)
 	ck_assert_int_eq(arb_fs_getxattr(fs, ROOT, "user.big", NULL, 0),
 			 -ENODATA);
 	free(big);
+	xattr_large_values(f);
 	/* xattrs go with the inode */
 	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "x"), 0);
+}
+END_TEST
+
+START_TEST(test_inode_flags)
+{
+	uint64_t d = mkdir_(ROOT, "d"), fi, fa, fn, sub, n;
+	struct arb_setattr sa = { 0 };
+	struct arb_stat st;
+	uint32_t fl;
+
+	fi = mkfile(d, "i");
+	fa = mkfile(d, "a");
+	fn = mkfile(d, "n");
+	ck_assert(!arb_fs_has_protected_inodes(fs));
+	ck_assert_int_eq(arb_fs_get_flags(fs, fi, &fl), 0);
+	ck_assert_uint_eq(fl, 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, 0x1), -EOPNOTSUPP);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, ARB_FL_IMMUTABLE), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fa, ARB_FL_APPEND), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, ARB_FL_NODUMP | ARB_FL_NOATIME),
+			 0);
+	ck_assert(arb_fs_has_protected_inodes(fs));
+	reopen();
+	/* kept, and the superblock bit with them */
+	ck_assert(arb_fs_has_protected_inodes(fs));
+	ck_assert_int_eq(arb_fs_getattr(fs, fi, &st), 0);
+	ck_assert_uint_eq(st.flags, ARB_FL_IMMUTABLE);
+	ck_assert_int_eq(arb_fs_get_flags(fs, fa, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_APPEND);
+
+	/* opens */
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_RDONLY), 0);
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_WRONLY | O_APPEND), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fi, O_RDONLY | O_TRUNC), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_RDWR | O_APPEND), 0);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_WRONLY), -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fa, O_WRONLY | O_APPEND | O_TRUNC),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_may_open(fs, fn, O_WRONLY), 0);
+
+	/* immutable: nothing changes */
+	sa.mode = 0600;
+	ck_assert_int_eq(arb_fs_setattr(fs, fi, &sa, ARB_SET_MODE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fi, &sa, ARB_SET_MTIME_NOW, NULL,
+					NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setxattr(fs, fi, "user.x", "1", 1, 0), -EPERM);
+	ck_assert_int_eq(arb_fs_removexattr(fs, fi, "user.x"), -EPERM);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fi, 0, 0, 4096), -EPERM);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "i"), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "i", d, "i2", 0), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", d, "i", 0), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", d, "i", RENAME_EXCHANGE),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_link(fs, fi, d, "i-link", NULL), -EPERM);
+
+	/* append-only: times through the writeback cache, nothing else */
+	sa.size = 0;
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa, ARB_SET_SIZE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa, ARB_SET_MODE, NULL, NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_setattr(fs, fa, &sa,
+					ARB_SET_MTIME | ARB_SET_CTIME, NULL, NULL),
+			 0);
+	ck_assert_int_eq(arb_fs_write(fs, fa, "more", 4, 0), 4);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fa, FALLOC_FL_KEEP_SIZE, 0, 8192),
+			 0);
+	ck_assert_int_eq(arb_fs_fallocate(fs, fa,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  0, 4096),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "a"), -EPERM);
+	ck_assert_int_eq(arb_fs_link(fs, fa, d, "a-link", NULL), -EPERM);
+
+	/* directories: immutable takes no new name, append-only loses none */
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, ARB_FL_APPEND | ARB_FL_NOATIME |
+							 ARB_FL_NODUMP),
+			 0);
+	n = mkfile(d, "new");
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "new"), -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "new", ROOT, "new", 0), -EPERM);
+	/* inherited: NODUMP and NOATIME, never APPEND */
+	ck_assert_int_eq(arb_fs_get_flags(fs, n, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_NODUMP | ARB_FL_NOATIME);
+	sub = mkdir_(d, "sub");
+	ck_assert_int_eq(arb_fs_get_flags(fs, sub, &fl), 0);
+	ck_assert_uint_eq(fl, ARB_FL_NODUMP | ARB_FL_NOATIME);
+	ck_assert_int_eq(arb_fs_set_flags(fs, sub, ARB_FL_IMMUTABLE), 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, sub, "x", S_IFREG | 0644, 0, &cred,
+				      NULL),
+			 -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "n", sub, "n", 0), -EPERM);
+
+	/* noatime: a read leaves atime alone */
+	ck_assert_int_eq(arb_fs_write(fs, n, "data", 4, 0), 4);
+	sa.atime.tv_sec = 1;
+	ck_assert_int_eq(arb_fs_setattr(fs, n, &sa, ARB_SET_ATIME, NULL, NULL),
+			 0);
+	/* (atime before mtime: without the flag, relatime would update it) */
+	{
+		char b[4];
+		ck_assert_int_eq(arb_fs_read(fs, n, b, 4, 0), 4);
+	}
+	ck_assert_int_eq(arb_fs_getattr(fs, n, &st), 0);
+	ck_assert_int_eq(st.atime.tv_sec, 1);
+
+	/* cleared: everything goes */
+	ck_assert_int_eq(arb_fs_set_flags(fs, sub, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, d, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fi, 0), 0);
+	ck_assert_int_eq(arb_fs_set_flags(fs, fa, 0), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "i"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "a"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, d, "new"), 0);
+	/* the bit stays: the daemon keeps watching opens */
+	ck_assert(arb_fs_has_protected_inodes(fs));
 }
 END_TEST
 
@@ -2680,11 +2890,18 @@ Suite *fs_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_xattr);
+	tcase_add_test(tc, test_inode_flags);
 	tcase_add_test(tc, test_setattr);
 	tcase_add_test(tc, test_setattr_kill_suidgid);
 	tcase_add_test(tc, test_acl_access);
 	tcase_add_test(tc, test_acl_inherit);
 	tcase_add_test(tc, test_write_keeps_times);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("attrs_4k");
+	tcase_add_checked_fixture(tc, setup_4k, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_xattr);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifecycle");

@@ -27,7 +27,9 @@ extern "C" {
 #define ARB_ROOT_INO 256ULL
 #define ARB_NAME_MAX 255
 #define ARB_XATTR_NAME_MAX 255
-#define ARB_XATTR_SIZE_MAX 16000 /* must also fit one tree node */
+/* as Linux's XATTR_SIZE_MAX; values past 16,000 bytes (or past what fits
+ * a tree node) are stored out of line, in pieces (format.h) */
+#define ARB_XATTR_SIZE_MAX 65536
 /* largest file size (EFBIG past it) */
 #define ARB_MAX_FILE_SIZE (1ULL << 50)
 
@@ -137,6 +139,8 @@ struct arb_stat {
 	uint64_t blocks; /* 512-byte units */
 	uint32_t blksize;
 	struct timespec atime, mtime, ctime, btime;
+	/* file attributes, ARB_FL_* (arb_fs_set_flags) */
+	uint32_t flags;
 };
 
 /* setattr: which fields of struct arb_setattr to apply */
@@ -267,6 +271,47 @@ ssize_t arb_fs_getxattr(struct arb_fs *fs, uint64_t ino, const char *name,
 ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 			 size_t size);
 int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name);
+
+/*
+ * File attributes (chattr/lsattr), as FS_IOC_GETFLAGS/SETFLAGS carry them:
+ * the values are those of FS_*_FL in <linux/fs.h>.  Stored in the inode
+ * (format.h, ARB_INODE_*), with ext4's meaning:
+ *   IMMUTABLE  the library refuses (-EPERM) every change of the inode:
+ *              setattr, xattrs, fallocate, unlink, rename, link, and new
+ *              or removed entries of a directory
+ *   APPEND     the library refuses truncation, chmod, chown, explicit
+ *              atime, xattrs, punching holes, unlink, rename, link and
+ *              removed entries of a directory
+ *   NODUMP     stored only
+ *   NOATIME    reads do not update atime
+ * arb_fs_write does not look at IMMUTABLE or APPEND: which writes they
+ * allow depends on how the file was opened, so the caller asks
+ * arb_fs_may_open at open (the kernel would, for a local filesystem),
+ * and data accepted before the flag was set still reaches the image.
+ * New inodes inherit NODUMP and NOATIME from their directory.
+ */
+#define ARB_FL_IMMUTABLE 0x00000010u
+#define ARB_FL_APPEND 0x00000020u
+#define ARB_FL_NODUMP 0x00000040u
+#define ARB_FL_NOATIME 0x00000080u
+#define ARB_FL_SUPPORTED                                                       \
+	(ARB_FL_IMMUTABLE | ARB_FL_APPEND | ARB_FL_NODUMP | ARB_FL_NOATIME)
+int arb_fs_get_flags(struct arb_fs *fs, uint64_t ino, uint32_t *flags);
+/*
+ * Replace the attributes by flags: -EOPNOTSUPP for a bit outside
+ * ARB_FL_SUPPORTED.  Who may change what (the owner, CAP_LINUX_IMMUTABLE
+ * for IMMUTABLE and APPEND) is the caller's to check.
+ */
+int arb_fs_set_flags(struct arb_fs *fs, uint64_t ino, uint32_t flags);
+/*
+ * May ino be opened with open(2) flags oflags?  -EPERM for a write-open
+ * (or O_TRUNC) of an IMMUTABLE inode, and for a write-open without
+ * O_APPEND (or with O_TRUNC) of an APPEND inode; otherwise 0.
+ */
+int arb_fs_may_open(struct arb_fs *fs, uint64_t ino, int oflags);
+/* Some inode has (or had) IMMUTABLE or APPEND: the superblock's
+ * ARB_COMPAT_PROTECTED_INODES. */
+bool arb_fs_has_protected_inodes(struct arb_fs *fs);
 
 int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv);
 /*
