@@ -16,7 +16,8 @@
  *   - extent-missing: a node or data extent in use without an extent item
  *     (the allocator sees it as free: repair refuses to run)
  *   - extent-refcount / extent-backref / extent-leak / extent-missing /
- *     extent-overlap for data extents
+ *     extent-overlap for data extents; extent-backref also for a
+ *     back-reference a lookup from its hash does not reach (format.h)
  *   - data-csum (optional): every sector of every data extent that has a
  *     checksum is read and compared; csum-missing: a sector of an extent
  *     that a REG file extent uses has no checksum (reads of it fail;
@@ -361,11 +362,11 @@ static void add_fix(struct xc *c, const struct xfix *f)
 /* compare one data extent's recorded state with the trees */
 static void check_data_extent(struct xc *c, uint64_t addr, uint64_t len,
 			      uint64_t refs, const struct rref *rr, size_t nr,
-			      bool fix)
+			      bool misplaced, bool fix)
 {
 	uint64_t key[4] = { addr, 0, 0, 0 };
 	struct xe *e = xget(&c->data, key, false);
-	bool bad_refs = false, bad_back = false;
+	bool bad_refs = false, bad_back = misplaced;
 	size_t lo, hi;
 
 	if (!e || !e->count) {
@@ -512,6 +513,10 @@ static int scan_extent_tree(struct xc *c, bool fix)
 	/* the data extent being collected */
 	uint64_t cur = 0, cur_len = 0, cur_refs = 0;
 	bool in_data = false;
+	/* its back-references: a lookup misses one; the run of consecutive
+	 * keys being walked (see format.h, EXTENT_DATA_REF) */
+	bool misplaced = false;
+	uint64_t run_start = 0, run_next = 0;
 	struct rref *rr = NULL;
 	size_t nr = 0, caprr = 0;
 	int ret;
@@ -532,7 +537,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		past = ret != 0 || k.objectid >= c->hi;
 		if (in_data && (past || k.objectid != cur)) {
 			check_data_extent(c, cur, cur_len, cur_refs, rr, nr,
-					  fix);
+					  misplaced, fix);
 			in_data = false;
 		}
 		if (past)
@@ -541,6 +546,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		size = arb_iter_size(&it);
 		if (k.type == ARB_EXTENT_DATA_REF) {
 			const struct arb_extent_data_ref *r = d;
+			uint64_t home;
 			if (!in_data || k.objectid != cur ||
 			    size != sizeof(*r)) {
 				xproblem(c, ARB_PB_EXTENT_BACKREF, 0,
@@ -564,6 +570,27 @@ static int scan_extent_tree(struct xc *c, bool fix)
 			rr[nr].ino = arb_extent_data_ref_d_objectid(r);
 			rr[nr].off = arb_extent_data_ref_d_offset(r);
 			rr[nr].count = arb_extent_data_ref_d_count(r);
+			if (!nr || k.offset != run_next)
+				run_start = k.offset;
+			run_next = k.offset + 1;
+			home = arb_data_ref_hash(rr[nr].root, rr[nr].ino,
+						 rr[nr].off);
+			if (!arb_data_ref_reachable(home, k.offset,
+						    run_start)) {
+				xproblem(c, ARB_PB_EXTENT_BACKREF, rr[nr].ino,
+					 k.objectid,
+					 "data extent %llu: back-reference "
+					 "(root %llu, inode %llu, offset %llu) "
+					 "at key offset %llu, where a lookup "
+					 "from its hash %llu does not reach",
+					 (unsigned long long)k.objectid,
+					 (unsigned long long)rr[nr].root,
+					 (unsigned long long)rr[nr].ino,
+					 (unsigned long long)rr[nr].off,
+					 (unsigned long long)k.offset,
+					 (unsigned long long)home);
+				misplaced = true;
+			}
 			nr++;
 			continue;
 		}
@@ -593,6 +620,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 			cur_len = k.offset;
 			cur_refs = arb_extent_item_e_refs(ei);
 			nr = 0;
+			misplaced = false;
 			if (c->ndext == c->capdext) {
 				size_t cap = c->capdext ? c->capdext * 2 : 64;
 				void *n = realloc(c->dext,
@@ -978,23 +1006,16 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	ret = arb_update_item(t, er, &k, &ei, sizeof(ei));
 	if (ret)
 		return ret;
+	/* where the allocator's lookups find them, however many collide */
 	for (size_t i = 0; i < f->nwant; i++) {
 		const struct rref *x = &f->want[i];
 		struct arb_extent_data_ref r;
-		struct arb_key rk = { f->addr, ARB_EXTENT_DATA_REF,
-				      arb_data_ref_hash(x->root, x->ino,
-							x->off) };
-		int probe;
 
 		arb_set_extent_data_ref_d_root(&r, x->root);
 		arb_set_extent_data_ref_d_objectid(&r, x->ino);
 		arb_set_extent_data_ref_d_offset(&r, x->off);
 		arb_set_extent_data_ref_d_count(&r, x->count);
-		for (probe = 0; probe < 16; probe++, rk.offset++) {
-			ret = arb_insert_item(t, er, &rk, &r, sizeof(r));
-			if (ret != -EEXIST)
-				break;
-		}
+		ret = arb_data_ref_insert(t, f->addr, &r);
 		if (ret)
 			return ret;
 	}
