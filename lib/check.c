@@ -216,10 +216,14 @@ static void collect_roots(struct ck *c, struct arb_node *n, bool own)
 		if (k.type != ARB_ROOT_ITEM)
 			continue;
 		if (arb_item_size(n, (int)i) != sizeof(*ri)) {
+			/* a newer format, most likely: its tree is not
+			 * walked, so its nodes are reported as leaks too */
 			if (own)
-				problem(c, "root item %llu has size %u",
+				problem(c, "ROOT_ITEM of tree %llu has size %u, "
+					   "this version knows %zu: its tree is "
+					   "not checked",
 					(unsigned long long)k.objectid,
-					arb_item_size(n, (int)i));
+					arb_item_size(n, (int)i), sizeof(*ri));
 			continue;
 		}
 		ri = arb_item_ptr(n, (int)i);

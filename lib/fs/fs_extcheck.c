@@ -11,6 +11,8 @@
  * then walks the extent tree in key order and compares, extent by extent:
  *   - node-unreadable: a node that does not read or validate (the picture
  *     is then incomplete and no count is compared)
+ *   - newer-format: a ROOT_ITEM of a size this code does not know (the
+ *     same: its tree cannot be walked, so nothing is compared or repaired)
  *   - tree-block-refcount: a node's count or (owner, level) is wrong, or a
  *     tree block extent no pointer reaches
  *   - extent-missing: a node or data extent in use without an extent item
@@ -195,7 +197,27 @@ xproblem(struct xc *c, enum arb_problem_id id, uint64_t ino, uint64_t addr,
 static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
 		 uint64_t gen, int level, uint64_t tree);
 
-static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
+/*
+ * A ROOT_ITEM of a size this code does not know: most likely a newer
+ * arborfs grew the struct.  Skipping the tree would make every node and
+ * data extent it holds look leaked, and repair would free them; so the
+ * picture is incomplete, and repair refuses.
+ */
+static void root_item_unknown(struct xc *c, struct arb_node *n, bool own,
+			      uint64_t tree, uint32_t size)
+{
+	c->r->incomplete = true;
+	c->r->newer_format = true;
+	if (own)
+		xproblem(c, ARB_PB_NEWER_FORMAT, 0, n->bytenr,
+			 "ROOT_ITEM of tree %llu has size %u, this fsck knows "
+			 "%zu: refusing to repair, use a newer fsck.arborfs",
+			 (unsigned long long)tree, size,
+			 sizeof(struct arb_root_item));
+}
+
+static void collect_leaf(struct xc *c, struct arb_node *n, bool own,
+			 uint64_t tree)
 {
 	for (uint32_t i = 0; i < arb_nritems(n); i++) {
 		const struct arb_file_extent *fe;
@@ -205,7 +227,12 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 
 		arb_node_key(n, (int)i, &k);
 		if (tree == ARB_ROOT_TREE_ID && k.type == ARB_ROOT_ITEM &&
-		    arb_item_size(n, (int)i) == sizeof(struct arb_root_item)) {
+		    arb_item_size(n, (int)i) != sizeof(struct arb_root_item)) {
+			root_item_unknown(c, n, own, k.objectid,
+					  arb_item_size(n, (int)i));
+			continue;
+		}
+		if (tree == ARB_ROOT_TREE_ID && k.type == ARB_ROOT_ITEM) {
 			const struct arb_root_item *ri = arb_item_ptr(n, (int)i);
 			walk(c, arb_root_item_r_bytenr(ri),
 			     arb_root_item_r_mirror(ri),
@@ -283,7 +310,7 @@ static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
 		e->level = arb_level(n);
 	}
 	if (level == 0) {
-		collect_leaf(c, n, tree);
+		collect_leaf(c, n, own, tree);
 	} else {
 		for (uint32_t i = 0; i < arb_nritems(n); i++)
 			walk(c, arb_child_bytenr(n, (int)i),
