@@ -515,7 +515,8 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
  * Header of 21 bytes:
  *   0   8   generation that wrote this extent item
  *   8   8   number of bytes of file the item covers (ram bytes for inline)
- *   16  1   compression (0 none)
+ *   16  1   compression (0 none, the only value: any other is refused with
+ *           -EUCLEAN until compression exists)
  *   17  1   type: ARB_FILE_EXTENT_INLINE, _REG or _PREALLOC
  *   18  3   reserved, 0
  * INLINE: the file bytes follow the header (item size - 21 bytes).

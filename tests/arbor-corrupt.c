@@ -22,6 +22,8 @@
  *   tree-refcount PATH       the leaf holding the inode: count + 1
  *   overlapping-extents PATH a second file extent item overlapping the
  *                            first one (same data; counts kept right)
+ *   compressed PATH          the file's first file extent item says its
+ *                            data is compressed (f_compression 1)
  *   bad-data-csum PATH       one byte of the file's first data sector
  *                            flipped on disk
  *   bad-node-csum PATH       one byte of the leaf holding the inode flipped
@@ -504,6 +506,17 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(kind, "overlapping-extents")) {
 		ret = overlap(fs, t, tg.ino);
+	} else if (!strcmp(kind, "compressed")) {
+		ret = first_extent(fs, tg.ino, &k, &fe);
+		if (!ret) {
+			arb_set_file_extent_f_compression(&fe, 1);
+			printf("inode %llu: file extent at %llu: compression "
+			       "0 -> 1\n",
+			       (unsigned long long)tg.ino,
+			       (unsigned long long)k.offset);
+			ret = arb_update_item(t, fs->root, &k, &fe,
+					      sizeof(fe));
+		}
 	} else if (!strcmp(kind, "bad-data-csum")) {
 		ret = first_extent(fs, tg.ino, &k, &fe);
 		if (!ret) {

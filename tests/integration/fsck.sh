@@ -37,6 +37,7 @@ refcount          big                extent-refcount       1    -
 missing-backref   big2               extent-backref        1    -
 tree-refcount     many/f150          tree-block-refcount   1    -
 overlapping-extents big              file-extent-overlap   4    big
+compressed        big2               bad-file-extent       4    big2
 bad-data-csum     big2               data-csum             4    big2
 stale-csum        big2               csum-orphan           1    -
 missing-csum      big2               csum-missing          4    big2
