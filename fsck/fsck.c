@@ -7,7 +7,11 @@
  *   fsck.arborfs --list-problems
  *
  * Exit status (fsck(8)): 0 no errors, 1 errors corrected, 4 errors left
- * uncorrected, 8 operational error, 16 usage error.
+ * uncorrected, 8 operational error, 16 usage error.  An image of a newer
+ * format (unknown incompatible feature flags, an item of a size this
+ * version does not know) is an operational error, with -n as with -y: this
+ * fsck cannot judge it, and repairing what it cannot read would destroy
+ * it (a tree it cannot walk looks leaked), so nothing is written.
  *
  * Read-only by default; the library takes a shared lock on the image, so
  * an image mounted read-write (the daemon holds an exclusive lock) is
@@ -61,7 +65,7 @@ static void usage(FILE *f)
 		"                 if nothing was written since\n"
 		"  --list-problems  print the table of problems and exit\n"
 		"exit status: 0 clean, 1 corrected, 4 uncorrected, 8 operational"
-		" error, 16 usage error\n");
+		" error (also: an image of a newer format), 16 usage error\n");
 }
 
 /* 0 none, 1 a line rewritten in place (terminal), 2 a line a second */
@@ -156,8 +160,12 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 	ret = arb_fs_open(dev, &o, fs, &why);
 	if (ret) {
 		arb_dev_destroy(dev);
-		fprintf(stderr, "fsck.arborfs: %s: cannot open: %s\n", image,
-			why ? why : strerror(-ret));
+		fprintf(stderr, "fsck.arborfs: %s: cannot open: %s%s\n", image,
+			why ? why : strerror(-ret),
+			ret == -EPROTONOSUPPORT
+				? ": refusing to check or repair, use a newer "
+				  "fsck.arborfs"
+				: "");
 		/* a damaged superblock or root is a filesystem error */
 		return ret == -EUCLEAN || ret == -EIO ? FSCK_UNCORRECTED
 						       : FSCK_OPERROR;
@@ -301,6 +309,17 @@ int main(int argc, char **argv)
 	status = check(image, false, verbose, NULL, &r1);
 	if (status)
 		return status;
+	if (r1.newer_format) {
+		printf("%s: NEWER FORMAT, %llu nodes, %llu items checked, %zu "
+		       "problem%s found, 0 fixed, %.2fs: parts of the image are "
+		       "of a format this fsck.arborfs does not know; nothing "
+		       "written, use a newer fsck.arborfs\n",
+		       image, (unsigned long long)r1.nodes,
+		       (unsigned long long)r1.items, r1.nr,
+		       r1.nr == 1 ? "" : "s", since(&t0));
+		arb_check_result_free(&r1);
+		return FSCK_OPERROR;
+	}
 	if (!r1.nr || !repair) {
 		printf("%s: %s, %llu nodes, %llu items, %llu data sectors "
 		       "checked, %zu problem%s found, 0 fixed, %.2fs\n",

@@ -1095,42 +1095,154 @@ static int drop_csums(struct arb_txn *t, uint64_t bytenr, uint64_t len)
 }
 
 /*
- * Find the EXTENT_DATA_REF item of (root, ino, offset): keys start at its
- * hash and probe forward past collisions.  Items can be deleted, so a hole
- * does not end the probe; the first hole is where a new item goes.
- * 0 found (*count set), 1 absent (*found = key to insert at).
+ * Back-reference items of data extents: open addressing in the key offset
+ * (format.h, EXTENT_DATA_REF, states the invariant these keep).  Probing
+ * has no bound: a full window of colliding keys, which a user who picks
+ * inode numbers and file offsets (reflinks) can build on purpose, must
+ * not fail the transaction.
  */
-static int find_data_ref(struct arb_root *er, uint64_t bytenr,
-			 const struct data_delta *x, struct arb_key *found,
+static uint64_t data_ref_home(const struct arb_extent_data_ref *r)
+{
+	return arb_data_ref_hash(arb_extent_data_ref_d_root(r),
+				 arb_extent_data_ref_d_objectid(r),
+				 arb_extent_data_ref_d_offset(r));
+}
+
+/*
+ * Find the EXTENT_DATA_REF item of (root, ino, offset) of extent bytenr:
+ * walk the items from its home in key order; a free key offset ends the
+ * walk only at or past home + ARB_DATA_REF_WINDOW (below that, images of
+ * the bounded probing may have holes before the item).
+ * 0 found (*found its key, *count set), 1 absent (*found = the first free
+ * key offset at or after home, where it goes), <0 error.
+ */
+static int find_data_ref(struct arb_root *er, uint64_t bytenr, uint64_t root,
+			 uint64_t ino, uint64_t offset, struct arb_key *found,
 			 uint32_t *count)
 {
-	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF,
-			     arb_data_ref_hash(x->root, x->ino, x->offset) };
-	struct arb_extent_data_ref r;
+	uint64_t home = arb_data_ref_hash(root, ino, offset);
+	uint64_t pos = home, stop = home + ARB_DATA_REF_WINDOW;
+	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF, home };
 	bool have_hole = false;
+	struct arb_iter it;
 	int ret;
 
-	for (int probe = 0; probe < 16; probe++, k.offset++) {
-		ret = arb_lookup_item(er, &k, &r, sizeof(r));
-		if (ret == -ENOENT) {
+	arb_iter_init(&it, er);
+	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
+		const struct arb_extent_data_ref *r = arb_iter_data(&it);
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != bytenr || k.type != ARB_EXTENT_DATA_REF)
+			break;
+		if (k.offset != pos) {
+			/* [pos, k.offset) is free */
 			if (!have_hole)
-				*found = k;
+				found->offset = pos;
 			have_hole = true;
-			continue;
+			if (k.offset > stop)
+				break;
+			pos = k.offset;
 		}
-		if (ret < 0)
-			return ret;
-		if (ret != sizeof(r))
-			return -EUCLEAN;
-		if (arb_extent_data_ref_d_root(&r) == x->root &&
-		    arb_extent_data_ref_d_objectid(&r) == x->ino &&
-		    arb_extent_data_ref_d_offset(&r) == x->offset) {
-			*found = k;
-			*count = arb_extent_data_ref_d_count(&r);
-			return 0;
+		if (arb_iter_size(&it) != sizeof(*r)) {
+			arb_log(ARB_LOG_ERR,
+				"extent %llu: back-reference item at %llu has "
+				"size %u",
+				(unsigned long long)bytenr,
+				(unsigned long long)k.offset,
+				arb_iter_size(&it));
+			ret = -EUCLEAN;
+			break;
 		}
+		if (arb_extent_data_ref_d_root(r) == root &&
+		    arb_extent_data_ref_d_objectid(r) == ino &&
+		    arb_extent_data_ref_d_offset(r) == offset) {
+			*count = arb_extent_data_ref_d_count(r);
+			found->offset = pos;
+			ret = 0;
+			goto out;
+		}
+		pos++;
 	}
-	return have_hole ? 1 : -EUCLEAN;
+	if (ret < 0)
+		goto out;
+	if (!have_hole)
+		found->offset = pos;
+	ret = 1;
+out:
+	arb_iter_release(&it);
+	found->objectid = bytenr;
+	found->type = ARB_EXTENT_DATA_REF;
+	return ret;
+}
+
+/*
+ * The back-reference item at key offset hole was just deleted: move later
+ * items of the run of consecutive keys after it back into it, each one
+ * whose home is at or below the hole (Knuth's deletion for linear
+ * probing, vol. 3, 6.4 algorithm R), the hole moving with them.  That
+ * keeps every item reachable from its home however the chains of several
+ * homes interleave.  A free key offset ends the run: by the invariant no
+ * item past it can need a key offset before it.
+ */
+static int close_data_ref_hole(struct arb_txn *t, struct arb_root *er,
+			       uint64_t bytenr, uint64_t hole)
+{
+	for (uint64_t pos = hole + 1;; pos++) {
+		struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF, pos };
+		struct arb_extent_data_ref r;
+		bool move = false;
+		struct arb_iter it;
+		int ret;
+
+		arb_iter_init(&it, er);
+		for (ret = arb_iter_seek(&it, &k); ret == 0;
+		     ret = arb_iter_next(&it), pos++) {
+			arb_iter_key(&it, &k);
+			if (k.objectid != bytenr ||
+			    k.type != ARB_EXTENT_DATA_REF || k.offset != pos) {
+				ret = 1;
+				break;
+			}
+			if (arb_iter_size(&it) != sizeof(r)) {
+				ret = -EUCLEAN;
+				break;
+			}
+			memcpy(&r, arb_iter_data(&it), sizeof(r));
+			if (data_ref_home(&r) <= hole) {
+				move = true;
+				break;
+			}
+		}
+		arb_iter_release(&it);
+		if (!move)
+			return ret < 0 ? ret : 0;
+		ret = arb_del_item(t, er, &k);
+		if (ret)
+			return ret;
+		k.offset = hole;
+		ret = arb_insert_item(t, er, &k, &r, sizeof(r));
+		if (ret)
+			return ret;
+		hole = pos;
+	}
+}
+
+int arb_data_ref_insert(struct arb_txn *t, uint64_t bytenr,
+			const struct arb_extent_data_ref *r)
+{
+	struct arb_root *er = t->vol->extent_root;
+	struct arb_key k;
+	uint32_t count;
+	int ret;
+
+	ret = find_data_ref(er, bytenr, arb_extent_data_ref_d_root(r),
+			    arb_extent_data_ref_d_objectid(r),
+			    arb_extent_data_ref_d_offset(r), &k, &count);
+	if (ret == 0)
+		return -EEXIST;
+	if (ret < 0)
+		return ret;
+	return arb_insert_item(t, er, &k, r, sizeof(*r));
 }
 
 static int apply_data_deltas(struct arb_txn *t, struct dref_head *h)
@@ -1146,7 +1258,8 @@ static int apply_data_deltas(struct arb_txn *t, struct dref_head *h)
 		int64_t c;
 		if (!x->delta)
 			continue;
-		ret = find_data_ref(er, h->bytenr, x, &k, &count);
+		ret = find_data_ref(er, h->bytenr, x->root, x->ino, x->offset,
+				    &k, &count);
 		if (ret < 0)
 			return ret;
 		if (ret == 1)
@@ -1164,6 +1277,9 @@ static int apply_data_deltas(struct arb_txn *t, struct dref_head *h)
 		}
 		if (c == 0) {
 			ret = arb_del_item(t, er, &k);
+			if (!ret)
+				ret = close_data_ref_hole(t, er, h->bytenr,
+							  k.offset);
 		} else {
 			arb_set_extent_data_ref_d_root(&r, x->root);
 			arb_set_extent_data_ref_d_objectid(&r, x->ino);

@@ -13,7 +13,8 @@
  *     and its back-reference (owner, level) matches the node's header
  *   - each data extent's count equals the file extent items pointing at
  *     it, and its EXTENT_DATA_REF items equal, one for one, the
- *     (leaf owner, inode, offset) of those items
+ *     (leaf owner, inode, offset) of those items; each sits where a
+ *     lookup from its hash finds it (format.h, EXTENT_DATA_REF)
  *   - both copies of every node (duplicated metadata) read, validate and
  *     are identical; every pointer to a node names the same second copy,
  *     and so does the node's extent item
@@ -215,10 +216,14 @@ static void collect_roots(struct ck *c, struct arb_node *n, bool own)
 		if (k.type != ARB_ROOT_ITEM)
 			continue;
 		if (arb_item_size(n, (int)i) != sizeof(*ri)) {
+			/* a newer format, most likely: its tree is not
+			 * walked, so its nodes are reported as leaks too */
 			if (own)
-				problem(c, "root item %llu has size %u",
+				problem(c, "ROOT_ITEM of tree %llu has size %u, "
+					   "this version knows %zu: its tree is "
+					   "not checked",
 					(unsigned long long)k.objectid,
-					arb_item_size(n, (int)i));
+					arb_item_size(n, (int)i), sizeof(*ri));
 			continue;
 		}
 		ri = arb_item_ptr(n, (int)i);
@@ -417,6 +422,9 @@ static void check_extents(struct ck *c)
 	struct arb_vol *vol = c->vol;
 	struct arb_iter it;
 	struct arb_key k = { 0, 0, 0 };
+	/* the run of consecutive back-reference keys being walked */
+	struct arb_key run = { 0, 0, 0 };
+	uint64_t run_start = 0;
 	int ret;
 
 	arb_iter_init(&it, vol->extent_root);
@@ -431,6 +439,11 @@ static void check_extents(struct ck *c)
 			c->rep->items++;
 		if (k.type == ARB_EXTENT_DATA_REF) {
 			const struct arb_extent_data_ref *r = arb_iter_data(&it);
+			uint64_t home;
+			if (arb_key_cmp(&k, &run) != 0)
+				run_start = k.offset;
+			run = k;
+			run.offset++;
 			if (!own)
 				continue;
 			if (arb_iter_size(&it) != sizeof(*r)) {
@@ -442,6 +455,19 @@ static void check_extents(struct ck *c)
 			key[1] = arb_extent_data_ref_d_root(r);
 			key[2] = arb_extent_data_ref_d_objectid(r);
 			key[3] = arb_extent_data_ref_d_offset(r);
+			home = arb_data_ref_hash(key[1], key[2], key[3]);
+			if (!arb_data_ref_reachable(home, k.offset, run_start))
+				problem(c,
+					"extent %llu: back-reference (root %llu, "
+					"inode %llu, offset %llu) at key offset "
+					"%llu, where a lookup from its hash %llu "
+					"does not reach",
+					(unsigned long long)k.objectid,
+					(unsigned long long)key[1],
+					(unsigned long long)key[2],
+					(unsigned long long)key[3],
+					(unsigned long long)k.offset,
+					(unsigned long long)home);
 			e = ck_get(&c->drefs, key, false);
 			if (!e || e->count != arb_extent_data_ref_d_count(r))
 				problem(c,

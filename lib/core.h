@@ -577,6 +577,14 @@ int arb_ref_tree_block(struct arb_txn *t, uint64_t bytenr, uint64_t owner,
 /* Change a data extent's count with back-reference (root, ino, offset). */
 int arb_ref_data(struct arb_txn *t, uint64_t bytenr, uint64_t num_bytes,
 		 uint64_t root, uint64_t ino, uint64_t offset, int delta);
+/*
+ * Insert back-reference item r of data extent bytenr where a lookup finds
+ * it (the first free key offset from its hash on, format.h): for a repair
+ * that rebuilds an extent's back-references.  -EEXIST if one with the same
+ * (root, inode, offset) is there.
+ */
+int arb_data_ref_insert(struct arb_txn *t, uint64_t bytenr,
+			const struct arb_extent_data_ref *r);
 /* Current reference count of an extent, including pending changes. */
 int arb_extent_refs(struct arb_txn *t, uint64_t bytenr, uint64_t *refs);
 /* Apply pending reference changes to the extent tree (called by commit). */

@@ -28,6 +28,7 @@
 #ifndef ARB_FORMAT_H
 #define ARB_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -479,9 +480,19 @@ ARB_LE(tree_block_ref, t_level, 8)
 ARB_LE(tree_block_ref, t_mirror, 64)
 
 /*
- * EXTENT_DATA_REF, key (disk address, EXTENT_DATA_REF, hash) in the extent
- * tree, where hash = arb_data_ref_hash(root, inode, offset) and on a
- * collision the next free key offset.  28 bytes.
+ * EXTENT_DATA_REF, key (disk address, EXTENT_DATA_REF, key offset) in the
+ * extent tree.  28 bytes.  The key offset is found by linear probing from
+ * the item's home, arb_data_ref_hash(root, inode, offset): an item goes to
+ * the first free key offset at or after its home, however far (reflinks
+ * let users choose inode and offset, and the hash is easy to collide on
+ * purpose).  Invariant: for an item at key offset p with home h, every key
+ * offset in [h + ARB_DATA_REF_WINDOW, p) holds an item of the same extent.
+ * So a lookup walks from h and may stop at the first free key offset at or
+ * past h + ARB_DATA_REF_WINDOW; a delete moves later items of the run back
+ * into the hole to keep the invariant (lib/alloc.c).  The free key offsets
+ * below h + ARB_DATA_REF_WINDOW do not stop a lookup: images written before
+ * probing was unbounded left holes there (they probed at most that many
+ * key offsets and never moved items), and they stay valid as they are.
  *   0   8   id of the tree (leaf owner) holding the file extent items
  *   8   8   inode number
  *   16  8   file offset minus the extent item's offset into the extent
@@ -498,6 +509,20 @@ ARB_LE(extent_data_ref, d_root, 64)
 ARB_LE(extent_data_ref, d_objectid, 64)
 ARB_LE(extent_data_ref, d_offset, 64)
 ARB_LE(extent_data_ref, d_count, 32)
+/* see EXTENT_DATA_REF above: free key offsets a lookup passes over */
+#define ARB_DATA_REF_WINDOW 16
+/*
+ * Does a lookup from home (the item's hash) reach a back-reference item at
+ * key offset pos, when the run of consecutive occupied key offsets of its
+ * extent that holds pos starts at run_start?  Only free key offsets at or
+ * past home + ARB_DATA_REF_WINDOW stop a lookup (checkers).
+ */
+static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
+					  uint64_t run_start)
+{
+	return pos >= home && (pos <= home + ARB_DATA_REF_WINDOW ||
+			       run_start <= home + ARB_DATA_REF_WINDOW);
+}
 
 /* ------------------------------------------------------------------------ */
 /*
@@ -505,7 +530,8 @@ ARB_LE(extent_data_ref, d_count, 32)
  * Header of 21 bytes:
  *   0   8   generation that wrote this extent item
  *   8   8   number of bytes of file the item covers (ram bytes for inline)
- *   16  1   compression (0 none)
+ *   16  1   compression (0 none, the only value: any other is refused with
+ *           -EUCLEAN until compression exists)
  *   17  1   type: ARB_FILE_EXTENT_INLINE, _REG or _PREALLOC
  *   18  3   reserved, 0
  * INLINE: the file bytes follow the header (item size - 21 bytes).

@@ -7,7 +7,8 @@
  *
  *   arbor-corrupt IMAGE KIND [PATH]
  *
- * PATH is relative to the filesystem root ("dir/file").  Kinds:
+ * PATH is relative to the filesystem root ("dir/file"); the last three
+ * kinds take none.  Kinds:
  *   nlink PATH               the inode's nlink + 1
  *   dangling-dir-item PATH   the inode is deleted, its names stay
  *   missing-dir-index PATH   the name's DIR_INDEX is deleted
@@ -21,6 +22,8 @@
  *   tree-refcount PATH       the leaf holding the inode: count + 1
  *   overlapping-extents PATH a second file extent item overlapping the
  *                            first one (same data; counts kept right)
+ *   compressed PATH          the file's first file extent item says its
+ *                            data is compressed (f_compression 1)
  *   bad-data-csum PATH       one byte of the file's first data sector
  *                            flipped on disk
  *   bad-node-csum PATH       one byte of the leaf holding the inode flipped
@@ -30,6 +33,11 @@
  *   missing-csum PATH        the checksum item of the file's first data
  *                            extent deleted
  *   truncate                 the image file cut to half its size
+ *   newer-root-item          a tree 9 with a few items, whose ROOT_ITEM is
+ *                            then 8 bytes longer than this version's
+ *                            struct (as a newer arborfs could write it)
+ *   incompat-bit             an unknown incompatible feature flag (bit 62)
+ *                            in both superblock copies, checksums redone
  * Prints what it did: inode, path, addresses.  Exit 0 done, 1 failed.
  */
 #include <errno.h>
@@ -235,6 +243,89 @@ static int inode_leaf(struct arb_fs *fs, uint64_t ino, uint64_t *addr)
 	return ret > 0 ? -ENOENT : ret;
 }
 
+#define NEWER_TREE 9ULL
+
+/* tree NEWER_TREE with a few items, committed */
+static int newer_tree(struct arb_fs *fs)
+{
+	struct arb_txn *t;
+	struct arb_root *r;
+	int ret;
+
+	ret = arb_txn_begin(fs->vol, &t);
+	if (ret)
+		return ret;
+	ret = arb_root_create(t, NEWER_TREE, &r);
+	for (uint64_t i = 0; i < 20 && !ret; i++) {
+		struct arb_key k = { 256 + i, ARB_TEST_ITEM, 0 };
+		ret = arb_insert_item(t, r, &k, &i, sizeof(i));
+	}
+	if (ret) {
+		arb_txn_abort(t);
+		return ret;
+	}
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	return fs_commit(fs);
+}
+
+/* its ROOT_ITEM 8 bytes longer (zeros), as a newer struct could be */
+static int newer_root_item(struct arb_fs *fs, struct arb_txn *t)
+{
+	struct arb_key k = { NEWER_TREE, ARB_ROOT_ITEM, 0 };
+	uint8_t buf[sizeof(struct arb_root_item) + 8] = { 0 };
+	int ret;
+
+	ret = arb_lookup_item(fs->vol->tree_root, &k, buf, sizeof(buf));
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(struct arb_root_item))
+		return -EUCLEAN;
+	ret = arb_del_item(t, fs->vol->tree_root, &k);
+	if (!ret)
+		ret = arb_insert_item(t, fs->vol->tree_root, &k, buf,
+				      sizeof(buf));
+	if (!ret)
+		printf("tree %llu: ROOT_ITEM of %zu bytes (this version: %zu)\n",
+		       (unsigned long long)NEWER_TREE, sizeof(buf),
+		       sizeof(struct arb_root_item));
+	return ret;
+}
+
+/* set bit 62 of s_incompat in both superblock copies */
+static int incompat_bit(const char *image)
+{
+	static const uint64_t offs[2] = { ARB_SUPER_OFFSET0,
+					  ARB_SUPER_OFFSET1 };
+	struct arb_super sb;
+	int fd = open(image, O_RDWR);
+
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		if (pread(fd, &sb, sizeof(sb), (off_t)offs[i]) !=
+		    (ssize_t)sizeof(sb)) {
+			close(fd);
+			return -EIO;
+		}
+		arb_set_super_s_incompat(&sb, arb_super_s_incompat(&sb) |
+						      1ULL << 62);
+		arb_csum_block(ARB_CSUM_CRC32C, &sb, sizeof(sb), sb.s_csum);
+		if (pwrite(fd, &sb, sizeof(sb), (off_t)offs[i]) !=
+		    (ssize_t)sizeof(sb)) {
+			close(fd);
+			return -EIO;
+		}
+	}
+	if (fsync(fd)) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	printf("superblocks: incompatible feature bit 62 set\n");
+	return 0;
+}
+
 static int flip_byte(const char *image, uint64_t off)
 {
 	int fd = open(image, O_RDWR);
@@ -283,7 +374,11 @@ int main(int argc, char **argv)
 		       (long long)st.st_size, (long long)st.st_size / 2);
 		return 0;
 	}
-	if (argc < 4) {
+	if (!strcmp(kind, "incompat-bit")) {
+		ret = incompat_bit(image);
+		return ret ? die(image, ret) : 0;
+	}
+	if (argc < 4 && strcmp(kind, "newer-root-item")) {
 		fprintf(stderr, "arbor-corrupt: %s needs a PATH\n", kind);
 		return 2;
 	}
@@ -301,19 +396,32 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fs_lock(fs);
-	ret = resolve(fs, argv[3], &tg);
-	if (ret) {
-		fs_unlock(fs);
-		arb_fs_close(fs);
-		return die(argv[3], ret);
+	memset(&tg, 0, sizeof(tg));
+	if (argc >= 4) {
+		ret = resolve(fs, argv[3], &tg);
+		if (ret) {
+			fs_unlock(fs);
+			arb_fs_close(fs);
+			return die(argv[3], ret);
+		}
+		printf("%s: inode %llu, name '%s' in dir %llu, index %llu\n",
+		       argv[3], (unsigned long long)tg.ino, tg.name,
+		       (unsigned long long)tg.dir,
+		       (unsigned long long)tg.index);
 	}
-	printf("%s: inode %llu, name '%s' in dir %llu, index %llu\n", argv[3],
-	       (unsigned long long)tg.ino, tg.name, (unsigned long long)tg.dir,
-	       (unsigned long long)tg.index);
+	if (!strcmp(kind, "newer-root-item")) {
+		/* the tree in a commit of its own: then only the root tree's
+		 * item changes, and no dirty root rewrites it at commit */
+		ret = newer_tree(fs);
+		if (ret)
+			goto out_unlock;
+	}
 	ret = arb_txn_begin(fs->vol, &t);
 	if (ret)
 		goto out_unlock;
-	if (!strcmp(kind, "nlink")) {
+	if (!strcmp(kind, "newer-root-item")) {
+		ret = newer_root_item(fs, t);
+	} else if (!strcmp(kind, "nlink")) {
 		struct arb_inode in;
 		ret = fs_inode_read(fs, tg.ino, &in);
 		if (!ret) {
@@ -398,6 +506,17 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(kind, "overlapping-extents")) {
 		ret = overlap(fs, t, tg.ino);
+	} else if (!strcmp(kind, "compressed")) {
+		ret = first_extent(fs, tg.ino, &k, &fe);
+		if (!ret) {
+			arb_set_file_extent_f_compression(&fe, 1);
+			printf("inode %llu: file extent at %llu: compression "
+			       "0 -> 1\n",
+			       (unsigned long long)tg.ino,
+			       (unsigned long long)k.offset);
+			ret = arb_update_item(t, fs->root, &k, &fe,
+					      sizeof(fe));
+		}
 	} else if (!strcmp(kind, "bad-data-csum")) {
 		ret = first_extent(fs, tg.ino, &k, &fe);
 		if (!ret) {

@@ -149,6 +149,17 @@ static int ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 	memset(e, 0, sizeof(*e));
 	e->start = k->offset;
 	e->type = arb_file_extent_f_type(fe);
+	if (arb_file_extent_f_compression(fe)) {
+		/* no compression exists yet: its bytes read raw would be
+		 * garbage returned as data, and an overwrite that splits the
+		 * item (ext_to_item) would drop the field */
+		arb_log(ARB_LOG_ERR,
+			"inode %llu: file extent item at %llu is compressed "
+			"(method %u), which this arborfs cannot read",
+			(unsigned long long)ino, (unsigned long long)k->offset,
+			arb_file_extent_f_compression(fe));
+		return -EUCLEAN;
+	}
 	e->gen = arb_file_extent_f_generation(fe);
 	e->ram_bytes = arb_file_extent_f_ram_bytes(fe);
 	if (e->type == ARB_FILE_EXTENT_INLINE) {

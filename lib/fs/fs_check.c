@@ -12,7 +12,8 @@
  *     exactly one parent (directories, the root has none); nlink 0 only
  *     with an ORPHAN_ITEM, and every ORPHAN_ITEM names such an inode
  *   - directory i_size = 2 * sum of name lengths; i_seq above every index
- *   - EXTENT_DATA items parse, do not overlap, inline only at offset 0;
+ *   - EXTENT_DATA items parse, do not overlap, inline only at offset 0,
+ *     are not compressed (no version reads compressed data yet);
  *     i_nbytes = bytes they map
  *   - an out-of-line xattr value's pieces (XATTR_DATA) all exist and add
  *     up to its length; every piece belongs to an attribute of its inode
@@ -469,6 +470,12 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 		return;
 	}
 	type = arb_file_extent_f_type(fe);
+	if (arb_file_extent_f_compression(fe))
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid,
+			"extent at %llu is compressed (method %u), which this "
+			"version cannot read (reads of it fail)",
+			(unsigned long long)k->offset,
+			arb_file_extent_f_compression(fe));
 	if (k->offset < c->ext_end)
 		problem(c, ARB_PB_FILE_OVERLAP, k->objectid,
 			"extent at %llu overlaps the previous",

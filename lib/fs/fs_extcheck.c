@@ -11,12 +11,15 @@
  * then walks the extent tree in key order and compares, extent by extent:
  *   - node-unreadable: a node that does not read or validate (the picture
  *     is then incomplete and no count is compared)
+ *   - newer-format: a ROOT_ITEM of a size this code does not know (the
+ *     same: its tree cannot be walked, so nothing is compared or repaired)
  *   - tree-block-refcount: a node's count or (owner, level) is wrong, or a
  *     tree block extent no pointer reaches
  *   - extent-missing: a node or data extent in use without an extent item
  *     (the allocator sees it as free: repair refuses to run)
  *   - extent-refcount / extent-backref / extent-leak / extent-missing /
- *     extent-overlap for data extents
+ *     extent-overlap for data extents; extent-backref also for a
+ *     back-reference a lookup from its hash does not reach (format.h)
  *   - data-csum (optional): every sector of every data extent that has a
  *     checksum is read and compared; csum-missing: a sector of an extent
  *     that a REG file extent uses has no checksum (reads of it fail;
@@ -194,7 +197,27 @@ xproblem(struct xc *c, enum arb_problem_id id, uint64_t ino, uint64_t addr,
 static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
 		 uint64_t gen, int level, uint64_t tree);
 
-static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
+/*
+ * A ROOT_ITEM of a size this code does not know: most likely a newer
+ * arborfs grew the struct.  Skipping the tree would make every node and
+ * data extent it holds look leaked, and repair would free them; so the
+ * picture is incomplete, and repair refuses.
+ */
+static void root_item_unknown(struct xc *c, struct arb_node *n, bool own,
+			      uint64_t tree, uint32_t size)
+{
+	c->r->incomplete = true;
+	c->r->newer_format = true;
+	if (own)
+		xproblem(c, ARB_PB_NEWER_FORMAT, 0, n->bytenr,
+			 "ROOT_ITEM of tree %llu has size %u, this fsck knows "
+			 "%zu: refusing to repair, use a newer fsck.arborfs",
+			 (unsigned long long)tree, size,
+			 sizeof(struct arb_root_item));
+}
+
+static void collect_leaf(struct xc *c, struct arb_node *n, bool own,
+			 uint64_t tree)
 {
 	for (uint32_t i = 0; i < arb_nritems(n); i++) {
 		const struct arb_file_extent *fe;
@@ -204,7 +227,12 @@ static void collect_leaf(struct xc *c, struct arb_node *n, uint64_t tree)
 
 		arb_node_key(n, (int)i, &k);
 		if (tree == ARB_ROOT_TREE_ID && k.type == ARB_ROOT_ITEM &&
-		    arb_item_size(n, (int)i) == sizeof(struct arb_root_item)) {
+		    arb_item_size(n, (int)i) != sizeof(struct arb_root_item)) {
+			root_item_unknown(c, n, own, k.objectid,
+					  arb_item_size(n, (int)i));
+			continue;
+		}
+		if (tree == ARB_ROOT_TREE_ID && k.type == ARB_ROOT_ITEM) {
 			const struct arb_root_item *ri = arb_item_ptr(n, (int)i);
 			walk(c, arb_root_item_r_bytenr(ri),
 			     arb_root_item_r_mirror(ri),
@@ -282,7 +310,7 @@ static void walk(struct xc *c, uint64_t bytenr, uint64_t mirror,
 		e->level = arb_level(n);
 	}
 	if (level == 0) {
-		collect_leaf(c, n, tree);
+		collect_leaf(c, n, own, tree);
 	} else {
 		for (uint32_t i = 0; i < arb_nritems(n); i++)
 			walk(c, arb_child_bytenr(n, (int)i),
@@ -361,11 +389,11 @@ static void add_fix(struct xc *c, const struct xfix *f)
 /* compare one data extent's recorded state with the trees */
 static void check_data_extent(struct xc *c, uint64_t addr, uint64_t len,
 			      uint64_t refs, const struct rref *rr, size_t nr,
-			      bool fix)
+			      bool misplaced, bool fix)
 {
 	uint64_t key[4] = { addr, 0, 0, 0 };
 	struct xe *e = xget(&c->data, key, false);
-	bool bad_refs = false, bad_back = false;
+	bool bad_refs = false, bad_back = misplaced;
 	size_t lo, hi;
 
 	if (!e || !e->count) {
@@ -512,6 +540,10 @@ static int scan_extent_tree(struct xc *c, bool fix)
 	/* the data extent being collected */
 	uint64_t cur = 0, cur_len = 0, cur_refs = 0;
 	bool in_data = false;
+	/* its back-references: a lookup misses one; the run of consecutive
+	 * keys being walked (see format.h, EXTENT_DATA_REF) */
+	bool misplaced = false;
+	uint64_t run_start = 0, run_next = 0;
 	struct rref *rr = NULL;
 	size_t nr = 0, caprr = 0;
 	int ret;
@@ -532,7 +564,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		past = ret != 0 || k.objectid >= c->hi;
 		if (in_data && (past || k.objectid != cur)) {
 			check_data_extent(c, cur, cur_len, cur_refs, rr, nr,
-					  fix);
+					  misplaced, fix);
 			in_data = false;
 		}
 		if (past)
@@ -541,6 +573,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 		size = arb_iter_size(&it);
 		if (k.type == ARB_EXTENT_DATA_REF) {
 			const struct arb_extent_data_ref *r = d;
+			uint64_t home;
 			if (!in_data || k.objectid != cur ||
 			    size != sizeof(*r)) {
 				xproblem(c, ARB_PB_EXTENT_BACKREF, 0,
@@ -564,6 +597,27 @@ static int scan_extent_tree(struct xc *c, bool fix)
 			rr[nr].ino = arb_extent_data_ref_d_objectid(r);
 			rr[nr].off = arb_extent_data_ref_d_offset(r);
 			rr[nr].count = arb_extent_data_ref_d_count(r);
+			if (!nr || k.offset != run_next)
+				run_start = k.offset;
+			run_next = k.offset + 1;
+			home = arb_data_ref_hash(rr[nr].root, rr[nr].ino,
+						 rr[nr].off);
+			if (!arb_data_ref_reachable(home, k.offset,
+						    run_start)) {
+				xproblem(c, ARB_PB_EXTENT_BACKREF, rr[nr].ino,
+					 k.objectid,
+					 "data extent %llu: back-reference "
+					 "(root %llu, inode %llu, offset %llu) "
+					 "at key offset %llu, where a lookup "
+					 "from its hash %llu does not reach",
+					 (unsigned long long)k.objectid,
+					 (unsigned long long)rr[nr].root,
+					 (unsigned long long)rr[nr].ino,
+					 (unsigned long long)rr[nr].off,
+					 (unsigned long long)k.offset,
+					 (unsigned long long)home);
+				misplaced = true;
+			}
 			nr++;
 			continue;
 		}
@@ -593,6 +647,7 @@ static int scan_extent_tree(struct xc *c, bool fix)
 			cur_len = k.offset;
 			cur_refs = arb_extent_item_e_refs(ei);
 			nr = 0;
+			misplaced = false;
 			if (c->ndext == c->capdext) {
 				size_t cap = c->capdext ? c->capdext * 2 : 64;
 				void *n = realloc(c->dext,
@@ -978,23 +1033,16 @@ static int apply_fix(struct xc *c, struct arb_txn *t, const struct xfix *f)
 	ret = arb_update_item(t, er, &k, &ei, sizeof(ei));
 	if (ret)
 		return ret;
+	/* where the allocator's lookups find them, however many collide */
 	for (size_t i = 0; i < f->nwant; i++) {
 		const struct rref *x = &f->want[i];
 		struct arb_extent_data_ref r;
-		struct arb_key rk = { f->addr, ARB_EXTENT_DATA_REF,
-				      arb_data_ref_hash(x->root, x->ino,
-							x->off) };
-		int probe;
 
 		arb_set_extent_data_ref_d_root(&r, x->root);
 		arb_set_extent_data_ref_d_objectid(&r, x->ino);
 		arb_set_extent_data_ref_d_offset(&r, x->off);
 		arb_set_extent_data_ref_d_count(&r, x->count);
-		for (probe = 0; probe < 16; probe++, rk.offset++) {
-			ret = arb_insert_item(t, er, &rk, &r, sizeof(r));
-			if (ret != -EEXIST)
-				break;
-		}
+		ret = arb_data_ref_insert(t, f->addr, &r);
 		if (ret)
 			return ret;
 	}

@@ -11,6 +11,8 @@
 #   - fsck -y exits 1 for kinds it fixes, then fsck -n exits 0;
 #     4 for kinds it leaves (column "fix": data-csum, overlap, bad node,
 #     truncated image are reported, never guessed at)
+# An image of a newer format (ROOT_ITEM size, incompatible feature flag):
+# exit 8 with -n and -y, the reason named, the image byte-identical.
 # Then, on a dup image (the rest uses -m single): one node's first copy and
 # another's second copy flipped: node-copy-bad twice, fsck -y rewrites each
 # from the good copy (exit 1, then -n 0, the copies identical again); both
@@ -35,6 +37,7 @@ refcount          big                extent-refcount       1    -
 missing-backref   big2               extent-backref        1    -
 tree-refcount     many/f150          tree-block-refcount   1    -
 overlapping-extents big              file-extent-overlap   4    big
+compressed        big2               bad-file-extent       4    big2
 bad-data-csum     big2               data-csum             4    big2
 stale-csum        big2               csum-orphan           1    -
 missing-csum      big2               csum-missing          4    big2
@@ -283,6 +286,32 @@ if fsck_expect 4 -n; then
 fi
 fsck_expect 1 -y && sed 's/^/  /' "$TMP/fsck.out"
 fsck_expect 0 -n || true
+
+# an image of a newer format: a ROOT_ITEM longer than this version's
+# struct, or an unknown incompatible feature flag.  fsck cannot judge it
+# (the tree it cannot walk would look leaked, and -y would free it), so
+# it says why and exits 8, with -n as with -y, and writes nothing.
+for kind in newer-root-item incompat-bit; do
+	log "$kind: refused, image unchanged"
+	cp "$TMP/pristine.img" "$IMG"
+	"$CORRUPT" "$IMG" "$kind" >"$TMP/corrupt.out" 2>&1 ||
+		{ cat "$TMP/corrupt.out" >&2; fail "$kind: arbor-corrupt failed"; }
+	sed 's/^/  corrupt: /' "$TMP/corrupt.out"
+	if [ "$kind" = newer-root-item ]; then
+		want="^newer-format: ROOT_ITEM of tree 9 has size 112, this fsck knows 104: refusing to repair, use a newer fsck.arborfs$"
+	else
+		want="cannot open: unknown incompatible feature flags: refusing to check or repair, use a newer fsck.arborfs$"
+	fi
+	before=$(sha256sum "$IMG" | cut -d' ' -f1)
+	for mode in -n -y; do
+		fsck_expect 8 $mode || continue
+		grep -q "$want" "$TMP/fsck.out" ||
+			soft_fail "$kind: fsck $mode does not say why"
+		tail -n 1 "$TMP/fsck.out" | sed 's/^/  /'
+	done
+	[ "$(sha256sum "$IMG" | cut -d' ' -f1)" = "$before" ] ||
+		soft_fail "$kind: fsck changed the image"
+done
 
 # a mounted image is refused (the daemon holds the lock)
 log "mounted image"

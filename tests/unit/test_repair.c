@@ -660,6 +660,60 @@ START_TEST(test_parts_same_problems)
 }
 END_TEST
 
+/*
+ * A file extent item that says its data is compressed (no version writes
+ * one yet): reads fail with EUCLEAN instead of returning the stored bytes
+ * as data, an overwrite over it fails the same way, and the check reports
+ * it (report only: which is right, the flag or the bytes, is a guess).
+ */
+START_TEST(test_compressed_extent)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_key k;
+	struct arb_file_extent fe;
+	struct arb_iter it;
+	struct arb_txn *t;
+	char buf[8192];
+	uint64_t ino;
+	size_t total;
+	int ret;
+
+	fs_lock(fs);
+	ino = file_ino(fs);
+	k = (struct arb_key){ ino, ARB_EXTENT_DATA, 0 };
+	arb_iter_init(&it, fs->root);
+	ck_assert_int_eq(arb_iter_seek(&it, &k), 0);
+	arb_iter_key(&it, &k);
+	ck_assert_uint_eq(k.objectid, ino);
+	ck_assert_uint_eq(k.type, ARB_EXTENT_DATA);
+	ck_assert_uint_ge(arb_iter_size(&it), sizeof(fe));
+	memcpy(&fe, arb_iter_data(&it), sizeof(fe));
+	arb_iter_release(&it);
+	ck_assert_uint_eq(arb_file_extent_f_type(&fe), ARB_FILE_EXTENT_REG);
+	arb_set_file_extent_f_compression(&fe, 1);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->root, &k, &fe, sizeof(fe)), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	fs = open_fs(true);
+	ino = file_ino(fs);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(arb_fs_read(fs, ino, buf, sizeof(buf), 0), -EUCLEAN);
+	ck_assert_int_eq(buf[0], 0);
+	ret = (int)arb_fs_write(fs, ino, "y", 1, 100);
+	if (ret == 1) /* buffered: the flush meets the item */
+		ret = arb_fs_fsync(fs, ino, false);
+	ck_assert_int_eq(ret, -EUCLEAN);
+	arb_fs_close(fs);
+	ck_assert_uint_eq(count(ARB_PB_FILE_EXTENT, &total), 1);
+	ck_assert_uint_eq(total, 1);
+}
+END_TEST
+
 static Suite *repair_suite(void)
 {
 	Suite *s = suite_create("repair");
@@ -676,6 +730,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_tree_refcount_repair);
 	tcase_add_test(tc, test_node_copy_repair);
 	tcase_add_test(tc, test_parts_same_problems);
+	tcase_add_test(tc, test_compressed_extent);
 	suite_add_tcase(s, tc);
 	return s;
 }

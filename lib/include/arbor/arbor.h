@@ -530,7 +530,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(CSUM_ORPHAN, 28, "csum-orphan", 1,                                   \
 	  "checksum item covers sectors outside any data extent, or sectors another item covers (trimmed)") \
 	x(CSUM_MISSING, 29, "csum-missing", 0,                                 \
-	  "a sector of a written data extent has no checksum (reads of it fail)")
+	  "a sector of a written data extent has no checksum (reads of it fail)") \
+	x(NEWER_FORMAT, 30, "newer-format", 0,                                 \
+	  "an item of a format this version does not know (a newer arborfs wrote it): no repair, use a newer fsck.arborfs")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
@@ -567,6 +569,9 @@ struct arb_check_result {
 	/* an extent in use has no extent item, so the allocator would hand
 	 * it out: repair (which allocates) refuses */
 	bool space_unsafe;
+	/* an item of a newer format (a newer-format record says which):
+	 * the check could not see what it holds, and incomplete is set */
+	bool newer_format;
 };
 
 const char *arb_problem_name(enum arb_problem_id id);
