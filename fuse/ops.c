@@ -108,7 +108,14 @@ static void entry_from_arb(struct afs *afs, struct fuse_entry_param *e,
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = to_nodeid(st->ino);
-	e->generation = st->generation;
+	/*
+	 * The kernel gives the root inode generation 0 at mount and expects
+	 * it in every later reply naming FUSE_ROOT_ID (a lookup of ".."
+	 * while open_by_handle_at reconnects a directory, or of "." on the
+	 * root): it warns "root generation should be zero" otherwise.  The
+	 * root is never reused, so 0 loses nothing.
+	 */
+	e->generation = e->ino == FUSE_ROOT_ID ? 0 : st->generation;
 	stat_from_arb(&e->attr, st);
 	e->attr_timeout = afs->attr_timeout;
 	e->entry_timeout = afs->entry_timeout;

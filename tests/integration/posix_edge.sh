@@ -1,0 +1,86 @@
+#!/bin/bash
+# posix_edge.sh - corner cases of POSIX behaviour that xfstests found.
+#
+#  4. Entry replies for the root carry generation 0: the kernel warns
+#     "fuse: root generation should be zero" (once per boot) when a lookup
+#     of ".." while open_by_handle_at reconnects a directory returns
+#     another.
+. "$(dirname "$0")/lib.sh" "$@"
+
+need_nobody
+
+# ---- 4. root generation --------------------------------------------------
+
+log "the root's generation in entry replies"
+fs_mkfs -s 256M
+fs_mount -o no_uring
+# the replies are seen through strace (the kernel warns only once per
+# boot, and forces the generation to 0 itself)
+mkdir -p "$MNT/h/sub"
+if command -v strace >/dev/null; then
+	strace -p "$DAEMON_PID" -f -e trace=writev -x -s 200 -o "$TMP/strace" 2>/dev/null &
+	STRACE_PID=$!
+	sleep 1
+fi
+python3 - "$MNT" <<'EOF' || soft_fail "open_by_handle_at"
+import ctypes, os, sys
+m = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+class FH(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int),
+                ("f", ctypes.c_ubyte * 128)]
+handles = []
+for p in ("h", "h/sub"):
+    fh = FH(128, 0)
+    mid = ctypes.c_int()
+    if libc.name_to_handle_at(-100, os.path.join(m, p).encode(),
+                              ctypes.byref(fh), ctypes.byref(mid), 0):
+        raise OSError(ctypes.get_errno(), "name_to_handle_at " + p)
+    handles.append(fh)
+# forget the dentries: the handles must be decoded through the daemon,
+# with lookups of "." and of ".." up to the root
+with open("/proc/sys/vm/drop_caches", "w") as f:
+    f.write("2\n")
+mfd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
+for fh in handles:
+    fd = libc.open_by_handle_at(mfd, ctypes.byref(fh), os.O_RDONLY)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "open_by_handle_at")
+    os.close(fd)
+os.close(mfd)
+EOF
+if [ -n "${STRACE_PID:-}" ]; then
+	sleep 0.5
+	kill "$STRACE_PID"
+	wait "$STRACE_PID" 2>/dev/null || true
+	# entry replies (struct fuse_entry_out after the 16-byte header)
+	# that name node 1: their generation must be 0
+	python3 - "$TMP/strace" <<'EOF' || soft_fail "an entry reply gives the root a generation other than 0"
+import re, sys
+n = bad = 0
+for line in open(sys.argv[1]):
+    m = re.search(r'iov_len=16\}, \{iov_base="((?:\\x[0-9a-f]{2})+)", '
+                  r'iov_len=(\d+)', line)
+    if not m or int(m.group(2)) < 128:
+        continue
+    body = bytes.fromhex(m.group(1).replace("\\x", ""))
+    if int.from_bytes(body[0:8], "little") == 1:
+        n += 1
+        gen = int.from_bytes(body[8:16], "little")
+        if gen:
+            print("root entry with generation %d" % gen, file=sys.stderr)
+            bad += 1
+if n == 0:
+    print("no entry reply for the root seen", file=sys.stderr)
+sys.exit(1 if bad or n == 0 else 0)
+EOF
+else
+	log "strace missing: replies not checked (the kernel's warning only)"
+fi
+if dmesg 2>/dev/null | grep -q "root generation should be zero"; then
+	log "the kernel warned about the root's generation in this boot (maybe before this test)"
+fi
+fs_umount
+check_fsck
+
+finish
