@@ -204,6 +204,18 @@ static uint32_t kill_suidgid_bits(uint32_t mode)
 	return bits;
 }
 
+/* the set-id bits that the kill flags of valid clear from mode */
+static uint32_t kill_bits(uint32_t mode, unsigned valid)
+{
+	uint32_t bits = 0;
+
+	if (valid & ARB_SET_KILL_SUIDGID)
+		bits |= kill_suidgid_bits(mode);
+	if ((valid & ARB_SET_KILL_SGID) && !S_ISDIR(mode))
+		bits |= mode & S_ISGID;
+	return bits;
+}
+
 int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
 		   unsigned valid, const struct arb_cred *cr,
 		   struct arb_stat *st)
@@ -221,7 +233,9 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 	if (ret)
 		goto out_unlock;
 	/* the common case of a kill request: nothing to kill */
-	if (valid == ARB_SET_KILL_SUIDGID && !kill_suidgid_bits(in.mode)) {
+	if (valid &&
+	    !(valid & ~(unsigned)(ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID)) &&
+	    !kill_bits(in.mode, valid)) {
 		if (st)
 			fs_inode_to_stat(fs, &in, st);
 		goto out_unlock;
@@ -297,8 +311,7 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 		if (changes && cr && cr->uid != 0 && !(valid & ARB_SET_MODE))
 			in.mode &= ~kill_suidgid_bits(in.mode);
 	}
-	if (valid & ARB_SET_KILL_SUIDGID)
-		in.mode &= ~kill_suidgid_bits(in.mode);
+	in.mode &= ~kill_bits(in.mode, valid);
 	if (valid & ARB_SET_ATIME_NOW)
 		in.atime = now;
 	else if (valid & ARB_SET_ATIME)

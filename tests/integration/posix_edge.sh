@@ -1,6 +1,9 @@
 #!/bin/bash
 # posix_edge.sh - corner cases of POSIX behaviour that xfstests found.
 #
+#  2. A write, fallocate, punch hole or zero range by a user who is neither
+#     in the file's group nor root clears set-group-ID even without group
+#     execute (Linux 6.x, ext4, tmpfs); a user in the group keeps it.
 #  4. Entry replies for the root carry generation 0: the kernel warns
 #     "fuse: root generation should be zero" (once per boot) when a lookup
 #     of ".." while open_by_handle_at reconnects a directory returns
@@ -8,6 +11,62 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 need_nobody
+
+# ---- 2. set-group-ID for users outside the group --------------------------
+
+log "set-group-ID after writes and fallocates by a user outside the group"
+fs_mkfs -s 256M
+fs_mount
+D=$MNT/sgid
+mkdir "$D"
+chmod 777 "$D"
+# as_nobody OP FILE: one operation as uid/gid 65534 without groups
+as_nobody() {
+	"${NOBODY[@]}" "$PY" - "$1" "$2" <<'EOF' || soft_fail "as nobody: $1 on $2"
+import ctypes, os, sys
+op, f = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                           ctypes.c_long]
+KEEP, PUNCH, ZERO = 1, 2, 16
+fd = os.open(f, os.O_WRONLY)
+if op == "pwrite":
+    os.pwrite(fd, b"y" * 4096, 0)
+elif op == "truncate":
+    os.ftruncate(fd, 100)
+else:
+    mode, off, n = {"falloc": (0, 0, 65536), "fpunch": (PUNCH | KEEP, 0, 4096),
+                    "fzero": (ZERO, 0, 4096)}[op]
+    if libc.fallocate(fd, mode, off, n):
+        raise OSError(ctypes.get_errno(), "fallocate " + op)
+os.close(fd)
+EOF
+}
+# want FILE MODE
+want_mode() {
+	local m
+	m=$(stat -c %a "$1")
+	[ "$m" = "$2" ] || soft_fail "$(basename "$1"): mode $m, want $2"
+}
+for op in pwrite falloc fpunch fzero truncate; do
+	head -c 8192 /dev/zero >"$D/$op"
+	chmod 2666 "$D/$op"
+	as_nobody "$op" "$D/$op"
+	want_mode "$D/$op" 666
+	# in the file's group: the bit stays (no group execute)
+	head -c 8192 /dev/zero >"$D/$op-ingroup"
+	chgrp 65534 "$D/$op-ingroup"
+	chmod 2666 "$D/$op-ingroup"
+	as_nobody "$op" "$D/$op-ingroup"
+	want_mode "$D/$op-ingroup" 2666
+done
+fs_remount
+for op in pwrite falloc fpunch fzero truncate; do
+	want_mode "$D/$op" 666
+	want_mode "$D/$op-ingroup" 2666
+done
+fs_umount
+check_fsck
 
 # ---- 4. root generation --------------------------------------------------
 

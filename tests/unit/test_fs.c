@@ -1038,6 +1038,35 @@ START_TEST(test_setattr_kill_suidgid)
 					&st),
 			 0);
 	ck_assert_uint_eq(st.mode, S_IFDIR | 06755);
+	ck_assert_int_eq(arb_fs_setattr(fs, d, &sa,
+					ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID,
+					NULL, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFDIR | 06755);
+	/* a caller outside the group: set-group-ID goes without group
+	 * execute too */
+	sa.mode = 06766;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa,
+					ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID,
+					NULL, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0766);
+	sa.mode = 02666;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st0), 0);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_KILL_SGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0666);
+	reopen();
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0666);
+	/* nothing to clear: no change, not even ctime */
+	st0 = getattr(f);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_KILL_SGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0666);
+	ck_assert(memcmp(&st.ctime, &st0.ctime, sizeof(st.ctime)) == 0);
 }
 END_TEST
 

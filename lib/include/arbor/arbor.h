@@ -146,6 +146,15 @@ enum arb_setattr_valid {
 	 * with nothing to clear, it changes nothing (no ctime update).
 	 */
 	ARB_SET_KILL_SUIDGID = 1 << 9,
+	/*
+	 * After the changes above, clear set-group-ID whether or not group
+	 * execute is set: Linux (since 6.2, setattr_should_drop_sgid) does so
+	 * when the caller of a write, truncate or fallocate is neither in the
+	 * file's group nor privileged, which only the caller can tell (struct
+	 * arb_cred has no supplementary groups).  Ignored for directories;
+	 * alone and with nothing to clear, it changes nothing.
+	 */
+	ARB_SET_KILL_SGID = 1 << 10,
 };
 struct arb_setattr {
 	uint32_t mode, uid, gid;
