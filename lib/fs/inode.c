@@ -149,10 +149,11 @@ bool fs_item_exists(struct arb_root *root, const struct arb_key *key)
 	return arb_lookup_item(root, key, &dummy, 0) >= 0;
 }
 
+/* delayed blocks that will take space of their own when written */
 static uint64_t imem_dirty_bytes(struct arb_fs *fs, uint64_t ino)
 {
 	struct arb_imem *im = fs_imem_get(fs, ino, false);
-	return im ? im->nr * (uint64_t)fs->bs : 0;
+	return im ? (im->nr - im->nr_covered) * (uint64_t)fs->bs : 0;
 }
 
 void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
@@ -167,8 +168,9 @@ void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 	st->gid = in->gid;
 	st->rdev = in->rdev;
 	st->size = in->size;
-	/* delayed blocks count as allocated (an overestimate for overwrites
-	 * until they are written) */
+	/* delayed blocks count as allocated, once: those over an extent
+	 * (an overwrite, a write into preallocated space) are in nbytes
+	 * already, and their flush swaps that extent's bytes for new ones */
 	st->blocks = (in->nbytes + imem_dirty_bytes(fs, in->ino) + 511) / 512;
 	st->blksize = fs->bs;
 	st->atime = in->atime;

@@ -4,6 +4,9 @@
 #  2. A write, fallocate, punch hole or zero range by a user who is neither
 #     in the file's group nor root clears set-group-ID even without group
 #     execute (Linux 6.x, ext4, tmpfs); a user in the group keeps it.
+#  3. st_blocks of a file written into preallocated space, or overwritten,
+#     before the next commit counts each block once (ext4: 2048 sectors
+#     for a 1 MiB fallocate then a 1 MiB write).
 #  4. Entry replies for the root carry generation 0: the kernel warns
 #     "fuse: root generation should be zero" (once per boot) when a lookup
 #     of ".." while open_by_handle_at reconnects a directory returns
@@ -64,6 +67,67 @@ fs_remount
 for op in pwrite falloc fpunch fzero truncate; do
 	want_mode "$D/$op" 666
 	want_mode "$D/$op-ingroup" 2666
+done
+fs_umount
+check_fsck
+
+# ---- 3. st_blocks before a commit -----------------------------------------
+
+log "st_blocks of writes into preallocated or allocated space"
+fs_mkfs -s 256M
+# no timed commit: the delayed blocks stay delayed until fs_umount
+fs_mount -o commit=0
+# each change through its own open and close: a close makes the kernel
+# forget st_blocks (writeback cache), as after the xfs_io runs of the
+# report; none of these commits except the fsync
+python3 - "$MNT" <<'EOF' || soft_fail "st_blocks before a commit"
+import os, sys
+m = sys.argv[1]
+bad = []
+def blocks(f, want, what):
+    b = os.stat(f).st_blocks
+    if b != want:
+        bad.append("%s: st_blocks %d, want %d" % (what, b, want))
+def falloc(f, off, n):
+    fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, off, n)
+    os.close(fd)
+def pwrite(f, data, off, sync=False):
+    fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, data, off)
+    if sync:
+        os.fsync(fd)
+    os.close(fd)
+
+f = os.path.join(m, "prealloc")
+falloc(f, 0, 1 << 20)
+blocks(f, 2048, "fallocate 1 MiB")
+pwrite(f, b"p" * (1 << 20), 0)
+blocks(f, 2048, "fallocate 1 MiB, write 1 MiB")
+os.sync()
+blocks(f, 2048, "fallocate 1 MiB, write 1 MiB, sync")
+
+f = os.path.join(m, "unaligned")
+falloc(f, 4095, 2)
+blocks(f, 16, "fallocate 4095+2")
+pwrite(f, b"uu", 4095)
+blocks(f, 16, "fallocate 4095+2, write 4095+2")
+
+f = os.path.join(m, "overwrite")
+pwrite(f, b"o" * 65536, 0, sync=True)
+blocks(f, 128, "write 64 KiB, fsync")
+pwrite(f, b"O" * 65536, 0)
+pwrite(f, b"O" * 8192, 65536)
+blocks(f, 144, "overwrite 64 KiB, append 8 KiB")
+if bad:
+    print("\n".join(bad), file=sys.stderr)
+    sys.exit(1)
+EOF
+fs_umount
+fs_mount
+for f in prealloc:2048 unaligned:16 overwrite:144; do
+	b=$(stat -c %b "$MNT/${f%:*}")
+	[ "$b" = "${f#*:}" ] || soft_fail "${f%:*}: st_blocks $b after a remount, want ${f#*:}"
 done
 fs_umount
 check_fsck
