@@ -236,6 +236,10 @@ int arb_fs_sync(struct arb_fs *fs);
 /*
  * Directory reading in DIR_INDEX order.  off 0 starts at the beginning
  * (".", ".." first); each entry passes the offset of the entry after it.
+ * A listing ends with the entries that existed when its first call (off
+ * 0) was made: names linked later, renamed ones too, are left out, so
+ * that it ends whatever happens meanwhile; offsets carry that bound (see
+ * rd_cookie in dir.c) and stay valid across changes (telldir/seekdir).
  * fill returns nonzero to stop (buffer full); with plus, st is filled
  * (a lookup reference is then taken by the caller's protocol).
  */
