@@ -17,6 +17,9 @@
 #     "fuse: root generation should be zero" (once per boot) when a lookup
 #     of ".." while open_by_handle_at reconnects a directory returns
 #     another.
+#  5. Every filesystem-independent option of mount(8) is accepted (on a
+#     new mount, and with remount on a mounted one, as mount.fuse3 passes
+#     them on).
 . "$(dirname "$0")/lib.sh" "$@"
 
 need_nobody
@@ -337,4 +340,51 @@ fi
 fs_umount
 check_fsck
 
+# ---- 5. mount options -----------------------------------------------------
+
+log "mount(8)'s filesystem-independent options"
+GENERIC="async,atime,noatime,auto,noauto,defaults,dev,nodev,diratime,nodiratime"
+GENERIC+=",dirsync,exec,noexec,group,iversion,noiversion,mand,nomand,_netdev"
+GENERIC+=",nofail,relatime,norelatime,strictatime,nostrictatime,lazytime"
+GENERIC+=",nolazytime,suid,nosuid,silent,loud,owner,ro,rw,sync,user,nouser"
+GENERIC+=",users,X-mount.mkdir,x-systemd.automount,comment=posix_edge"
+fs_mkfs -s 256M
+fs_mount -o "$GENERIC"
+echo data >"$MNT/written" || soft_fail "not writable with -o ...,ro,rw,..."
+fs_umount
+for o in nodiratime diratime; do
+	fs_mount -o "$o"
+	fs_umount
+done
+# remount: what mount.fuse3 runs for `mount -o remount,nodiratime MNT`
+# (the mount's flags, remount, the new ones, the FUSE options); the
+# running daemon's mount changes and no second daemon starts
+fs_mount
+# mnt_opts: the per-mount options of $MNT
+mnt_opts() {
+	awk -v m="$MNT" '$5 == m { o = $6 } END { print o }' /proc/self/mountinfo
+}
+# remount OPTS WANT NOT: WANT in the mount's options after, NOT not
+remount() {
+	"$DAEMON" "$IMG" "$MNT" -o "$1" >>"$DAEMON_LOG" 2>&1 ||
+		soft_fail "arborfs -o $1 failed"
+	local o
+	o=$(mnt_opts)
+	case ",$o," in *",$2,"*) ;; *) soft_fail "-o $1: options $o, want $2" ;; esac
+	case ",$o," in *",$3,"*) soft_fail "-o $1: options $o, want no $3" ;; esac
+	mountpoint -q "$MNT" || fail "not mounted after -o $1"
+}
+FUSEOPTS=user_id=0,group_id=0,default_permissions,allow_other
+remount "rw,nosuid,nodev,relatime,remount,nodiratime,$FUSEOPTS" nodiratime ro
+remount "rw,nosuid,nodev,nodiratime,relatime,remount,diratime,$FUSEOPTS" relatime nodiratime
+remount "rw,nosuid,nodev,relatime,remount,nodiratime,$FUSEOPTS" nodiratime ro
+# mount -o remount,diratime: mount(8) drops diratime and nodiratime both
+remount "rw,nosuid,nodev,relatime,remount,$FUSEOPTS" relatime nodiratime
+# given alone: the rest as for a new mount (nosuid, nodev, relatime)
+remount "remount,noatime" noatime relatime
+remount "remount,atime" nosuid noatime
+[ "$(cat "$MNT/written")" = data ] || soft_fail "contents after remounts"
+echo more >"$MNT/written2" || soft_fail "not writable after remounts"
+fs_umount
+check_fsck
 finish
