@@ -22,9 +22,14 @@
  * runs mount.fuse3, which runs "arborfs IMAGE /mnt -o OPTS" from a fixed
  * PATH (/usr/local/sbin, where meson installs it, is on it).  mount(8)
  * options without meaning here (defaults, auto, nofail, x-*, relatime,
- * ...) are accepted and dropped; dev and suid must be asked for, as for
- * any FUSE mount.  Run by root, arborfs adds allow_other (permissions are
- * the kernel's business: default_permissions is always on).
+ * ...) are accepted and dropped, with a note for those that would ask
+ * for something arborfs does not do (diratime, strictatime, mand,
+ * iversion); dev and suid must be asked for, as for any FUSE mount.
+ * `mount -o remount,OPTS /mnt` runs us with remount: the running mount's
+ * per-mount flags change (do_remount) and no daemon starts; the daemon's
+ * own options (noatime for its atime updates too, commit=, ...) stay as
+ * they were mounted.  Run by root, arborfs adds allow_other (permissions
+ * are the kernel's business: default_permissions is always on).
  *
  * SIGTERM, SIGINT and SIGHUP are taken by a thread of their own instead of
  * fuse_set_signal_handlers(): libfuse's handler ends the session at once,
@@ -92,6 +97,13 @@ struct afs_config {
 	bool have_subtype;
 	bool have_allow_other;
 	bool bad;
+	/* -o remount: change the flags of the running mount (mount_ops) */
+	bool remount;
+	struct mount_op {
+		unsigned long flag;
+		bool set;
+	} mount_ops[64];
+	unsigned nr_mount_ops;
 };
 
 enum {
@@ -123,6 +135,8 @@ enum {
 	KEY_NO_WAIT,
 	KEY_TRIM_ASYNC,
 	KEY_NO_TRIM,
+	KEY_NOTE,
+	KEY_REMOUNT,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -155,9 +169,14 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("allow_root", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("remount", KEY_REMOUNT),
 	/*
-	 * Options of mount(8) and fstab that mean nothing here, or describe
-	 * the default (relatime), and that libfuse would refuse.
+	 * The filesystem-independent options of mount(8) (its man page) that
+	 * libfuse 3.14 would refuse or that mean nothing here.  libfuse turns
+	 * ro, rw, [no]suid, [no]dev, [no]exec, async, sync, dirsync and
+	 * noatime into flags of mount(2); they go on to it (above, or as
+	 * any unknown option).  Those of mount(8) itself and of fstab are
+	 * dropped quietly; the others with a note (KEY_NOTE, note_option).
 	 */
 	FUSE_OPT_KEY("defaults", KEY_DISCARD),
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -173,14 +192,86 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("atime", KEY_DISCARD),
 	FUSE_OPT_KEY("relatime", KEY_DISCARD),
 	FUSE_OPT_KEY("norelatime", KEY_DISCARD),
-	FUSE_OPT_KEY("strictatime", KEY_DISCARD),
 	FUSE_OPT_KEY("lazytime", KEY_DISCARD),
 	FUSE_OPT_KEY("nolazytime", KEY_DISCARD),
-	FUSE_OPT_KEY("iversion", KEY_DISCARD),
 	FUSE_OPT_KEY("noiversion", KEY_DISCARD),
 	FUSE_OPT_KEY("comment=", KEY_DISCARD),
+	/* describe what arborfs does anyway */
+	FUSE_OPT_KEY("nodiratime", KEY_DISCARD),
+	FUSE_OPT_KEY("nostrictatime", KEY_DISCARD),
+	FUSE_OPT_KEY("nomand", KEY_DISCARD),
+	FUSE_OPT_KEY("silent", KEY_DISCARD),
+	FUSE_OPT_KEY("loud", KEY_DISCARD),
+	/* would ask for something arborfs does not do */
+	FUSE_OPT_KEY("diratime", KEY_NOTE),
+	FUSE_OPT_KEY("strictatime", KEY_NOTE),
+	FUSE_OPT_KEY("iversion", KEY_NOTE),
+	FUSE_OPT_KEY("mand", KEY_NOTE),
 	FUSE_OPT_END
 };
+
+/*
+ * Why an option of mount(8) changes nothing here, for the note printed
+ * when it is given (stderr, which mount(8) shows).
+ */
+static void note_option(const char *arg)
+{
+	static const struct {
+		const char *name, *why;
+	} notes[] = {
+		{ "diratime", "directories' access times are never updated" },
+		{ "strictatime", "access times follow relatime (noatime: "
+				 "never)" },
+		{ "iversion", "FUSE keeps no i_version" },
+		{ "mand", "no mandatory locks (Linux dropped them in 5.15)" },
+	};
+
+	for (size_t i = 0; i < sizeof(notes) / sizeof(notes[0]); i++)
+		if (strcmp(arg, notes[i].name) == 0)
+			afs_log(LOG_NOTICE, "-o %s ignored: %s", arg,
+				notes[i].why);
+}
+
+/*
+ * The per-mount flags an option sets or clears, recorded in order for
+ * -o remount (do_remount).
+ */
+static void note_mount_flag(struct afs_config *c, const char *arg)
+{
+	static const struct {
+		const char *name;
+		unsigned long flag;
+		bool set;
+	} flags[] = {
+		{ "ro", MS_RDONLY, true },
+		{ "rw", MS_RDONLY, false },
+		{ "nosuid", MS_NOSUID, true },
+		{ "suid", MS_NOSUID, false },
+		{ "nodev", MS_NODEV, true },
+		{ "dev", MS_NODEV, false },
+		{ "noexec", MS_NOEXEC, true },
+		{ "exec", MS_NOEXEC, false },
+		{ "noatime", MS_NOATIME, true },
+		{ "atime", MS_NOATIME, false },
+		{ "nodiratime", MS_NODIRATIME, true },
+		{ "diratime", MS_NODIRATIME, false },
+		{ "relatime", MS_RELATIME, true },
+		{ "norelatime", MS_RELATIME, false },
+		{ "strictatime", MS_STRICTATIME, true },
+		{ "nostrictatime", MS_STRICTATIME, false },
+	};
+
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (strcmp(arg, flags[i].name) != 0)
+			continue;
+		if (c->nr_mount_ops == sizeof(c->mount_ops) /
+					       sizeof(c->mount_ops[0]))
+			return;
+		c->mount_ops[c->nr_mount_ops].flag = flags[i].flag;
+		c->mount_ops[c->nr_mount_ops++].set = flags[i].set;
+		return;
+	}
+}
 
 /* the library's parser, as a predicate */
 static bool parse_size(const char *s, uint64_t *out)
@@ -212,6 +303,8 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 
 	(void)outargs;
 	val = val ? val + 1 : "";
+	if (key != FUSE_OPT_KEY_NONOPT)
+		note_mount_flag(c, arg);
 	switch (key) {
 	case FUSE_OPT_KEY_NONOPT:
 		/* the first one is the image; libfuse takes the mountpoint */
@@ -221,7 +314,8 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		}
 		return 1;
 	case FUSE_OPT_KEY_OPT:
-		if (strncmp(arg, "x-", 2) == 0)
+		/* for fstab's users: systemd, mount(8) */
+		if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "X-", 2) == 0)
 			return 0;
 		return 1;
 	case KEY_RO:
@@ -383,8 +477,54 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_DISCARD:
 		return 0;
+	case KEY_NOTE:
+		note_option(arg);
+		return 0;
+	case KEY_REMOUNT:
+		c->remount = true;
+		return 0;
 	}
 	return 1;
+}
+
+/*
+ * -o remount, as mount.fuse3 runs us for `mount -o remount,OPTS MNT`:
+ * "arborfs IMAGE MNT -o <the mount's flags>,remount,OPTS,<FUSE options>",
+ * where mount(8) merged the flags it found with OPTS (remount,diratime on
+ * a nodiratime mount comes without either).  A second daemon must not
+ * start: the running one's mount gets the flags the options describe (a
+ * bind remount, as `mount -o remount,bind` does), starting from what a
+ * new mount would have (libfuse's nosuid,nodev; relatime), as mount(2)
+ * takes the whole set with MS_REMOUNT.  What else the options say (ours,
+ * FUSE's) cannot change on a running daemon and is ignored.
+ */
+static int do_remount(const char *mountpoint, const struct afs_config *c)
+{
+	unsigned long flags = MS_NOSUID | MS_NODEV;
+
+	for (unsigned i = 0; i < c->nr_mount_ops; i++) {
+		unsigned long f = c->mount_ops[i].flag;
+
+		if (!c->mount_ops[i].set) {
+			flags &= ~f;
+			continue;
+		}
+		/* one of noatime, relatime, strictatime at a time */
+		if (f & (MS_NOATIME | MS_RELATIME | MS_STRICTATIME))
+			flags &= ~(MS_NOATIME | MS_RELATIME | MS_STRICTATIME);
+		flags |= f;
+	}
+	/* with none of the three the kernel would keep the mount's atime
+	 * flags (noatime after "atime"): relatime, as for a new mount */
+	if (!(flags & (MS_NOATIME | MS_RELATIME | MS_STRICTATIME)))
+		flags |= MS_RELATIME;
+	if (mount(NULL, mountpoint, NULL, MS_REMOUNT | MS_BIND | flags,
+		  NULL)) {
+		fprintf(stderr, "arborfs: remount of %s: %s\n", mountpoint,
+			strerror(errno));
+		return 1;
+	}
+	return 0;
 }
 
 static void usage(const char *prog)
@@ -930,6 +1070,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "usage: %s [options] IMAGE MOUNTPOINT\n"
 				"       %s --help for the options\n",
 			argv[0], argv[0]);
+		goto out_free_opts;
+	}
+	if (conf.remount) {
+		ret = do_remount(opts.mountpoint, &conf);
 		goto out_free_opts;
 	}
 	if (check_mountpoint(opts.mountpoint))

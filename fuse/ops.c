@@ -109,7 +109,14 @@ static void entry_from_arb(struct afs *afs, struct fuse_entry_param *e,
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = to_nodeid(st->ino);
-	e->generation = st->generation;
+	/*
+	 * The kernel gives the root inode generation 0 at mount and expects
+	 * it in every later reply naming FUSE_ROOT_ID (a lookup of ".."
+	 * while open_by_handle_at reconnects a directory, or of "." on the
+	 * root): it warns "root generation should be zero" otherwise.  The
+	 * root is never reused, so 0 loses nothing.
+	 */
+	e->generation = e->ino == FUSE_ROOT_ID ? 0 : st->generation;
 	stat_from_arb(&e->attr, st);
 	e->attr_timeout = afs_iflags_attr_timeout(afs, st);
 	e->entry_timeout = afs->entry_timeout;
@@ -316,6 +323,34 @@ static void reply_attr(fuse_req_t req, const struct arb_stat *st)
 	fuse_reply_attr(req, &s, afs_iflags_attr_timeout(req_afs(req), st));
 }
 
+/* Is the caller in group gid (primary or supplementary)? */
+static bool req_in_group(fuse_req_t req, uint32_t gid)
+{
+	gid_t groups[64];
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, 64, groups);
+	if (n > 64) {
+		gid_t *big = malloc((size_t)n * sizeof(*big));
+		bool in = false;
+		int m;
+
+		if (!big)
+			return false;
+		m = fuse_req_getgroups(req, n, big);
+		for (int i = 0; i < m && i < n; i++)
+			in = in || big[i] == gid;
+		free(big);
+		return in;
+	}
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 /*
  * Set-id bits under FUSE_HANDLE_KILLPRIV_V2 (killpriv.c).  The kernel asks
  * the daemon to clear them and keeps the mode it has cached: with the
@@ -339,16 +374,37 @@ static void forget_attrs(struct afs *afs, fuse_ino_t nodeid)
 		fuse_lowlevel_notify_inval_inode(afs->se, nodeid, -1, 0);
 }
 
-/* the kernel asked for the set-id bits of nodeid to go */
-static int kill_suidgid(struct afs *afs, fuse_ino_t nodeid)
+/*
+ * What goes when the kernel asks for the set-id bits of ino to go:
+ * set-user-ID, and set-group-ID with group execute (ARB_SET_KILL_SUIDGID);
+ * without group execute too when the caller is neither in the file's group
+ * nor privileged (ARB_SET_KILL_SGID), as Linux does since 6.2
+ * (setattr_should_drop_sgid; ext4 and tmpfs follow it).  Only the daemon
+ * knows the caller's groups.  CAP_FSETID, which it cannot see, is
+ * approximated by uid 0.
+ */
+static unsigned kill_flags(fuse_req_t req, uint64_t ino)
 {
+	struct arb_stat st;
+
+	if (arb_fs_getattr(req_afs(req)->fs, ino, &st) ||
+	    (st.mode & (S_ISGID | S_IXGRP)) != S_ISGID ||
+	    fuse_req_ctx(req)->uid == 0 || req_in_group(req, st.gid))
+		return ARB_SET_KILL_SUIDGID;
+	return ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID;
+}
+
+/* the kernel asked for the set-id bits of nodeid to go */
+static int kill_suidgid(fuse_req_t req, fuse_ino_t nodeid)
+{
+	struct afs *afs = req_afs(req);
 	struct arb_setattr sa = { 0 };
 	int ret;
 
 	if (!has_setid(afs, to_ino(nodeid)))
 		return 0;
 	ret = arb_fs_setattr(afs->fs, to_ino(nodeid), &sa,
-			     ARB_SET_KILL_SUIDGID, NULL, NULL);
+			     kill_flags(req, to_ino(nodeid)), NULL, NULL);
 	forget_attrs(afs, nodeid);
 	return ret;
 }
@@ -431,7 +487,7 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	/* truncate without CAP_FSETID, or a chown (killpriv.c) */
 	if (afs_kill_suidgid_asked() && has_setid(req_afs(req), to_ino(ino))) {
-		valid |= ARB_SET_KILL_SUIDGID;
+		valid |= kill_flags(req, to_ino(ino));
 		forget = true;
 	}
 	req_cred(req, &cr);
@@ -813,7 +869,7 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	/* a write by a caller without CAP_FSETID (killpriv.c) */
 	if (n > 0 && afs_kill_suidgid_asked()) {
-		int ret = kill_suidgid(afs, ino);
+		int ret = kill_suidgid(req, ino);
 		if (ret)
 			n = ret;
 	}
@@ -1077,34 +1133,6 @@ static bool acl_refused(struct afs *afs, const char *name)
 	return !afs->posix_acl && strncmp(name, "system.posix_acl_", 17) == 0;
 }
 
-/* Is the caller in group gid (primary or supplementary)? */
-static bool req_in_group(fuse_req_t req, uint32_t gid)
-{
-	gid_t groups[64];
-	int n;
-
-	if (fuse_req_ctx(req)->gid == gid)
-		return true;
-	n = fuse_req_getgroups(req, 64, groups);
-	if (n > 64) {
-		gid_t *big = malloc((size_t)n * sizeof(*big));
-		bool in = false;
-		int m;
-
-		if (!big)
-			return false;
-		m = fuse_req_getgroups(req, n, big);
-		for (int i = 0; i < m && i < n; i++)
-			in = in || big[i] == gid;
-		free(big);
-		return in;
-	}
-	for (int i = 0; i < n; i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
-}
-
 /*
  * After an access ACL was set: clear setgid when the caller is neither in
  * the file's group nor privileged, as the kernel's posix_acl_update_mode()
@@ -1283,7 +1311,7 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	 * approximated by uid 0).
 	 */
 	if (!ret && fuse_req_ctx(req)->uid != 0)
-		ret = kill_suidgid(req_afs(req), ino);
+		ret = kill_suidgid(req, ino);
 	reply_err(req, -ret);
 }
 

@@ -25,8 +25,9 @@ cd "$ROOT"
 # shellcheck source=scripts/lib-deps.sh
 . scripts/lib-deps.sh
 # the integration tests also drive these (python3 for the exercisers,
-# setfattr/setfacl, make and git for the real workload, rsync, stress-ng)
-ARB_DEB_PACKAGES+=(python3 attr acl make git rsync stress-ng)
+# setfattr/setfacl, make and git for the real workload, rsync, stress-ng,
+# strace to see the replies of the daemon in posix_edge.sh)
+ARB_DEB_PACKAGES+=(python3 attr acl make git rsync stress-ng strace)
 
 BUILD=${ARBOR_TEST_BUILD_DIR:-build-test}
 SCALE=${ARBOR_TEST_SCALE:-ci}

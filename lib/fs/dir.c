@@ -8,8 +8,7 @@
  *   (C, INODE_REF, D)          entry {seq, name}, one per name of C in D
  * A directory's i_size is twice the sum of its entries' name lengths (as
  * btrfs: each name is stored twice); its nlink is 2 + its subdirectories.
- * readdir offsets: 0 is ".", 1 is "..", then the next entry's seq + 0, so
- * an offset stays valid whatever is created or removed meanwhile.
+ * readdir offsets: see rd_cookie() below.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -463,8 +462,55 @@ out:
 	return ret;
 }
 
+/*
+ * readdir offsets ("cookies"), which the caller hands back to go on:
+ *
+ *   0                   the start of a listing;
+ *   bound << 31 | pos   pos: what comes next (0 ".", 1 "..", then the
+ *                       first entry whose DIR_INDEX is >= pos), and bound:
+ *                       the directory's i_seq when the listing started
+ *                       (every DIR_INDEX then was below it; 2 <= bound <
+ *                       2^31, 1 <= pos <= bound);
+ *   1 << 62 | pos       the same without a bound, for a directory whose
+ *                       i_seq passed 2^31 links.
+ *
+ * A rename gives the new name a new DIR_INDEX, at the top; a listing
+ * whose reader renames entries away and back would meet them again and
+ * never end.  So a listing stops at the bound fixed by its first call,
+ * and names linked after it started are not listed (POSIX leaves them
+ * unspecified), as btrfs ends each open directory at the index that was
+ * last when it was opened.  The bound lives in the cookie because the
+ * daemon keeps no state per open directory (no OPENDIR requests): each
+ * call decodes it from the offset it was given.  Offsets stay valid
+ * whatever is created or removed meanwhile (telldir/seekdir), and an
+ * entry that exists throughout a listing is listed exactly once.  An
+ * offset that no listing can have handed out ends the listing.
+ */
+#define RD_POS_BITS 31
+#define RD_POS_MASK ((1ULL << RD_POS_BITS) - 1)
+#define RD_UNBOUNDED (1ULL << 62)
+
+static uint64_t rd_cookie(uint64_t bound, uint64_t pos)
+{
+	return bound == UINT64_MAX ? RD_UNBOUNDED | pos
+				   : bound << RD_POS_BITS | pos;
+}
+
+/* false for an offset no listing hands out */
+static bool rd_cookie_decode(uint64_t off, uint64_t *bound, uint64_t *pos)
+{
+	if (off & RD_UNBOUNDED) {
+		*bound = UINT64_MAX;
+		*pos = off & ~RD_UNBOUNDED;
+		return *pos >= 1 && *pos < RD_UNBOUNDED;
+	}
+	*bound = off >> RD_POS_BITS;
+	*pos = off & RD_POS_MASK;
+	return *bound >= 2 && *pos >= 1 && *pos <= *bound;
+}
+
 struct rd_ent {
-	uint64_t ino, next_off;
+	uint64_t ino, next_pos;
 	uint8_t type;
 	char name[ARB_NAME_MAX + 1];
 };
@@ -480,6 +526,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 	struct arb_stat st;
 	struct rd_ent *ents;
 	struct arb_iter it;
+	uint64_t bound, pos;
 	int ret, n, i;
 
 	ents = malloc(sizeof(*ents) * RD_BATCH);
@@ -493,6 +540,16 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		ret = -ENOTDIR;
 		goto out;
 	}
+	if (off == 0) {
+		/* what exists now is below i_seq (fs_link_add) */
+		bound = din.seq < 2 ? 2 : din.seq;
+		if (bound > RD_POS_MASK)
+			bound = UINT64_MAX;
+		pos = 0;
+	} else if (!rd_cookie_decode(off, &bound, &pos)) {
+		ret = 0;
+		goto out;
+	}
 	/* a listing from its start: its first leaves are read together (the
 	 * scan's own readahead takes over after them) */
 	if (off == 0) {
@@ -502,9 +559,9 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		arb_prefetch_range(fs->root, &lo, &hi, RD_PREFETCH_LEAVES);
 	}
 	/* "." and ".." */
-	while (off < 2) {
+	while (pos < 2) {
 		uint64_t ino = dir;
-		if (off == 1) {
+		if (pos == 1) {
 			ret = fs_dir_parent(fs, dir, &ino);
 			if (ret == -ENOENT)
 				ino = dir; /* removed directory */
@@ -521,14 +578,14 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 			st.ino = ino;
 			st.mode = mode & S_IFMT;
 		}
-		if (fill(ctx, off ? ".." : ".", &st, off + 1)) {
+		if (fill(ctx, pos ? ".." : ".", &st, rd_cookie(bound, pos + 1))) {
 			ret = 0;
 			goto out;
 		}
-		off++;
+		pos++;
 	}
 	for (;;) {
-		struct arb_key k = { dir, ARB_DIR_INDEX, off };
+		struct arb_key k = { dir, ARB_DIR_INDEX, pos };
 
 		/* collect a batch, then call fill without holding a path */
 		n = 0;
@@ -540,7 +597,9 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 			size_t nl;
 
 			arb_iter_key(&it, &k);
-			if (k.objectid != dir || k.type != ARB_DIR_INDEX) {
+			/* past the end, or linked after the listing began */
+			if (k.objectid != dir || k.type != ARB_DIR_INDEX ||
+			    k.offset >= bound) {
 				ret = 1;
 				break;
 			}
@@ -559,7 +618,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 			ents[n].type = arb_dir_entry_d_type(e);
 			memcpy(ents[n].name, (const char *)(e + 1), nl);
 			ents[n].name[nl] = 0;
-			ents[n].next_off = k.offset + 1;
+			ents[n].next_pos = k.offset + 1;
 			n++;
 			ret = arb_iter_next(&it);
 		}
@@ -582,11 +641,12 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 				st.ino = ents[i].ino;
 				st.mode = (uint32_t)ents[i].type << 12;
 			}
-			if (fill(ctx, ents[i].name, &st, ents[i].next_off)) {
+			if (fill(ctx, ents[i].name, &st,
+				 rd_cookie(bound, ents[i].next_pos))) {
 				ret = 0;
 				goto out;
 			}
-			off = ents[i].next_off;
+			pos = ents[i].next_pos;
 		}
 		if (n < RD_BATCH) {
 			ret = 0;

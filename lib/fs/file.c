@@ -71,7 +71,7 @@ static uint8_t *dmap_find(const struct arb_imem *im, uint64_t idx)
 }
 
 static int dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
-		       uint8_t *buf)
+		       uint8_t *buf, bool covered)
 {
 	size_t i = dmap_lower(im, idx);
 
@@ -87,7 +87,9 @@ static int dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 		(im->nr - i) * sizeof(im->blocks[0]));
 	im->blocks[i].idx = idx;
 	im->blocks[i].buf = buf;
+	im->blocks[i].covered = covered;
 	im->nr++;
+	im->nr_covered += covered;
 	fs->dirty_bytes += fs->bs;
 	fs_imem_mark_dirty(fs, im);
 	fs_note_change(fs);
@@ -102,8 +104,10 @@ static void dmap_drop_range(struct arb_fs *fs, struct arb_imem *im,
 
 	if (b <= a)
 		return;
-	for (i = a; i < b; i++)
+	for (i = a; i < b; i++) {
+		im->nr_covered -= im->blocks[i].covered;
 		free(im->blocks[i].buf);
+	}
 	memmove(&im->blocks[a], &im->blocks[b],
 		(im->nr - b) * sizeof(im->blocks[0]));
 	im->nr -= b - a;
@@ -753,18 +757,58 @@ static int read_range(struct arb_fs *fs, struct arb_imem *im, uint64_t ino,
 	return 0;
 }
 
-/* Make block idx dirty, loading its current contents; returns its buffer */
-static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
-		       const struct arb_inode *in, uint64_t idx, bool load,
-		       uint8_t **out)
+/*
+ * Does a regular or preallocated extent hold block idx?  *e and *e_ret
+ * carry the extent found last (*e_ret < 0: none looked up yet), so that a
+ * write of many blocks looks one up per extent it crosses, not per block.
+ * An inline extent does not count: its bytes are fewer than a block's.
+ * Returns 0 or a negative errno.
+ */
+static int block_covered(struct arb_fs *fs, const struct arb_inode *in,
+			 uint64_t idx, struct ext *e, int *e_ret,
+			 bool *covered)
+{
+	uint64_t pos = idx * (uint64_t)fs->bs;
+
+	*covered = false;
+	/* nothing allocated (a new file): nothing to look up */
+	if (in->nbytes == 0)
+		return 0;
+	if (*e_ret < 0 || (*e_ret == 0 && e->end <= pos)) {
+		*e_ret = ext_next(fs, in->ino, pos, e, NULL);
+		if (*e_ret < 0)
+			return *e_ret;
+	}
+	*covered = *e_ret == 0 && e->start <= pos &&
+		   e->type != ARB_FILE_EXTENT_INLINE;
+	return 0;
+}
+
+/*
+ * Make block idx dirty, loading its current contents; returns its buffer.
+ * e, e_ret: the block_covered() cache of the caller, or NULL.
+ */
+static int dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
+			   const struct arb_inode *in, uint64_t idx, bool load,
+			   struct ext *e, int *e_ret, uint8_t **out)
 {
 	uint8_t *buf = dmap_find(im, idx);
+	struct ext e1;
+	int e1_ret = -1;
+	bool covered;
 	int ret;
 
 	if (buf) {
 		*out = buf;
 		return 0;
 	}
+	if (!e) {
+		e = &e1;
+		e_ret = &e1_ret;
+	}
+	ret = block_covered(fs, in, idx, e, e_ret, &covered);
+	if (ret)
+		return ret;
 	buf = malloc(fs->bs);
 	if (!buf)
 		return -ENOMEM;
@@ -783,13 +827,20 @@ static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
 	} else if (load) {
 		memset(buf, 0, fs->bs);
 	} /* else the caller writes the whole block */
-	ret = dmap_insert(fs, im, idx, buf);
+	ret = dmap_insert(fs, im, idx, buf, covered);
 	if (ret) {
 		free(buf);
 		return ret;
 	}
 	*out = buf;
 	return 0;
+}
+
+static int dirty_block(struct arb_fs *fs, struct arb_imem *im,
+		       const struct arb_inode *in, uint64_t idx, bool load,
+		       uint8_t **out)
+{
+	return dirty_block_cov(fs, im, in, idx, load, NULL, NULL, out);
 }
 
 /* Read ino, which must be a regular file: -EISDIR for a directory,
@@ -898,6 +949,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	struct arb_imem *im;
 	struct arb_txn *t;
 	struct timespec now;
+	struct ext cov_ext;
+	int cov_ret = -1;
 	uint64_t first, last, idx, end, pos;
 	uint32_t bs = fs->bs;
 	ssize_t ret;
@@ -949,7 +1002,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		bool whole = pos == bstart && end >= bstart + bs;
 		uint8_t *b;
 
-		r = dirty_block(fs, im, &in, idx, !whole, &b);
+		r = dirty_block_cov(fs, im, &in, idx, !whole, &cov_ext,
+				    &cov_ret, &b);
 		if (r)
 			goto out_cancel;
 		n = bstart + bs - pos;

@@ -101,6 +101,9 @@ struct arb_inode {
 struct arb_dblock {
 	uint64_t idx; /* file offset / sectorsize */
 	uint8_t *buf; /* sectorsize bytes */
+	/* a regular or preallocated extent held the block when it became
+	 * dirty: its flush replaces bytes that i_nbytes counts already */
+	bool covered;
 };
 
 /* Per-inode in-memory state: open count and delayed data. */
@@ -109,6 +112,8 @@ struct arb_imem {
 	/* dirty blocks sorted by idx */
 	struct arb_dblock *blocks;
 	size_t nr, cap;
+	/* how many of them are covered (st_blocks counts the others) */
+	size_t nr_covered;
 	struct arb_imem *hash_next;
 	/* on fs->dirty_list while it may hold dirty blocks (nr > 0 at some
 	 * point since the last flush) */

@@ -149,10 +149,11 @@ bool fs_item_exists(struct arb_root *root, const struct arb_key *key)
 	return arb_lookup_item(root, key, &dummy, 0) >= 0;
 }
 
+/* delayed blocks that will take space of their own when written */
 static uint64_t imem_dirty_bytes(struct arb_fs *fs, uint64_t ino)
 {
 	struct arb_imem *im = fs_imem_get(fs, ino, false);
-	return im ? im->nr * (uint64_t)fs->bs : 0;
+	return im ? (im->nr - im->nr_covered) * (uint64_t)fs->bs : 0;
 }
 
 void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
@@ -167,8 +168,9 @@ void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 	st->gid = in->gid;
 	st->rdev = in->rdev;
 	st->size = in->size;
-	/* delayed blocks count as allocated (an overestimate for overwrites
-	 * until they are written) */
+	/* delayed blocks count as allocated, once: those over an extent
+	 * (an overwrite, a write into preallocated space) are in nbytes
+	 * already, and their flush swaps that extent's bytes for new ones */
 	st->blocks = (in->nbytes + imem_dirty_bytes(fs, in->ino) + 511) / 512;
 	st->blksize = fs->bs;
 	st->atime = in->atime;
@@ -205,6 +207,18 @@ static uint32_t kill_suidgid_bits(uint32_t mode)
 	return bits;
 }
 
+/* the set-id bits that the kill flags of valid clear from mode */
+static uint32_t kill_bits(uint32_t mode, unsigned valid)
+{
+	uint32_t bits = 0;
+
+	if (valid & ARB_SET_KILL_SUIDGID)
+		bits |= kill_suidgid_bits(mode);
+	if ((valid & ARB_SET_KILL_SGID) && !S_ISDIR(mode))
+		bits |= mode & S_ISGID;
+	return bits;
+}
+
 int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
 		   unsigned valid, const struct arb_cred *cr,
 		   struct arb_stat *st)
@@ -222,7 +236,9 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 	if (ret)
 		goto out_unlock;
 	/* the common case of a kill request: nothing to kill */
-	if (valid == ARB_SET_KILL_SUIDGID && !kill_suidgid_bits(in.mode)) {
+	if (valid &&
+	    !(valid & ~(unsigned)(ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID)) &&
+	    !kill_bits(in.mode, valid)) {
 		if (st)
 			fs_inode_to_stat(fs, &in, st);
 		goto out_unlock;
@@ -301,8 +317,7 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 		if (changes && cr && cr->uid != 0 && !(valid & ARB_SET_MODE))
 			in.mode &= ~kill_suidgid_bits(in.mode);
 	}
-	if (valid & ARB_SET_KILL_SUIDGID)
-		in.mode &= ~kill_suidgid_bits(in.mode);
+	in.mode &= ~kill_bits(in.mode, valid);
 	if (valid & ARB_SET_ATIME_NOW)
 		in.atime = now;
 	else if (valid & ARB_SET_ATIME)

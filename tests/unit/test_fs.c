@@ -294,6 +294,15 @@ static int collect(void *ctx, const char *name, const struct arb_stat *st,
 	return 0;
 }
 
+/* one entry per call */
+static int collect_one(void *ctx, const char *name, const struct arb_stat *st,
+		       uint64_t next_off)
+{
+	struct names *ns = ctx;
+
+	return ns->n ? 1 : collect(ctx, name, st, next_off);
+}
+
 static void names_free(struct names *ns)
 {
 	for (size_t i = 0; i < ns->n; i++)
@@ -561,9 +570,42 @@ START_TEST(test_readdir_offsets)
 	mkfile(ROOT, "late");
 	reopen();
 	ck_assert_int_eq(arb_fs_readdir(fs, ROOT, off, true, collect, &rest), 0);
-	ck_assert_uint_eq(rest.n, 40 + 1);
+	/* "late" came after the listing began: not in it */
+	ck_assert_uint_eq(rest.n, 40);
 	ck_assert_str_eq(rest.v[0], "n060");
-	ck_assert_str_eq(rest.v[40], "late");
+	ck_assert_str_eq(rest.v[39], "n099");
+	names_free(&rest);
+	/* rename each entry away and back as it is listed: the new names
+	 * are not met again, and the listing ends */
+	memset(&rest, 0, sizeof(rest));
+	off = 0;
+	for (;;) {
+		struct names one = { 0 };
+
+		ck_assert_int_eq(arb_fs_readdir(fs, ROOT, off, false,
+						collect_one, &one),
+				 0);
+		if (one.n == 0)
+			break;
+		ck_assert_uint_lt(rest.n, 200);
+		off = one.off[0];
+		if (strcmp(one.v[0], ".") && strcmp(one.v[0], "..")) {
+			ck_assert_int_eq(arb_fs_rename(fs, ROOT, one.v[0], ROOT,
+						       "T", 0),
+					 0);
+			ck_assert_int_eq(arb_fs_rename(fs, ROOT, "T", ROOT,
+						       one.v[0], 0),
+					 0);
+		}
+		collect(&rest, one.v[0], NULL, off);
+		names_free(&one);
+	}
+	ck_assert_uint_eq(rest.n, 2 + 89 + 1);
+	names_free(&rest);
+	/* a new listing has them all, "late" too */
+	memset(&rest, 0, sizeof(rest));
+	ck_assert_int_eq(arb_fs_readdir(fs, ROOT, 0, false, collect, &rest), 0);
+	ck_assert_uint_eq(rest.n, 2 + 89 + 1);
 	names_free(&ns);
 	names_free(&rest);
 	/* offsets past the end */
@@ -796,9 +838,12 @@ START_TEST(test_fallocate)
 	ck_assert_uint_eq(st.blocks, 1 * MiB / 512);
 	expect_zero(f, 0, 1 * MiB);
 	ck_assert_int_eq(arb_fs_lseek(fs, f, 0, SEEK_DATA), -ENXIO);
-	/* write into it */
+	/* write into it: delayed blocks over preallocated space are counted
+	 * once, before the commit as after it */
 	write_pattern(f, 4096, 8192, 5);
+	ck_assert_uint_eq(getattr(f).blocks, 1 * MiB / 512);
 	reopen();
+	ck_assert_uint_eq(getattr(f).blocks, 1 * MiB / 512);
 	expect_zero(f, 0, 4096);
 	expect_pattern(f, 4096, 8192, 5);
 	expect_zero(f, 12288, 1 * MiB - 12288);
@@ -1248,6 +1293,35 @@ START_TEST(test_setattr_kill_suidgid)
 					&st),
 			 0);
 	ck_assert_uint_eq(st.mode, S_IFDIR | 06755);
+	ck_assert_int_eq(arb_fs_setattr(fs, d, &sa,
+					ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID,
+					NULL, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFDIR | 06755);
+	/* a caller outside the group: set-group-ID goes without group
+	 * execute too */
+	sa.mode = 06766;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa,
+					ARB_SET_KILL_SUIDGID | ARB_SET_KILL_SGID,
+					NULL, &st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0766);
+	sa.mode = 02666;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, &st0), 0);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_KILL_SGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0666);
+	reopen();
+	ck_assert_uint_eq(getattr(f).mode, S_IFREG | 0666);
+	/* nothing to clear: no change, not even ctime */
+	st0 = getattr(f);
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_KILL_SGID, NULL,
+					&st),
+			 0);
+	ck_assert_uint_eq(st.mode, S_IFREG | 0666);
+	ck_assert(memcmp(&st.ctime, &st0.ctime, sizeof(st.ctime)) == 0);
 }
 END_TEST
 

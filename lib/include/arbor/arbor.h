@@ -162,6 +162,15 @@ enum arb_setattr_valid {
 	 * with nothing to clear, it changes nothing (no ctime update).
 	 */
 	ARB_SET_KILL_SUIDGID = 1 << 9,
+	/*
+	 * After the changes above, clear set-group-ID whether or not group
+	 * execute is set: Linux (since 6.2, setattr_should_drop_sgid) does so
+	 * when the caller of a write, truncate or fallocate is neither in the
+	 * file's group nor privileged, which only the caller can tell (struct
+	 * arb_cred has no supplementary groups).  Ignored for directories;
+	 * alone and with nothing to clear, it changes nothing.
+	 */
+	ARB_SET_KILL_SGID = 1 << 10,
 };
 struct arb_setattr {
 	uint32_t mode, uid, gid;
@@ -243,6 +252,10 @@ int arb_fs_sync(struct arb_fs *fs);
 /*
  * Directory reading in DIR_INDEX order.  off 0 starts at the beginning
  * (".", ".." first); each entry passes the offset of the entry after it.
+ * A listing ends with the entries that existed when its first call (off
+ * 0) was made: names linked later, renamed ones too, are left out, so
+ * that it ends whatever happens meanwhile; offsets carry that bound (see
+ * rd_cookie in dir.c) and stay valid across changes (telldir/seekdir).
  * fill returns nonzero to stop (buffer full); with plus, st is filled
  * (a lookup reference is then taken by the caller's protocol).
  */
