@@ -230,6 +230,10 @@ struct afs {
 	/* inodes whose writeback failed (wberr.c) */
 	struct afs_wberr wberr;
 	struct afs_wbext wbext;
+
+	/* where the session is mounted (absolute; lseek.c opens inodes
+	 * through it), set once mounted */
+	const char *mountpoint;
 };
 
 /* ---- fsyncq.c: group commit for the one-thread daemon ---- */
@@ -276,6 +280,12 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
  */
 void afs_log(int prio, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* ---- lseek.c: SEEK_DATA / SEEK_HOLE after the kernel's writeback ---- */
+/* answer the LSEEK req (now, or from lseek.c's thread) */
+void afs_lseek_req(fuse_req_t req, fuse_ino_t nodeid, off_t off, int whence);
+/* after the session loop: answers what is queued, stops the thread */
+void afs_lseek_stop(void);
 
 /* The operation table (ops.c). */
 extern const struct fuse_lowlevel_ops afs_ops;

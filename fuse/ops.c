@@ -1273,19 +1273,9 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
-	int64_t ret;
-
 	(void)fi;
-	if (off < 0) {
-		reply_err(req, ENXIO);
-		return;
-	}
-	ret = arb_fs_lseek(req_afs(req)->fs, to_ino(ino), (uint64_t)off,
-			   whence);
-	if (ret < 0)
-		reply_err(req, (int)-ret);
-	else
-		fuse_reply_lseek(req, (off_t)ret);
+	/* the kernel's dirty pages are written back first (lseek.c) */
+	afs_lseek_req(req, ino, off, whence);
 }
 
 /*
