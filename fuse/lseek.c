@@ -33,6 +33,12 @@
  *
  * Without the writeback cache (read-only mounts, or refused by the
  * kernel) there are no dirty pages and the handler answers in place.
+ *
+ * Measured (ASan debug build, two busy cores): 45 us per seek answered
+ * in place, 190-240 us this way, most of it the hand-off to the thread.
+ * Replying ENOSYS to every LSEEK (the kernel then seeks by itself: all
+ * of the file is data, the hole at its size) would be cheaper and never
+ * wrong, but blind to every hole; it is only the fallback.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,24 +58,15 @@
 #define AFS_FH_TYPE 0x81
 
 struct lseek_ent {
-	struct lseek_ent *next;
+	struct afs_replyq_ent q; /* first */
 	fuse_req_t req;
 	uint64_t nodeid, off;
 	int whence;
 	uint64_t since;
 };
 
-/* one session per process: the queue is the process's */
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	pthread_t thread;
-	bool started, stop;
-	struct lseek_ent *head, *tail;
-} q = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.cond = PTHREAD_COND_INITIALIZER,
-};
+static void serve(struct afs *afs, struct afs_replyq_ent *qe);
+static struct afs_replyq lseekq = AFS_REPLYQ_INIT(serve);
 
 /* the queue's thread only: the fallback was logged once; the device
  * of the mount's root, once seen to be a FUSE mount */
@@ -144,8 +141,9 @@ out_warn:
 	return -1;
 }
 
-static void serve(struct afs *afs, struct lseek_ent *e)
+static void serve(struct afs *afs, struct afs_replyq_ent *qe)
 {
+	struct lseek_ent *e = (struct lseek_ent *)qe;
 	int64_t ret;
 	int fd;
 
@@ -160,6 +158,8 @@ static void serve(struct afs *afs, struct lseek_ent *e)
 						 (off_t)e->off, 0);
 	}
 	ret = lseek_lib(afs, e->nodeid, e->off, e->whence);
+	/* before the reply: the next request may come before it returns */
+	afs_replyq_answered(&e->q);
 	if (ret < 0)
 		fuse_reply_err(e->req, (int)-ret);
 	else
@@ -169,59 +169,21 @@ static void serve(struct afs *afs, struct lseek_ent *e)
 	/* after the reply: fuse_flush takes the inode lock LSEEK holds */
 	if (fd >= 0)
 		close(fd);
+	free(e);
 }
 
-static void *lseek_thread(void *arg)
-{
-	struct afs *afs = arg;
-	struct lseek_ent *e;
-
-	pthread_mutex_lock(&q.lock);
-	for (;;) {
-		while (!q.head && !q.stop)
-			pthread_cond_wait(&q.cond, &q.lock);
-		e = q.head;
-		if (!e)
-			break;
-		q.head = e->next;
-		if (!q.head)
-			q.tail = NULL;
-		pthread_mutex_unlock(&q.lock);
-		serve(afs, e);
-		free(e);
-		pthread_mutex_lock(&q.lock);
-	}
-	pthread_mutex_unlock(&q.lock);
-	return NULL;
-}
-
-/* Queue an LSEEK for the thread (started on first use); 0 or -errno. */
+/* Queue an LSEEK for the thread; 0 or -errno. */
 static int lseek_queue(struct afs *afs, fuse_req_t req, uint64_t nodeid,
 		       uint64_t off, int whence)
 {
 	struct lseek_ent *e = malloc(sizeof(*e));
-	int ret = 0;
+	int ret;
 
 	if (!e)
 		return -ENOMEM;
 	*e = (struct lseek_ent){ .req = req, .nodeid = nodeid, .off = off,
 				 .whence = whence, .since = arb_mono_ns() };
-	pthread_mutex_lock(&q.lock);
-	if (q.stop) {
-		ret = -ESHUTDOWN;
-	} else if (!q.started) {
-		ret = -pthread_create(&q.thread, NULL, lseek_thread, afs);
-		q.started = ret == 0;
-	}
-	if (!ret) {
-		if (q.tail)
-			q.tail->next = e;
-		else
-			q.head = e;
-		q.tail = e;
-		pthread_cond_signal(&q.cond);
-	}
-	pthread_mutex_unlock(&q.lock);
+	ret = afs_replyq_add(&lseekq, afs, &e->q, true);
 	if (ret)
 		free(e);
 	return ret;
@@ -242,29 +204,35 @@ void afs_lseek_req(fuse_req_t req, fuse_ino_t nodeid, off_t off, int whence)
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (afs->writeback && !afs->readonly &&
-	    lseek_queue(afs, req, nodeid, (uint64_t)off, whence) == 0)
+	if (!afs->writeback || afs->readonly) {
+		/* no dirty pages: the library knows everything */
+		ret = lseek_lib(afs, nodeid, (uint64_t)off, whence);
+		if (ret < 0) {
+			afs_op_error(afs);
+			fuse_reply_err(req, (int)-ret);
+		} else {
+			fuse_reply_lseek(req, (off_t)ret);
+		}
+		return;
+	}
+	ret = lseek_queue(afs, req, nodeid, (uint64_t)off, whence);
+	if (!ret)
 		return;
 	/*
-	 * No dirty pages, or no thread: in place.  Without the thread this
-	 * may miss dirty pages, but waiting for them here could deadlock.
+	 * Not queued (out of memory, or a ring thread already waits for
+	 * replyq.c): answered here, the library's answer could miss dirty
+	 * pages, and waiting for them here could deadlock.  ENOSYS makes
+	 * the kernel seek by itself from now on (generic_file_llseek: all
+	 * of the file is data, the hole at its size), never wrong, but
+	 * blind to holes for the rest of the mount.
 	 */
-	ret = lseek_lib(afs, nodeid, (uint64_t)off, whence);
-	if (ret < 0) {
-		afs_op_error(afs);
-		fuse_reply_err(req, (int)-ret);
-	} else {
-		fuse_reply_lseek(req, (off_t)ret);
-	}
+	afs_log(LOG_WARNING, "SEEK_DATA/SEEK_HOLE: cannot wait for the "
+		"kernel's writeback (%s); the kernel seeks by itself from now "
+		"on", strerror((int)-ret));
+	fuse_reply_err(req, ENOSYS);
 }
 
 void afs_lseek_stop(void)
 {
-	pthread_mutex_lock(&q.lock);
-	q.stop = true;
-	pthread_cond_signal(&q.cond);
-	pthread_mutex_unlock(&q.lock);
-	if (q.started)
-		pthread_join(q.thread, NULL); /* answers what is queued */
-	q.started = false;
+	afs_replyq_stop(&lseekq);
 }

@@ -679,6 +679,8 @@ static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_err(req, ENOMEM);
 		return;
 	}
+	/* before the read: a later direct write must see it (dio.c) */
+	afs_dio_note_read(ino);
 	n = arb_fs_read(req_afs(req)->fs, to_ino(ino), buf, size,
 			(uint64_t)off);
 	if (n < 0) {
@@ -800,6 +802,9 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (ret)
 			n = ret;
 	}
+	/* a direct write: answered once no stale page is cached (dio.c) */
+	if (n > 0 && !fi->writepage && afs_dio_defer(req, ino, off, (size_t)n))
+		return;
 	if (n < 0)
 		reply_err(req, (int)-n);
 	else
