@@ -230,6 +230,10 @@ struct afs {
 	/* inodes whose writeback failed (wberr.c) */
 	struct afs_wberr wberr;
 	struct afs_wbext wbext;
+
+	/* where the session is mounted (absolute; lseek.c opens inodes
+	 * through it), set once mounted */
+	const char *mountpoint;
 };
 
 /* ---- fsyncq.c: group commit for the one-thread daemon ---- */
@@ -298,6 +302,54 @@ double afs_iflags_attr_timeout(const struct afs *afs, const struct arb_stat *st)
 void afs_log(int prio, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* ---- replyq.c: requests answered by a thread of their own ---- */
+struct afs_replyq_ent {
+	struct afs_replyq_ent *next;
+	/* the ring queue whose thread waits for the answer, or -1 */
+	int ring;
+};
+struct afs_replyq {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started, stop;
+	struct afs_replyq_ent *head, *tail;
+	struct afs *afs;
+	/* does the work, answers, frees e (embedded in the user's entry) */
+	void (*serve)(struct afs *afs, struct afs_replyq_ent *e);
+};
+#define AFS_REPLYQ_INIT(fn)                                                    \
+	{ .lock = PTHREAD_MUTEX_INITIALIZER,                                   \
+	  .cond = PTHREAD_COND_INITIALIZER,                                    \
+	  .serve = (fn) }
+/* queue e (the thread starts on first use), which answers the request
+ * being served or not; 0, or -errno and e is the caller's again: -EBUSY
+ * when it answers a ring thread's request and another ring thread
+ * already waits here (replyq.c) */
+int afs_replyq_add(struct afs_replyq *q, struct afs *afs,
+		   struct afs_replyq_ent *e, bool answers);
+/* serve() is about to answer e's request (called just before the reply,
+ * after which the ring thread may at once bring the next request) */
+void afs_replyq_answered(struct afs_replyq_ent *e);
+/* after the session loop: answers what is queued, stops the thread */
+void afs_replyq_stop(struct afs_replyq *q);
+
+/* ---- lseek.c: SEEK_DATA / SEEK_HOLE after the kernel's writeback ---- */
+/* answer the LSEEK req (now, or from lseek.c's thread) */
+void afs_lseek_req(fuse_req_t req, fuse_ino_t nodeid, off_t off, int whence);
+/* after the session loop: answers what is queued, stops the thread */
+void afs_lseek_stop(void);
+
+/* ---- dio.c: no stale cached pages after a direct write ---- */
+/* a READ of nodeid was answered (its pages may now be cached) */
+void afs_dio_note_read(fuse_ino_t nodeid);
+/* a direct (not writeback) WRITE of [off, off + n) of nodeid was done:
+ * true if req is answered later, by dio.c, after the kernel dropped its
+ * cached pages of the range; false to answer now */
+bool afs_dio_defer(fuse_req_t req, fuse_ino_t nodeid, off_t off, size_t n);
+/* after the session loop: answers what is queued, stops the thread */
+void afs_dio_stop(void);
+
 /* The operation table (ops.c). */
 extern const struct fuse_lowlevel_ops afs_ops;
 
@@ -340,6 +392,10 @@ unsigned afs_uring_threads(void);
 /* times a SCHED_IDLE ring thread was found starving and moved to normal
  * priority for a while */
 uint64_t afs_uring_starved(void);
+/* the ring queue (CPU) of the request this thread serves, or -1 if it
+ * did not come through a ring; a ring thread waits for its request's
+ * reply, even one made by another thread */
+int afs_uring_queue(void);
 /* Drop the library pins of every inode the kernel still knows (unmount). */
 void afs_release_all(struct afs *afs);
 

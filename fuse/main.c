@@ -1156,6 +1156,7 @@ int main(int argc, char *argv[])
 
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_destroy_session;
+	afs.mountpoint = opts.mountpoint;
 	/* cannot fail after a mount (only on a NULL io or a bad fd) */
 	set_bdi_limits(&afs, opts.mountpoint, &conf);
 	if (afs_killpriv_attach(se) != 0)
@@ -1215,6 +1216,8 @@ int main(int argc, char *argv[])
 #endif
 	}
 	afs_uring_stop();
+	afs_lseek_stop();
+	afs_dio_stop();
 	sc.loop_done = 1;
 	if (sigthr_started) {
 		pthread_cancel(sigthr);

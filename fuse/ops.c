@@ -752,6 +752,8 @@ static void afs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_err(req, ENOMEM);
 		return;
 	}
+	/* before the read: a later direct write must see it (dio.c) */
+	afs_dio_note_read(ino);
 	n = arb_fs_read(req_afs(req)->fs, to_ino(ino), buf, size,
 			(uint64_t)off);
 	if (n < 0) {
@@ -873,6 +875,9 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (ret)
 			n = ret;
 	}
+	/* a direct write: answered once no stale page is cached (dio.c) */
+	if (n > 0 && !fi->writepage && afs_dio_defer(req, ino, off, (size_t)n))
+		return;
 	if (n < 0)
 		reply_err(req, (int)-n);
 	else
@@ -1318,19 +1323,9 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
-	int64_t ret;
-
 	(void)fi;
-	if (off < 0) {
-		reply_err(req, ENXIO);
-		return;
-	}
-	ret = arb_fs_lseek(req_afs(req)->fs, to_ino(ino), (uint64_t)off,
-			   whence);
-	if (ret < 0)
-		reply_err(req, (int)-ret);
-	else
-		fuse_reply_lseek(req, (off_t)ret);
+	/* the kernel's dirty pages are written back first (lseek.c) */
+	afs_lseek_req(req, ino, off, whence);
 }
 
 /*

@@ -990,3 +990,8 @@ uint64_t afs_uring_requests(void)
 {
 	return atomic_load_explicit(&served, memory_order_relaxed);
 }
+
+int afs_uring_queue(void)
+{
+	return cur_ent ? (int)cur_ent->qid : -1;
+}
