@@ -97,6 +97,25 @@ bool afs_wbext_base(struct afs_wbext *x, uint64_t ino, uint64_t now,
 void afs_wbext_end(struct afs_wbext *x, uint64_t ino);
 
 /*
+ * Access times of files read from the page cache (atime.c): a changed
+ * file's cached pages are dropped a moment later, so that the next read
+ * reaches the daemon.
+ */
+#define AFS_ATIME_MAX 1024
+struct afs_atime {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool running, stop;
+	struct {
+		uint64_t ino; /* node id */
+		uint64_t due_ns;
+	} v[AFS_ATIME_MAX];
+	size_t n;
+	uint64_t dropped; /* invalidations sent */
+};
+
+/*
  * Lookup counts (the kernel's nlookup) per FUSE node id.  An entry exists
  * while the count is positive.  The table has its own lock, never held
  * across a fuse_reply_*() call.
@@ -234,7 +253,18 @@ struct afs {
 	/* where the session is mounted (absolute; lseek.c opens inodes
 	 * through it), set once mounted */
 	const char *mountpoint;
+
+	struct afs_atime atime;
 };
+
+/* ---- atime.c: init before the session, start once mounted (not with
+ * -o noatime or ro), stop before the session is unmounted ---- */
+void afs_atime_init(struct afs *afs);
+void afs_atime_start(struct afs *afs);
+void afs_atime_stop(struct afs *afs);
+void afs_atime_destroy(struct afs *afs);
+/* nodeid's data or mtime changed */
+void afs_atime_changed(struct afs *afs, uint64_t nodeid);
 
 /* ---- fsyncq.c: group commit for the one-thread daemon ---- */
 int afs_fsyncq_start(struct afs *afs);

@@ -1138,6 +1138,7 @@ int main(int argc, char *argv[])
 	afs_syncmode_init(&afs);
 	afs_wberr_init(&afs.wberr);
 	afs_wbext_init(&afs.wbext);
+	afs_atime_init(&afs);
 	pthread_mutex_init(&afs.scrub_lock, NULL);
 	pthread_mutex_init(&afs.check_lock, NULL);
 
@@ -1159,6 +1160,8 @@ int main(int argc, char *argv[])
 	afs.mountpoint = opts.mountpoint;
 	/* cannot fail after a mount (only on a NULL io or a bad fd) */
 	set_bdi_limits(&afs, opts.mountpoint, &conf);
+	if (!afs.readonly && !conf.noatime)
+		afs_atime_start(&afs);
 	if (afs_killpriv_attach(se) != 0)
 		afs_log(LOG_WARNING, "no FUSE_HANDLE_KILLPRIV_V2: each write "
 			"asks for security.capability");
@@ -1227,6 +1230,8 @@ int main(int argc, char *argv[])
 	ret = ret < 0 ? 1 : 0;
 	afs_scrub_stop(&afs);
 	afs_check_stop(&afs);
+	/* it notifies through the session */
+	afs_atime_stop(&afs);
 	fuse_session_unmount(se);
 	/* the kernel forgets nothing at unmount: drop its pins, so that
 	 * unlinked inodes are freed by the final commit */
@@ -1236,6 +1241,7 @@ out_destroy_session:
 out_destroy_lookups:
 	afs_syncmode_destroy(&afs);
 	afs_wberr_destroy(&afs.wberr);
+	afs_atime_destroy(&afs);
 	afs_wbext_destroy(&afs.wbext);
 	afs_lookup_destroy(&afs.lookups);
 out_close_fs: {

@@ -493,6 +493,10 @@ static void afs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	req_cred(req, &cr);
 	ret = arb_fs_setattr(req_afs(req)->fs, to_ino(ino), &sa, valid, &cr,
 			     &st);
+	/* a changed file: its next read must reach us for its atime */
+	if (!ret && (valid & (ARB_SET_MTIME | ARB_SET_MTIME_NOW)) &&
+	    S_ISREG(st.mode))
+		afs_atime_changed(req_afs(req), ino);
 	/* truncated: what is stored is a prefix again (wberr.c) */
 	if (!ret && (valid & ARB_SET_SIZE)) {
 		afs_wberr_clear(&req_afs(req)->wberr, ino);
@@ -851,6 +855,7 @@ static void afs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		uint64_t failed;
 		int err = afs_wberr_marked(&afs->wberr, ino, &failed);
 
+		afs_atime_changed(afs, ino);
 		/* an earlier page failed while this one was under way */
 		if (err && failed < (uint64_t)off) {
 			wb_cut_burst(afs, ino, failed);
