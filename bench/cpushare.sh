@@ -13,7 +13,8 @@
 # CPU 0 and one pinned to CPU 1, each creating a file, writing a byte to
 # it and unlinking it in a loop.  Prints per process: operations, median,
 # p99 and longest latency.  This measures the trade of the ring threads'
-# scheduling class (fuse/uring.c, docs/PERFORMANCE.md); it asserts
+# scheduling class (fuse/uring.c; docs/design/fuse.md, "The starvation
+# guard"); it asserts
 # nothing.
 set -euo pipefail
 

@@ -17,7 +17,8 @@
 # Each line: total requests, requests per file (or per entry), then each
 # kind as count/mean microseconds.  Options after -- go to the daemon
 # (e.g. -- -o open_requests).  No timings are compared here: the point is
-# which requests the kernel sends, and how many (docs/PERFORMANCE.md).
+# which requests the kernel sends, and how many (docs/PERFORMANCE.md,
+# "Requests per operation").
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

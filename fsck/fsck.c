@@ -24,7 +24,8 @@
  * Memory: --memory SIZE (default 128 MiB) bounds the node cache (an
  * eighth of it, 4 to 64 MiB) and the checker's reference tables (the
  * rest): an image that needs more is checked in parts of its address
- * space, each re-walking the trees (docs/DESIGN.md).  On a terminal (or
+ * space, each re-walking the trees (docs/design/check.md, "fsck in bounded
+ * memory").  On a terminal (or
  * with --progress) a progress line on stderr is updated a few times a
  * second.
  */

@@ -7,7 +7,8 @@
  * (GETXATTR) before every write(2) to a file, because it must drop a file
  * capability that a write invalidates and cannot cache the answer.  That
  * is a whole round trip per write: 16,384 GETXATTRs for 16,384 random
- * 4 KiB writes (docs/PERFORMANCE.md).  With the flag the superblock gets
+ * 4 KiB writes (docs/design/fuse.md, "Set-id bits and file capabilities").
+ * With the flag the superblock gets
  * SB_NOSEC: the kernel looks once per cached inode, remembers "no
  * capability" (S_NOSEC) until a security xattr is set, and leaves the
  * set-user-ID and set-group-ID bits to the filesystem, telling it when to

@@ -775,7 +775,7 @@ static int set_bdi(const char *dev, const char *attr, uint64_t val,
  * FUSE mount is a share of its global dirty limit (about 47 MiB here); the
  * dirty pages of a streaming writer queue ahead of an fsync's own page, so
  * a lower limit shortens fsync waits beside big writers and slows those
- * writers (docs/PERFORMANCE.md, "fsync under load").
+ * writers (docs/PERFORMANCE.md, "-o dirty_limit").
  *
  * -o readahead: the kernel's read-ahead window for this mount
  * (read_ahead_kb).  A FUSE mount gets 128 KiB, whatever max_readahead the
@@ -783,7 +783,8 @@ static int set_bdi(const char *dev, const char *attr, uint64_t val,
  * come as 256 KiB requests with little in flight.  1 GiB read cold with fio
  * (1 MiB reads), alternating, MB/s: 128 KiB 514-904 (median 742), 1 MiB
  * 875-1,040 (956), 4 MiB 713-888 (824); over io_uring 416-856 / 582-873 /
- * 376-788 (docs/PERFORMANCE.md).  Random reads are not widened (the
+ * 376-788 (docs/design/fuse.md, "Read-ahead window").  Random reads are
+ * not widened (the
  * kernel reads ahead only for sequential access).
  */
 static void set_bdi_limits(struct afs *afs, const char *mountpoint,
@@ -907,7 +908,8 @@ static void *signal_thread(void *arg)
  * 200,000-file directory but not of 1,000,000 files spread over 1,000
  * directories: there creates slowed to 0.45x of the first tenth (each
  * commit, forced by dirty nodes, rewrote most directories' leaves), and
- * 256 MiB kept 0.75x (docs/PERFORMANCE.md, "Ninth session").  The cache
+ * 256 MiB kept 0.75x (docs/design/cache.md, "Size and dirty bound").
+ * The cache
  * fills only with nodes actually used, so a small filesystem stays small.
  */
 static uint64_t default_cache_size(void)
@@ -1005,7 +1007,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
  * went to mmap and munmap each time.  Beside a streaming writer that
  * doubled the slowest fsyncs' wait (p99 8.1-10.9 ms against 4.2-5.3 with
  * node buffers from malloc; 4.5-5.2 ms with these thresholds;
- * docs/PERFORMANCE.md, fourteenth session).  The heap now keeps up to
+ * docs/design/cache.md, "Heap thresholds").  The heap now keeps up to
  * 16 MiB free at its top, and only allocations of 32 MiB or more are
  * mapped on their own.  MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_ and
  * MALLOC_MMAP_THRESHOLD_ in the environment still override these.
@@ -1181,7 +1183,8 @@ int main(int argc, char *argv[])
 		 * 2x and removed small ones 1.5x faster (the kernel's side of
 		 * one request overlaps the daemon's side of the next); only
 		 * on a heavily loaded machine did one thread win, by saving
-		 * hand-offs between threads (docs/PERFORMANCE.md).
+		 * hand-offs between threads (docs/design/concurrency.md,
+		 * "Request threads").
 		 */
 		if (!afs.readonly && afs_fsyncq_start(&afs) != 0)
 			afs_log(LOG_WARNING, "no group commit thread: each "

@@ -650,7 +650,7 @@ static void afs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * writing whatever its mode, and O_EXCL still fails on a name that
 	 * exists).  One request fewer per created file: 20,000 empty files
 	 * in one directory took 1.11-1.13 s instead of 1.23-1.29 s
-	 * (docs/PERFORMANCE.md, "Eleventh session").
+	 * (docs/design/fuse.md, "Opens cost no request").
 	 */
 	if (afs->no_open) {
 		reply_err(req, ENOSYS);
@@ -699,8 +699,8 @@ out_err:
  * than the read.  Per GiB read with the image in the page cache: 61,000-
  * 170,000 minor faults and 1.0-3.6 s of daemon CPU before; 10,000-42,000
  * faults with only the sector copy gone (file.c, rd_piece_read); about
- * 2,000 faults and 0.34-0.39 s with this buffer too (docs/PERFORMANCE.md,
- * "Eighth session").
+ * 2,000 faults and 0.34-0.39 s with this buffer too (docs/design/cache.md,
+ * "Read buffers").
  */
 #define READ_BUF_KEEP (2u << 20)
 

@@ -12,8 +12,9 @@
  * not have that problem: its block layer serves synchronous I/O first.
  *
  * A small limit always (-o dirty_limit) shortens the queue and slows
- * streaming writes by a third or more (docs/PERFORMANCE.md, "fsync under
- * load").  So the daemon lowers the limit only while fsyncs come: an FSYNC
+ * streaming writes by a third or more (docs/design/fuse.md, "A small dirty
+ * limit while fsyncs come").  So the daemon lowers the limit only while
+ * fsyncs come: an FSYNC
  * less than SYNC_REPEAT_NS after the previous one sets max_bytes to
  * fsync_dirty_limit (default 2 MiB), and the
  * first WRITE after SYNC_WINDOW_NS without an fsync puts back the limit

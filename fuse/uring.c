@@ -7,7 +7,8 @@
  * another; on a 2-vCPU VM those two cross-CPU wake-ups, not the daemon's
  * work, are most of a metadata operation's time (untar: 1,505-1,603 files/s
  * as is, 4,670-4,939 with tar and daemon pinned to one CPU,
- * docs/PERFORMANCE.md).  Since Linux 6.14 the kernel can instead hand a
+ * docs/design/fuse.md, "The CPU a request is served on").  Since Linux
+ * 6.14 the kernel can instead hand a
  * request to an io_uring command that a daemon thread left waiting in the
  * queue of the caller's CPU (Documentation/filesystems/fuse-io-uring.rst).
  * With threads pinned to each CPU (and at SCHED_IDLE, see "The CPU a
@@ -668,7 +669,8 @@ uint64_t afs_uring_flag(void)
  * The starvation guard.  A SCHED_IDLE thread runs only when no normal task
  * of its scheduling group wants its CPU.  When the daemon has a group of
  * its own (it detached with setsid, so it got an autogroup, or a cgroup of
- * its own) that costs little (PERFORMANCE.md); but a daemon in the
+ * its own) that costs little (docs/design/fuse.md, "The starvation
+ * guard"); but a daemon in the
  * foreground shares its group with the shell's other programs, and one
  * busy loop on CPU 0 then left a request of that CPU waiting 166 ms on
  * average (bench/cpushare.sh: 17 creates in 3 s).  So a thread of normal

@@ -524,7 +524,8 @@ static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
  * so their old places, free once the commit that replaced them is on
  * disk, take the next commit's nodes: the image's metadata stays in
  * space the host has already allocated.  1,000 x (append 4 KiB, fsync):
- * docs/PERFORMANCE.md, "Eleventh session".  (A range kept for a hold
+ * docs/design/space.md, "Nodes return to freed places".  (A range kept
+ * for a hold
  * stays used in the map; a cursor on it just moves past.)
  */
 void arb_free_space_unpin(struct arb_vol *vol)

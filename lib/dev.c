@@ -397,7 +397,7 @@ static bool host_alloc(struct file_dev *f, uint64_t off, uint64_t len)
  * of DIRECT_READ_MIN or more, whose buffer, offset and length suit the
  * host's O_DIRECT alignment (statx STATX_DIOALIGN), goes through a second
  * descriptor of the image opened O_DIRECT, like a loop device with
- * direct-io=on.  Measured (docs/PERFORMANCE.md, "Tenth session"), a cold
+ * direct-io=on.  Measured (docs/design/cache.md, "Direct reads"), a cold
  * sequential read of 1 GiB: the guest's page cache grew by 1,085 MiB
  * instead of 2,117, the daemon's CPU 0.34-0.40 s instead of 0.45-0.94 s,
  * throughput within the noise of before.  Tree nodes and small reads keep

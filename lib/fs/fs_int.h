@@ -71,7 +71,7 @@
 #define ARB_FLUSH_STEP (4ULL << 20)
 /* a write flushes the image when more bulk data than this was written
  * since the last flush (arb_dev_flush_behind); measured against 64 MiB
- * and none in docs/PERFORMANCE.md, "Ninth session" */
+ * and none in docs/design/fs.md, "Flush-behind" */
 #define ARB_FLUSH_BEHIND (32ULL << 20)
 /* largest extent delayed allocation asks for */
 #define ARB_MAX_EXTENT (128ULL << 20)

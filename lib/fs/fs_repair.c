@@ -3,7 +3,7 @@
  * fs_repair.c - fsck's engine: the check as named records, repair in one
  * transaction, and undo of the last repair.
  *
- * Repair policy (the table in docs/DESIGN.md):
+ * Repair policy (the table in docs/design/check.md, "Repair"):
  *   - tree-block-refcount, extent-refcount, extent-backref, extent-leak:
  *     the extent item (and a data extent's back-references) is rewritten
  *     from the committed trees (fs_extcheck.c), first, before anything

@@ -1,7 +1,8 @@
 #!/bin/bash
 # hostfull.sh - the filesystem that holds a sparse image fills up under a
 # writer.  This is not arborfs's own ENOSPC (enospc.sh): the image still
-# has room, the host refuses the writes of a commit.  Expected (DESIGN.md,
+# has room, the host refuses the writes of a commit.  Expected
+# (docs/design/commit.md,
 # "Failure handling"): the writer gets an error, no other kind than ENOSPC
 # or EIO (not, say, "no such file" for the file it has open); the daemon
 # keeps running, says in its log that the host is full, and refuses

@@ -80,7 +80,7 @@ struct arb_fs_opts {
 	 * Checks (arb_fs_check_records, arb_fs_repair): bytes the reference
 	 * tables may take; when the image needs more, the disk address
 	 * space is checked in parts, each re-walking the trees (see
-	 * docs/DESIGN.md, "fsck in bounded memory").  0 = no bound.
+	 * docs/design/check.md, "fsck in bounded memory").  0 = no bound.
 	 */
 	uint64_t check_memory;
 	/*
