@@ -27,7 +27,7 @@ cd "$ROOT"
 # the integration tests also drive these (python3 for the exercisers,
 # setfattr/setfacl, make and git for the real workload, rsync, stress-ng,
 # strace to see the replies of the daemon in posix_edge.sh)
-ARB_DEB_PACKAGES+=(python3 attr acl make git rsync stress-ng strace)
+ARB_DEB_PACKAGES+=(python3 attr acl make git rsync stress-ng strace xz-utils e2fsprogs util-linux)
 
 BUILD=${ARBOR_TEST_BUILD_DIR:-build-test}
 SCALE=${ARBOR_TEST_SCALE:-ci}
