@@ -2158,10 +2158,14 @@ next:
 END_TEST
 
 /* threads working in parallel (the FUSE daemon is multi-threaded) */
+/* each worker's model of its directory: the fill byte of w<id>-<n>,
+ * and of ROOT/r<id> where renames put files; -1 = absent */
 struct worker {
 	int id;
 	uint64_t dir;
 	int errors;
+	int model[17];
+	int renamed;
 };
 
 static void *worker_fn(void *arg)
@@ -2186,14 +2190,26 @@ static void *worker_fn(void *arg)
 			    (ssize_t)sizeof(back) ||
 		    memcmp(buf, back, sizeof(buf)))
 			w->errors++;
-		if (i % 5 == 0 && arb_fs_unlink(fs, w->dir, name))
-			w->errors++;
+		w->model[i % 17] = (uint8_t)(w->id * 31 + i);
+		if (i % 5 == 0) {
+			if (arb_fs_unlink(fs, w->dir, name))
+				w->errors++;
+			w->model[i % 17] = -1;
+		}
 		if (i % 50 == 0 && arb_fs_fsync(fs, st.ino, false))
 			w->errors++;
 		if (i % 7 == 0) {
 			char other[32];
+			int ret;
+
 			snprintf(other, sizeof(other), "r%d", w->id);
-			arb_fs_rename(fs, w->dir, name, ROOT, other, 0);
+			ret = arb_fs_rename(fs, w->dir, name, ROOT, other, 0);
+			if (ret != (w->model[i % 17] < 0 ? -ENOENT : 0))
+				w->errors++;
+			if (!ret) {
+				w->renamed = w->model[i % 17];
+				w->model[i % 17] = -1;
+			}
 		}
 	}
 	return NULL;
@@ -2213,6 +2229,9 @@ START_TEST(test_threads)
 		w[i].id = i;
 		w[i].dir = mkdir_(ROOT, name);
 		w[i].errors = 0;
+		w[i].renamed = -1;
+		for (int n = 0; n < 17; n++)
+			w[i].model[n] = -1;
 		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_fn, &w[i]),
 				 0);
 	}
@@ -2221,6 +2240,34 @@ START_TEST(test_threads)
 		ck_assert_int_eq(w[i].errors, 0);
 	}
 	reopen();
+	/* what survives the remount is what each worker's model says */
+	for (int i = 0; i < 4; i++) {
+		for (int n = 0; n <= 17; n++) {
+			uint8_t back[20000];
+			struct arb_stat st;
+			uint64_t dir = n < 17 ? w[i].dir : ROOT;
+			int want = n < 17 ? w[i].model[n] : w[i].renamed;
+			int ret;
+
+			if (n < 17)
+				snprintf(name, sizeof(name), "w%d-%d", i, n);
+			else
+				snprintf(name, sizeof(name), "r%d", i);
+			ret = arb_fs_lookup(fs, dir, name, &st);
+			ck_assert_msg(ret == (want < 0 ? -ENOENT : 0),
+				      "%s: lookup %d, model %d", name, ret, want);
+			if (want < 0)
+				continue;
+			ck_assert_uint_eq(st.size, sizeof(back));
+			ck_assert_int_eq(arb_fs_read(fs, st.ino, back,
+						     sizeof(back), 0),
+					 (ssize_t)sizeof(back));
+			for (size_t k = 0; k < sizeof(back); k++)
+				ck_assert_msg(back[k] == want,
+					      "%s: byte %zu is %u, want %d", name,
+					      k, back[k], want);
+		}
+	}
 }
 END_TEST
 
