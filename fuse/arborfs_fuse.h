@@ -3,9 +3,11 @@
  * arborfs_fuse.h - private header of the FUSE daemon (fuse/).
  *
  * The daemon is a thin adapter: each low-level FUSE operation decodes its
- * arguments, calls one arb_fs_*() from <arbor/arbor.h> and replies exactly
- * once.  The only state of its own is the per-inode lookup count the FUSE
- * protocol requires (lookup.c).
+ * arguments, calls the library through <arbor/arbor.h> and replies exactly
+ * once.  Its own state is what the FUSE protocol and the kernel's caches
+ * need: the per-inode lookup count (lookup.c), failed writebacks to
+ * report (wberr.c), files whose cached pages must go (atime.c, dio.c),
+ * requests answered from threads of their own (replyq.c, fsyncq.c).
  */
 #ifndef ARBORFS_FUSE_H
 #define ARBORFS_FUSE_H

@@ -2,9 +2,12 @@
 /*
  * ops.c - the low-level FUSE operations of arborfs.
  *
- * Each operation decodes its arguments, calls one arb_fs_*() and replies
- * exactly once; errors go back as reply_err(req, -ret).  No lock is
- * held across a reply.
+ * Each operation decodes its arguments, calls the library (arb_fs_*(),
+ * usually once; a write or setattr may also clear set-id bits, a create
+ * looks the name up after losing a race) and replies exactly once;
+ * errors go back as reply_err(req, -ret).  No lock is held across a
+ * reply.  Work that must not run inside a request (invalidating the
+ * kernel's cache) goes to threads of its own: lseek.c, dio.c, atime.c.
  *
  * Node ids: FUSE_ROOT_ID (1) is the library's ARB_ROOT_INO (256); every
  * other inode number passes through unchanged (the library's numbers are

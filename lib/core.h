@@ -445,8 +445,9 @@ void arb_path_release(struct arb_vol *vol, struct arb_path *p);
  * is made writable in t (shadowed when needed).  ins_len > 0 makes sure the
  * leaf has room for an item of ins_len data bytes (on the way down a full
  * node moves entries into a sibling, or else splits; siblings may be
- * shadowed too); ins_len < 0 merges underfull nodes on the way down (use
- * before a deletion).
+ * shadowed too).  ins_len < 0 does nothing more than 0: nodes are merged
+ * bottom-up after a deletion (arb_del_item, arb_del_items), not on the way
+ * down.
  */
 int arb_search_slot(struct arb_txn *t, struct arb_root *root,
 		    const struct arb_key *key, struct arb_path *p, int ins_len,

@@ -77,6 +77,9 @@ enum arb_csum_type {
 #define ARB_FIRST_SUBVOL_ID 256ULL
 /* first inode objectid in a fs tree; it is the subvolume's root directory */
 #define ARB_FIRST_INO 256ULL
+/* key objectid of ORPHAN_ITEMs (offset = the orphan inode) in an fs tree:
+ * above every inode number */
+#define ARB_ORPHAN_OBJECTID ((uint64_t)-5)
 
 /*
  * Item types.  The numbers are part of the format and fixed forever.
@@ -235,7 +238,12 @@ struct arb_super {
 	uint32_t s_commit_nr;
 	uint32_t s_commit_pad;
 	struct arb_commit_rec s_commit[ARB_COMMIT_REC_MAX];
-	uint8_t s_reserved[1624];
+	uint8_t s_reserved[1608];
+	/* the undo record of fsck's repair (lib/fs/fs_repair.c): the
+	 * generation a repair wrote, and the one it was made on; 0 when the
+	 * superblock is not a repair's */
+	uint64_t s_repair_gen;
+	uint64_t s_repair_prev;
 } ARB_PACKED;
 ARB_CHECK_SIZE(super, 4096);
 ARB_CHECK_OFF(super, s_magic, 32);
@@ -261,6 +269,8 @@ ARB_CHECK_OFF(super, s_root_mirror, 408);
 ARB_CHECK_OFF(super, s_commit_nr, 416);
 ARB_CHECK_OFF(super, s_commit, 424);
 ARB_CHECK_OFF(super, s_reserved, 2472);
+ARB_CHECK_OFF(super, s_repair_gen, 4080);
+ARB_CHECK_OFF(super, s_repair_prev, 4088);
 ARB_LE(super, s_magic, 64)
 ARB_LE(super, s_bytenr, 64)
 ARB_LE(super, s_generation, 64)
@@ -277,6 +287,8 @@ ARB_LE(super, s_incompat, 64)
 ARB_LE(super, s_ro_compat, 64)
 ARB_LE(super, s_compat, 64)
 ARB_LE(super, s_flags, 64)
+ARB_LE(super, s_repair_gen, 64)
+ARB_LE(super, s_repair_prev, 64)
 ARB_LE(super, s_root_generation, 64)
 ARB_LE(super, s_root_mirror, 64)
 ARB_LE(super, s_commit_nr, 32)

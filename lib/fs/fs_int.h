@@ -49,8 +49,6 @@
 #include "core.h"
 #include "idcount.h"
 
-/* key objectid of ORPHAN_ITEMs (offset = the orphan inode) in an fs tree */
-#define ARB_ORPHAN_OBJECTID ((uint64_t)-5)
 /* largest nlink we allow (EMLINK past it) */
 #define ARB_LINK_MAX 65000
 /* largest symlink target */

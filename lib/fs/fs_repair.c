@@ -32,31 +32,8 @@
 
 #include "fs_int.h"
 
-/*
- * The undo record: the last 16 bytes of the superblock's reserved area.
- * Kept out of format.h's struct for now so the format work going on there
- * merges cleanly; FORMAT.md documents it.
- */
-#define REPAIR_GEN_OFF 4080  /* u64: generation written by a repair */
-#define REPAIR_PREV_OFF 4088 /* u64: the generation it was made on */
-_Static_assert(offsetof(struct arb_super, s_reserved) +
-			       sizeof(((struct arb_super *)0)->s_reserved) ==
-		       ARB_SUPER_SIZE &&
-	       offsetof(struct arb_super, s_reserved) <= REPAIR_GEN_OFF,
-	       "undo record must lie in the superblock's reserved tail");
-
-static uint64_t sb_get64(const struct arb_super *sb, size_t off)
-{
-	uint64_t v;
-	memcpy(&v, (const uint8_t *)sb + off, 8);
-	return le64toh(v);
-}
-
-static void sb_set64(struct arb_super *sb, size_t off, uint64_t v)
-{
-	v = htole64(v);
-	memcpy((uint8_t *)sb + off, &v, 8);
-}
+/* The undo record: s_repair_gen and s_repair_prev of the superblock
+ * (lib/format.h, FORMAT.md). */
 
 /* ---- check as records -------------------------------------------------- */
 
@@ -791,8 +768,8 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		vol->one_flush = false;
 	}
 	/* the undo record travels with this commit's superblock */
-	sb_set64(&vol->super, REPAIR_GEN_OFF, vol->generation + 1);
-	sb_set64(&vol->super, REPAIR_PREV_OFF, vol->generation);
+	arb_set_super_s_repair_gen(&vol->super, vol->generation + 1);
+	arb_set_super_s_repair_prev(&vol->super, vol->generation);
 	fs->txn_dirty = true;
 	ret = fs_commit(fs);
 	if (!ret && out)
@@ -908,8 +885,8 @@ int arb_undo_repair(struct arb_dev *dev, FILE *out, const char **why)
 		return ret;
 	}
 	g = arb_super_s_generation(&cur);
-	if (sb_get64(&cur, REPAIR_GEN_OFF) != g ||
-	    sb_get64(&cur, REPAIR_PREV_OFF) + 1 != g) {
+	if (arb_super_s_repair_gen(&cur) != g ||
+	    arb_super_s_repair_prev(&cur) + 1 != g) {
 		*why = "the newest generation was not written by a repair "
 		       "(or was written after one)";
 		return -EALREADY;
@@ -940,8 +917,8 @@ int arb_undo_repair(struct arb_dev *dev, FILE *out, const char **why)
 	/* its blocks were flushed long ago: no record to check (and the
 	 * ranges G-1's record listed may have been reused since) */
 	arb_super_strip_record(&prev);
-	sb_set64(&prev, REPAIR_GEN_OFF, 0);
-	sb_set64(&prev, REPAIR_PREV_OFF, 0);
+	arb_set_super_s_repair_gen(&prev, 0);
+	arb_set_super_s_repair_prev(&prev, 0);
 	arb_csum_block(arb_super_s_csum_type(&prev), &prev, sizeof(prev),
 		       prev.s_csum);
 	ret = arb_dev_write(dev, &prev, sizeof(prev), off[1 - slot],
