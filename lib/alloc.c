@@ -731,6 +731,11 @@ bool arb_delayed_refs_pending(struct arb_vol *vol)
 	return vol->drefs && vol->drefs->count;
 }
 
+size_t arb_delayed_refs_count(struct arb_vol *vol)
+{
+	return vol->drefs ? vol->drefs->count : 0;
+}
+
 void arb_delayed_refs_drop(struct arb_vol *vol)
 {
 	struct arb_delayed_refs *d = vol->drefs;

@@ -664,6 +664,8 @@ uint64_t arb_used_bytes(struct arb_vol *vol);
 void arb_set_meta_reserve(struct arb_vol *vol, uint64_t bytes);
 /* are reference changes waiting to be applied */
 bool arb_delayed_refs_pending(struct arb_vol *vol);
+/* extents with reference changes waiting for the commit (heads) */
+size_t arb_delayed_refs_count(struct arb_vol *vol);
 /* drop pending reference changes and this transaction's allocations
  * (abort); the free-space map is rebuilt by the caller */
 void arb_delayed_refs_drop(struct arb_vol *vol);

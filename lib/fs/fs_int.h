@@ -75,6 +75,8 @@
 #define ARB_MAX_EXTENT (128ULL << 20)
 /* metadata bytes an ordinary operation must find free (in nodes) */
 #define ARB_OP_META_NODES 16
+/* pending reference changes (extents) past which an operation commits */
+#define ARB_DREF_COMMIT 2048
 
 /* In-memory twin of struct arb_inode_item (format.h). */
 struct arb_inode {
