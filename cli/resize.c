@@ -17,13 +17,12 @@
 #include <arbor/ioctl.h>
 
 #include "arbor_cli.h"
+#include "arbor_help.h"
 
+/* the filesystem part of docs/man/arbor.help */
 static void resize_usage(FILE *f)
 {
-	fprintf(f, "usage: arbor filesystem resize PATH SIZE|+SIZE|-SIZE\n"
-		   "       arbor filesystem resize --image IMG SIZE|+SIZE|-SIZE\n"
-		   "  SIZE in bytes with an optional K, M, G or T suffix; +/- "
-		   "relative to the current size\n");
+	fputs(ARBOR_HELP_FILESYSTEM, f);
 }
 
 /* the new size from SIZE/+SIZE/-SIZE and the current one; -1 on error */

@@ -11,7 +11,8 @@
  * arguments, refuses to overwrite a filesystem it recognises unless forced,
  * and reports what it made.
  *
- * Exit status (as mkfs(8)): 0 success, 1 usage or operational error.
+ * Exit status (as mke2fs and mkfs.btrfs): 0 success, 1 usage or
+ * operational error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,8 @@
 #include <uuid/uuid.h>
 
 #include <arbor/arbor.h>
+
+#include "mkfs_help.h"
 
 #define PROG "mkfs.arborfs"
 
@@ -53,33 +56,10 @@ struct mkfs_args {
 	bool quiet;
 };
 
+/* the text of docs/man/mkfs.arborfs.help, which makes the man page too */
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [options] IMAGE\n"
-		"\n"
-		"Create an arborfs filesystem in IMAGE (a file, created sparse if\n"
-		"missing, or a block device).\n"
-		"\n"
-		"options:\n"
-		"  -s SIZE      size in bytes, K/M/G/T suffixes (default: the size of\n"
-		"               the existing file or device, 1G for a new file)\n"
-		"  -L LABEL     filesystem label (at most %d bytes)\n"
-		"  -U UUID      filesystem UUID (default: random)\n"
-		"  -n NODESIZE  tree node size, a power of two from 4K to 64K\n"
-		"               (default 16K)\n"
-		"  -m PROFILE   metadata profile: 'dup' keeps two copies of every\n"
-		"               tree node, far apart in the image, so a node whose\n"
-		"               first copy is damaged is read from the second and\n"
-		"               repaired; 'single' keeps one (default dup)\n"
-		"  -r DIR       copy DIR into the new filesystem: files (holes kept),\n"
-		"               directories, symlinks, hard links, special files,\n"
-		"               xattrs, modes, owners and times\n"
-		"  -f           overwrite an existing filesystem\n"
-		"  -q           quiet: print only errors\n"
-		"  -h           this help\n"
-		"  -V           print the version\n",
-		LABEL_MAX);
+	fputs(MKFS_ARBORFS_HELP, f);
 }
 
 static void die_usage(const char *fmt, const char *arg)
@@ -99,11 +79,15 @@ static bool parse_size(const char *s, uint64_t *out)
 
 static void parse_args(int argc, char **argv, struct mkfs_args *a)
 {
+	static const struct option lo[] = { { "help", 0, 0, 'h' },
+					    { "version", 0, 0, 'V' },
+					    { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt(argc, argv, "s:L:U:n:m:r:fqhV")) != -1) {
+	while ((c = getopt_long(argc, argv, "s:L:U:n:m:r:fqhV", lo, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 's':
 			if (!parse_size(optarg, &v) || v == 0)
@@ -167,7 +151,7 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 			usage(stdout);
 			exit(0);
 		case 'V':
-			printf(PROG " version %s\n", ARBORFS_VERSION);
+			printf(PROG " (arborfs) %s\n", ARBORFS_VERSION);
 			exit(0);
 		default:
 			fprintf(stderr, "Try '" PROG " -h' for more information.\n");
