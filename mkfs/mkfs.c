@@ -31,6 +31,7 @@
 #include <uuid/uuid.h>
 
 #include <arbor/arbor.h>
+#include <arbor/dev.h>
 
 #include "mkfs_help.h"
 
@@ -216,6 +217,63 @@ static void human_size(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%" PRIu64 " B", v);
 	else
 		snprintf(buf, len, "%.2f %s", d, units[u]);
+}
+
+/*
+ * The smallest size arb_mkfs() accepts with the options of mo, found by
+ * formatting in memory (a few sparse megabytes, a dozen times), so that
+ * the number stated cannot drift from the library's rule.  0 if none up
+ * to 64 MiB works (or memory is short).
+ */
+static uint64_t min_size(const struct arb_mkfs_opts *mo)
+{
+	uint64_t lo = 1, hi = (64ULL << 20) / 4096; /* in 4 KiB units */
+	struct arb_mkfs_opts o = *mo;
+	struct arb_dev *dev;
+	bool any = false;
+
+	o.size = 0;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		bool ok;
+
+		if (arb_dev_open_mem(mid * 4096, &dev))
+			return 0;
+		ok = arb_mkfs(dev, &o) == 0;
+		arb_dev_destroy(dev);
+		if (ok) {
+			hi = mid;
+			any = true;
+		} else {
+			lo = mid + 1;
+		}
+	}
+	return any ? lo * 4096 : 0;
+}
+
+/* "SIZE is too small" with the minimum, for -s or the existing file */
+static void too_small(const char *image, uint64_t size,
+		      const struct arb_mkfs_opts *mo)
+{
+	uint64_t min = min_size(mo);
+	char sbuf[32], mbuf[32];
+
+	human_size(size, sbuf, sizeof(sbuf));
+	if (!min) {
+		fprintf(stderr, PROG ": %s: %" PRIu64 " bytes (%s) is too "
+				"small for a filesystem\n",
+			image, size, sbuf);
+		return;
+	}
+	if (min % (1 << 20) == 0)
+		snprintf(mbuf, sizeof(mbuf), "%" PRIu64 "M", min >> 20);
+	else
+		snprintf(mbuf, sizeof(mbuf), "%" PRIu64 "K", min >> 10);
+	fprintf(stderr,
+		PROG ": %s: %" PRIu64 " bytes (%s) is too small: the minimum "
+		     "with %uK nodes is %" PRIu64 " bytes (-s %s)\n",
+		image, size, sbuf, (mo->nodesize ? mo->nodesize : 16384u) >> 10,
+		min, mbuf);
 }
 
 /* ---- -r DIR: copy a directory tree into the new filesystem ---------- */
@@ -676,9 +734,11 @@ int main(int argc, char **argv)
 
 	ret = arb_mkfs(dev, &mo);
 	if (ret) {
-		fprintf(stderr, PROG ": formatting %s failed: %s\n", a.image,
-			ret == -ENOSPC ? "the size is too small for a filesystem"
-				       : strerror(-ret));
+		if (ret == -ENOSPC)
+			too_small(a.image, a.size ? a.size : dev->size, &mo);
+		else
+			fprintf(stderr, PROG ": formatting %s failed: %s\n",
+				a.image, strerror(-ret));
 		arb_dev_destroy(dev);
 		goto out_remove;
 	}
