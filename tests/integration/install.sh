@@ -1,7 +1,8 @@
 #!/bin/bash
 # install.sh - `meson install` gives working tools:
 #  * into a DESTDIR: the programs, libarbor, the four man pages, the
-#    bash completion land where they belong;
+#    bash completion and the magic(5) entry land where they belong, and
+#    file(1) names an image with that entry;
 #  * the programs that use libarbor.so carry a RUNPATH to the installed
 #    libdir, so they run without ldconfig; from the DESTDIR (where that
 #    RUNPATH does not reach) they run with LD_LIBRARY_PATH set to the
@@ -27,7 +28,7 @@ SHARE=$D$PREFIX/$(opt datadir)
 
 for f in "$SBIN/mkfs.arborfs" "$SBIN/fsck.arborfs" "$SBIN/arborfs" "$BIN/arbor" \
 	"$MAN8/arborfs.8" "$MAN8/mkfs.arborfs.8" "$MAN8/fsck.arborfs.8" "$MAN8/arbor.8" \
-	"$SHARE/bash-completion/completions/arbor"; do
+	"$SHARE/bash-completion/completions/arbor" "$SHARE/arborfs/magic"; do
 	[ -e "$f" ] || fail "not installed: ${f#"$D"}"
 done
 ls "$D$LIBDIR"/libarbor.so.* >/dev/null 2>&1 || fail "libarbor.so.* not in ${LIBDIR}"
@@ -53,6 +54,14 @@ for p in "$SBIN/mkfs.arborfs" "$SBIN/fsck.arborfs" "$SBIN/arborfs" "$BIN/arbor";
 done
 run "$SBIN/mkfs.arborfs" -q -s 64M "$IMG" || fail "installed mkfs failed"
 run "$SBIN/fsck.arborfs" -n "$IMG" >/dev/null || fail "installed fsck failed"
+if command -v file >/dev/null; then
+	run "$SBIN/mkfs.arborfs" -q -f -s 64M -L "install test" -U 01234567-89ab-cdef-0123-456789abcdef "$TMP/m.img" ||
+		fail "installed mkfs failed"
+	out=$(file -m "$SHARE/arborfs/magic" "$TMP/m.img")
+	grep -q "arborfs filesystem image, node size 16384, 67108864 bytes, UUID 01234567-89ab-cdef-0123-456789abcdef, label \"install test\"" <<<"$out" ||
+		fail "file(1) with the magic entry: $out"
+	rm -f "$TMP/m.img"
+fi
 run "$SBIN/arborfs" "$IMG" "$MNT" -o commit=0 || fail "installed daemon did not mount"
 echo hello >"$MNT/f"
 run "$BIN/arbor" filesystem sync "$MNT" >/dev/null || fail "installed arbor sync failed"
