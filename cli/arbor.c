@@ -17,7 +17,8 @@
  *   arbor filesystem generation [--json] PATH
  *   arbor check [-q] PATH | --status PATH   (check.c)
  *
- * Subvolumes, snapshots, find-new, send/receive and scrub come later.
+ * Subvolumes, snapshots, find-new and send/receive come later: those
+ * commands say so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,23 +28,26 @@
 #include <string.h>
 
 #include "arbor_cli.h"
+#include "arbor_help.h"
 #include "core.h"
 #include "usage.h"
 
+/* the text of docs/man/arbor.help, which makes the man page too */
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: arbor usage --image IMG\n"
-		   "       arbor dump --image IMG [TREE-ID]\n"
-		   "       arbor scrub start [-B]|status|cancel PATH\n"
-		   "       arbor scrub --image IMG [-r] [-q]\n"
-		   "       arbor check [-q] PATH | --status PATH\n"
-		   "       arbor unmount [--timeout SECONDS] MOUNTPOINT\n"
-		   "       arbor filesystem stats [--json] [--reset] PATH\n"
-		   "       arbor filesystem usage [--json] PATH\n"
-		   "       arbor filesystem sync [--json] PATH\n"
-		   "       arbor filesystem generation [--json] PATH\n"
-		   "       arbor filesystem resize PATH|--image IMG SIZE|+SIZE|-SIZE\n"
-		   "PATH: any file or directory of a mounted arborfs\n");
+	fputs(ARBOR_HELP, f);
+}
+
+/* a command that is not there yet: say so (exit 1) */
+static int not_yet(const char *cmd)
+{
+	fprintf(stderr,
+		"arbor %s: subvolumes, snapshots and send/receive are not "
+		"implemented yet\n"
+		"(the on-disk format is designed for them; the mount has one "
+		"tree of files)\n",
+		cmd);
+	return 1;
 }
 
 static int open_image(const char *path, struct arb_dev **dev,
@@ -177,6 +181,48 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") ||
+	    !strcmp(cmd, "help")) {
+		static const struct {
+			const char *cmd, *text;
+		} topics[] = {
+			{ "filesystem", ARBOR_HELP_FILESYSTEM },
+			{ "fs", ARBOR_HELP_FILESYSTEM },
+			{ "scrub", ARBOR_HELP_SCRUB },
+			{ "check", ARBOR_HELP_CHECK },
+			{ "unmount", ARBOR_HELP_UNMOUNT },
+			{ "usage", ARBOR_HELP_IMAGE },
+			{ "dump", ARBOR_HELP_IMAGE },
+		};
+
+		/* "arbor help scrub": that command's part */
+		for (size_t i = 0; argc > 2 &&
+				   i < sizeof(topics) / sizeof(topics[0]); i++)
+			if (!strcmp(argv[2], topics[i].cmd)) {
+				fputs(topics[i].text, stdout);
+				return 0;
+			}
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
+	    !strcmp(cmd, "version")) {
+		printf("arbor (arborfs) %s\n", ARBORFS_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
+	    !strcmp(cmd, "snapshot") || !strcmp(cmd, "send") ||
+	    !strcmp(cmd, "receive") || !strcmp(cmd, "find-new"))
+		return not_yet(cmd);
+	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
+	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&
+	    strcmp(cmd, "unmount") && strcmp(cmd, "umount") &&
+	    strcmp(cmd, "usage") && strcmp(cmd, "dump")) {
+		fprintf(stderr, "arbor: unknown command '%s'\n"
+				"Try 'arbor --help' for the commands.\n",
+			cmd);
+		return 2;
+	}
 	if (!strcmp(cmd, "scrub"))
 		return cli_scrub(argc, argv);
 	if (!strcmp(cmd, "check"))
@@ -189,22 +235,23 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "i:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'i': image = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h': fputs(ARBOR_HELP_IMAGE, stdout); return 0;
+		default: fputs(ARBOR_HELP_IMAGE, stderr); return 2;
 		}
 	}
-	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help")) {
-		usage(stdout);
-		return 0;
-	}
 	if (!image) {
-		fprintf(stderr, "arbor %s: only --image IMG is supported yet\n",
-			cmd);
+		if (!strcmp(cmd, "usage"))
+			fprintf(stderr, "arbor usage: takes --image IMG, an "
+					"unmounted image; on a mount: arbor "
+					"filesystem usage PATH\n");
+		else
+			fprintf(stderr, "arbor dump: takes --image IMG, an "
+					"unmounted image\n");
 		return 2;
 	}
-	if (strcmp(cmd, "usage") && strcmp(cmd, "dump")) {
-		fprintf(stderr, "arbor: unknown command '%s'\n", cmd);
-		usage(stderr);
+	if (!strcmp(cmd, "usage") && optind < argc) {
+		fprintf(stderr, "arbor usage: unexpected argument '%s'\n",
+			argv[optind]);
 		return 2;
 	}
 	if (open_image(image, &dev, &vol))

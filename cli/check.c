@@ -21,6 +21,7 @@
 #include <arbor/ioctl.h>
 
 #include "arbor_cli.h"
+#include "arbor_help.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -30,17 +31,10 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
+/* the check part of docs/man/arbor.help */
 static void check_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: arbor check [-q] PATH        check a mounted filesystem "
-		"(waits)\n"
-		"       arbor check --status PATH    the running or last check\n"
-		"  checks the generation committed when it starts, while the\n"
-		"  filesystem stays in use (root or CAP_SYS_ADMIN); Ctrl-C "
-		"cancels\n"
-		"  -q  no progress\n"
-		"  exit 0 clean, 4 problems found, 1 failed or cancelled\n");
+	fputs(ARBOR_HELP_CHECK, f);
 }
 
 #define U(x) ((unsigned long long)(x))

@@ -30,20 +30,15 @@
 #include <arbor/ioctl.h>
 
 #include "arbor_cli.h"
+#include "arbor_help.h"
 
 /* f_type of every FUSE mount */
 #define FUSE_SUPER_MAGIC 0x65735546
 
+/* the filesystem part of docs/man/arbor.help */
 static void fs_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: arbor filesystem stats [--json] [--reset] PATH\n"
-		"       arbor filesystem usage [--json] PATH\n"
-		"       arbor filesystem sync [--json] PATH\n"
-		"       arbor filesystem generation [--json] PATH\n"
-		"       arbor filesystem resize PATH|--image IMG "
-		"SIZE|+SIZE|-SIZE\n"
-		"PATH: any file or directory of a mounted arborfs\n");
+	fputs(ARBOR_HELP_FILESYSTEM, f);
 }
 
 /* Open PATH and make sure it is on a FUSE mount; -1 with a message. */

@@ -21,6 +21,7 @@
 
 #include "arbor/arbor.h"
 #include "arbor_cli.h"
+#include "arbor_help.h"
 
 static void print_line(void *arg, const char *line)
 {
@@ -29,24 +30,10 @@ static void print_line(void *arg, const char *line)
 	fflush(stdout);
 }
 
+/* the scrub part of docs/man/arbor.help */
 static void scrub_usage(FILE *f)
 {
-	fprintf(f, "usage: arbor scrub start [-B] PATH    scrub a mounted "
-		   "filesystem in the background\n"
-		   "                                       (-B: wait, showing "
-		   "progress)\n"
-		   "       arbor scrub status PATH        progress or result of "
-		   "the last one\n"
-		   "       arbor scrub cancel PATH\n"
-		   "       arbor scrub --image IMG [-r] [-q]\n"
-		   "  read every tree node and data block and verify its "
-		   "checksum;\n"
-		   "  a bad copy of a tree node is rewritten from the good "
-		   "one\n"
-		   "  -r  read-only: report, repair nothing\n"
-		   "  -q  summary only\n"
-		   "  exit 0 clean (or all corrected), 3 uncorrectable errors, "
-		   "1 failure\n");
+	fputs(ARBOR_HELP_SCRUB, f);
 }
 
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs)

@@ -24,15 +24,12 @@
 #include <unistd.h>
 
 #include "arbor_cli.h"
+#include "arbor_help.h"
 
+/* the unmount part of docs/man/arbor.help */
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: arbor unmount [--timeout SECONDS] MOUNTPOINT\n"
-		"  unmount an arborfs mount and wait until its daemon has\n"
-		"  written its last commit and released the image (default\n"
-		"  timeout 120 s), so that fsck.arborfs, mkfs.arborfs or a new\n"
-		"  mount can open it at once\n");
+	fputs(ARBOR_HELP_UNMOUNT, f);
 }
 
 /* mountinfo's octal escapes (\040 for a space, ...) undone in place */

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "arbor/arbor.h"
+#include "fsck_help.h"
 
 #define FSCK_OK 0
 #define FSCK_CORRECTED 1
@@ -45,28 +46,10 @@
 #define FSCK_OPERROR 8
 #define FSCK_USAGE 16
 
+/* the text of docs/man/fsck.arborfs.help, which makes the man page too */
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: fsck.arborfs [-n|-y|-p] [-f] [-v] [--progress] "
-		"[--memory SIZE] IMAGE\n"
-		"       fsck.arborfs --undo-repair IMAGE\n"
-		"  -n             check only, never write (default)\n"
-		"  -y, -p         repair what can be repaired, in one transaction\n"
-		"                 (the generation before it stays on disk until\n"
-		"                 the next write: see --undo-repair)\n"
-		"  -f             check even if the image looks clean (always done)\n"
-		"  -v             list every problem (default: the first 50)\n"
-		"  --progress     show progress on stderr (default on a terminal)\n"
-		"  --no-progress  do not\n"
-		"  --memory SIZE  memory for the check (default 128M; more parts\n"
-		"                 of the image are checked one after the other\n"
-		"                 when it needs more)\n"
-		"  --undo-repair  go back to the generation before the last repair,\n"
-		"                 if nothing was written since\n"
-		"  --list-problems  print the table of problems and exit\n"
-		"exit status: 0 clean, 1 corrected, 4 uncorrected, 8 operational"
-		" error (also: an image of a newer format), 16 usage error\n");
+	fputs(FSCK_ARBORFS_HELP, f);
 }
 
 /* 0 none, 1 a line rewritten in place (terminal), 2 a line a second */
@@ -266,6 +249,7 @@ int main(int argc, char **argv)
 					    { "undo-repair", 0, 0, 'U' },
 					    { "list-problems", 0, 0, 'L' },
 					    { "help", 0, 0, 'h' },
+					    { "version", 0, 0, 'V' },
 					    { 0, 0, 0, 0 } };
 	struct arb_check_result r1 = { 0 }, r2 = { 0 }, r3 = { 0 };
 	struct arb_fs *fs;
@@ -276,7 +260,7 @@ int main(int argc, char **argv)
 	int c, ret, status;
 
 	progress = isatty(STDERR_FILENO) ? 1 : 0;
-	while ((c = getopt_long(argc, argv, "nypfvah", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "nypfvahV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': repair = false; break;
 		case 'y': case 'p': case 'a': repair = true; break;
@@ -294,11 +278,21 @@ int main(int argc, char **argv)
 		case 'L': list_problems(); return FSCK_OK;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return FSCK_OK;
-		default: usage(stderr); return FSCK_USAGE;
+		case 'V':
+			printf("fsck.arborfs (arborfs) %s\n", ARBORFS_VERSION);
+			return FSCK_OK;
+		default:
+			fprintf(stderr, "Try 'fsck.arborfs --help' for more "
+					"information.\n");
+			return FSCK_USAGE;
 		}
 	}
 	if (optind + 1 != argc || (do_undo && repair)) {
-		usage(stderr);
+		fprintf(stderr, "fsck.arborfs: %s\nTry 'fsck.arborfs --help' "
+				"for more information.\n",
+			optind >= argc ? "no IMAGE given"
+			: optind + 1 < argc ? "more than one IMAGE given"
+					    : "--undo-repair repairs nothing else");
 		return FSCK_USAGE;
 	}
 	image = argv[optind];

@@ -527,65 +527,14 @@ static int do_remount(const char *mountpoint, const struct afs_config *c)
 	return 0;
 }
 
+/* the text of docs/man/arborfs.help (which makes the man page too), then
+ * libfuse's own options */
+#include "arborfs_help.h"
 static void usage(const char *prog)
 {
-	printf("usage: %s [options] IMAGE MOUNTPOINT\n\n", prog);
-	printf("arborfs options:\n"
-	       "    -o ro                  mount read-only (the image is opened read-only)\n"
-	       "    -o commit=SECONDS      seconds between automatic commits (default 5,\n"
-	       "                           0 = only on sync, fsync and unmount)\n"
-	       "    -o log=FILE            once in the background, append messages to\n"
-	       "                           FILE (default: stderr if it is not a\n"
-	       "                           terminal, else syslog)\n"
-	       "    -o no_wait             fail at once if the image is in use (default:\n"
-	       "                           wait up to 10 s, for a daemon still finishing\n"
-	       "                           its last commit after an unmount)\n"
-	       "    -o discard[=async]     give the space commits free back to the host\n"
-	       "                           (punch holes in the image) after each\n"
-	       "                           commit; fstrim(8) does it on demand\n"
-	       "    -o idle_commit=MS      also commit once nothing changed for MS\n"
-	       "                           milliseconds (default 100; 0 = off): sync(1)\n"
-	       "                           reaches the daemon only as written-back\n"
-	       "                           pages, and is durable this long after it\n"
-	       "                           returns\n"
-	       "    -o max_inline=BYTES    store files up to this size in the tree\n"
-	       "                           (default 2048)\n"
-	       "    -o cache_size=BYTES    bound of the node cache, K/M/G suffix\n"
-	       "                           (default 1/64 of the RAM, 64M to 512M)\n"
-	       "    -o autogrow=SIZE       grow a full image file (fallocate) up to\n"
-	       "                           SIZE (K/M/G/T) instead of ENOSPC\n"
-	       "    -o dirty_limit=BYTES   most data the kernel may hold dirty for\n"
-	       "                           this mount (K/M/G; root, Linux >= 6.2):\n"
-	       "                           lower means shorter fsync waits beside\n"
-	       "                           big writers, slower streaming writes\n"
-	       "                           (default: the kernel's, about 1%% of its\n"
-	       "                           dirty limit)\n"
-	       "    -o fsync_dirty_limit=BYTES  the dirty limit while fsyncs come\n"
-	       "                           (from the second within a second until\n"
-	       "                           2 s after the last; root, Linux >= 6.2):\n"
-	       "                           an fsync beside a streaming writer waits\n"
-	       "                           for less of its writeback\n"
-	       "                           (K/M/G, default 2M, 0: off)\n"
-	       "    -o readahead=BYTES     the kernel's read-ahead window for this\n"
-	       "                           mount (K/M/G, 0: the kernel's 128K; root)\n"
-	       "                           (default 1M)\n"
-	       "    -o noatime             never update access times (default relatime)\n"
-	       "    -o noacl               no POSIX ACLs: system.posix_acl_* xattrs are\n"
-	       "                           refused (default: acl, enforced by the kernel)\n"
-	       "    -o trace=FILE          log every device I/O to FILE\n"
-	       "    -o singlethread        serve requests from one thread (as -s);\n"
-	       "                           default: a pool (-o max_threads=N)\n"
-	       "    -o open_requests       have the kernel send OPEN, RELEASE, OPENDIR\n"
-	       "                           and RELEASEDIR (default: opens cost no\n"
-	       "                           request where the kernel allows it)\n"
-	       "    -o no_uring            take every request from /dev/fuse (default:\n"
-	       "                           FUSE over io_uring when the kernel offers it,\n"
-	       "                           i.e. its fuse module has enable_uring=1:\n"
-	       "                           each request is served on its caller's CPU)\n"
-	       "\n"
-	       "default_permissions is always on: the kernel checks permissions\n"
-	       "and POSIX ACLs.  When mounted by root, allow_other is on too, so\n"
-	       "that every user reaches the files their permissions allow.\n\n");
+	(void)prog;
+	fputs(ARBORFS_HELP, stdout);
+	printf("\n");
 	printf("FUSE options:\n");
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
@@ -1060,8 +1009,10 @@ int main(int argc, char *argv[])
 		goto out_free_opts;
 	}
 	if (opts.show_version) {
-		printf("arborfs version %s\n", ARBORFS_VERSION);
+		printf("arborfs (arborfs) %s\n", ARBORFS_VERSION);
 		printf("FUSE library version %s\n", fuse_pkgversion());
+		/* it runs fusermount3 --version, which must come after */
+		fflush(stdout);
 		fuse_lowlevel_version();
 		ret = 0;
 		goto out_free_opts;

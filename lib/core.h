@@ -711,6 +711,10 @@ int arb_txn_commit(struct arb_txn *t);
 /* Throw the running transaction away: the volume goes back to the last
  * committed state (dirty nodes dropped, roots reloaded). */
 void arb_txn_abort(struct arb_txn *t);
+/* The same without the warning: for a transaction that turned out to have
+ * nothing to commit, which is no failure (fsck -y that only rewrote node
+ * copies, outside any transaction). */
+void arb_txn_discard(struct arb_txn *t);
 /* record err as the transaction's first error; returns err */
 int arb_txn_fail(struct arb_txn *t, int err);
 static inline int arb_txn_check(struct arb_txn *t)

@@ -304,13 +304,14 @@ static int reload_committed(struct arb_vol *vol)
 	return 0;
 }
 
-void arb_txn_abort(struct arb_txn *t)
+static void txn_drop(struct arb_txn *t, bool warn)
 {
 	struct arb_vol *vol = t->vol;
 	int ret;
 
-	arb_log(ARB_LOG_WARN, "aborting transaction %llu",
-		(unsigned long long)t->transid);
+	if (warn)
+		arb_log(ARB_LOG_WARN, "aborting transaction %llu",
+			(unsigned long long)t->transid);
 	arb_delayed_refs_drop(vol);
 	arb_cache_drop_dirty(vol);
 	vol->running = NULL;
@@ -326,6 +327,16 @@ void arb_txn_abort(struct arb_txn *t)
 			ret);
 		vol->fatal_error = ret;
 	}
+}
+
+void arb_txn_abort(struct arb_txn *t)
+{
+	txn_drop(t, true);
+}
+
+void arb_txn_discard(struct arb_txn *t)
+{
+	txn_drop(t, false);
 }
 
 /* ---- superblock and open ------------------------------------------------ */

@@ -11,7 +11,8 @@
  * arguments, refuses to overwrite a filesystem it recognises unless forced,
  * and reports what it made.
  *
- * Exit status (as mkfs(8)): 0 success, 1 usage or operational error.
+ * Exit status (as mke2fs and mkfs.btrfs): 0 success, 1 usage or
+ * operational error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,9 @@
 #include <uuid/uuid.h>
 
 #include <arbor/arbor.h>
+#include <arbor/dev.h>
+
+#include "mkfs_help.h"
 
 #define PROG "mkfs.arborfs"
 
@@ -53,33 +57,10 @@ struct mkfs_args {
 	bool quiet;
 };
 
+/* the text of docs/man/mkfs.arborfs.help, which makes the man page too */
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [options] IMAGE\n"
-		"\n"
-		"Create an arborfs filesystem in IMAGE (a file, created sparse if\n"
-		"missing, or a block device).\n"
-		"\n"
-		"options:\n"
-		"  -s SIZE      size in bytes, K/M/G/T suffixes (default: the size of\n"
-		"               the existing file or device, 1G for a new file)\n"
-		"  -L LABEL     filesystem label (at most %d bytes)\n"
-		"  -U UUID      filesystem UUID (default: random)\n"
-		"  -n NODESIZE  tree node size, a power of two from 4K to 64K\n"
-		"               (default 16K)\n"
-		"  -m PROFILE   metadata profile: 'dup' keeps two copies of every\n"
-		"               tree node, far apart in the image, so a node whose\n"
-		"               first copy is damaged is read from the second and\n"
-		"               repaired; 'single' keeps one (default dup)\n"
-		"  -r DIR       copy DIR into the new filesystem: files (holes kept),\n"
-		"               directories, symlinks, hard links, special files,\n"
-		"               xattrs, modes, owners and times\n"
-		"  -f           overwrite an existing filesystem\n"
-		"  -q           quiet: print only errors\n"
-		"  -h           this help\n"
-		"  -V           print the version\n",
-		LABEL_MAX);
+	fputs(MKFS_ARBORFS_HELP, f);
 }
 
 static void die_usage(const char *fmt, const char *arg)
@@ -99,11 +80,15 @@ static bool parse_size(const char *s, uint64_t *out)
 
 static void parse_args(int argc, char **argv, struct mkfs_args *a)
 {
+	static const struct option lo[] = { { "help", 0, 0, 'h' },
+					    { "version", 0, 0, 'V' },
+					    { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt(argc, argv, "s:L:U:n:m:r:fqhV")) != -1) {
+	while ((c = getopt_long(argc, argv, "s:L:U:n:m:r:fqhV", lo, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 's':
 			if (!parse_size(optarg, &v) || v == 0)
@@ -167,7 +152,7 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 			usage(stdout);
 			exit(0);
 		case 'V':
-			printf(PROG " version %s\n", ARBORFS_VERSION);
+			printf(PROG " (arborfs) %s\n", ARBORFS_VERSION);
 			exit(0);
 		default:
 			fprintf(stderr, "Try '" PROG " -h' for more information.\n");
@@ -232,6 +217,63 @@ static void human_size(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%" PRIu64 " B", v);
 	else
 		snprintf(buf, len, "%.2f %s", d, units[u]);
+}
+
+/*
+ * The smallest size arb_mkfs() accepts with the options of mo, found by
+ * formatting in memory (a few sparse megabytes, a dozen times), so that
+ * the number stated cannot drift from the library's rule.  0 if none up
+ * to 64 MiB works (or memory is short).
+ */
+static uint64_t min_size(const struct arb_mkfs_opts *mo)
+{
+	uint64_t lo = 1, hi = (64ULL << 20) / 4096; /* in 4 KiB units */
+	struct arb_mkfs_opts o = *mo;
+	struct arb_dev *dev;
+	bool any = false;
+
+	o.size = 0;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		bool ok;
+
+		if (arb_dev_open_mem(mid * 4096, &dev))
+			return 0;
+		ok = arb_mkfs(dev, &o) == 0;
+		arb_dev_destroy(dev);
+		if (ok) {
+			hi = mid;
+			any = true;
+		} else {
+			lo = mid + 1;
+		}
+	}
+	return any ? lo * 4096 : 0;
+}
+
+/* "SIZE is too small" with the minimum, for -s or the existing file */
+static void too_small(const char *image, uint64_t size,
+		      const struct arb_mkfs_opts *mo)
+{
+	uint64_t min = min_size(mo);
+	char sbuf[32], mbuf[32];
+
+	human_size(size, sbuf, sizeof(sbuf));
+	if (!min) {
+		fprintf(stderr, PROG ": %s: %" PRIu64 " bytes (%s) is too "
+				"small for a filesystem\n",
+			image, size, sbuf);
+		return;
+	}
+	if (min % (1 << 20) == 0)
+		snprintf(mbuf, sizeof(mbuf), "%" PRIu64 "M", min >> 20);
+	else
+		snprintf(mbuf, sizeof(mbuf), "%" PRIu64 "K", min >> 10);
+	fprintf(stderr,
+		PROG ": %s: %" PRIu64 " bytes (%s) is too small: the minimum "
+		     "with %uK nodes is %" PRIu64 " bytes (-s %s)\n",
+		image, size, sbuf, (mo->nodesize ? mo->nodesize : 16384u) >> 10,
+		min, mbuf);
 }
 
 /* ---- -r DIR: copy a directory tree into the new filesystem ---------- */
@@ -692,9 +734,11 @@ int main(int argc, char **argv)
 
 	ret = arb_mkfs(dev, &mo);
 	if (ret) {
-		fprintf(stderr, PROG ": formatting %s failed: %s\n", a.image,
-			ret == -ENOSPC ? "the size is too small for a filesystem"
-				       : strerror(-ret));
+		if (ret == -ENOSPC)
+			too_small(a.image, a.size ? a.size : dev->size, &mo);
+		else
+			fprintf(stderr, PROG ": formatting %s failed: %s\n",
+				a.image, strerror(-ret));
 		arb_dev_destroy(dev);
 		goto out_remove;
 	}

@@ -5,7 +5,8 @@
 #
 # 1. installs the missing build packages (as root; otherwise prints the
 #    `sudo apt-get install ...` line and exits 1)
-# 2. configures build/ (meson) and builds it (ninja)
+# 2. configures build/ (meson, -Dtests=disabled) and builds the four
+#    tools only (ninja TARGETS: no tests, no benchmarks)
 # 3. creates a sparse image with mkfs.arborfs, unless the image exists
 #    already (an existing image is never reformatted)
 # 4. mounts it with the FUSE daemon build/fuse/arborfs, when it is built;
@@ -34,6 +35,7 @@ BUILD=build
 MKFS=$BUILD/mkfs/mkfs.arborfs
 DAEMON=$BUILD/fuse/arborfs
 FSCK=$BUILD/fsck/fsck.arborfs
+ARBOR=$BUILD/cli/arbor
 IMAGE=$(abspath "${ARBOR_IMAGE:-$ROOT/arborfs.img}")
 MNT=$(abspath "${ARBOR_MNT:-$ROOT/mnt}")
 SIZE=${ARBOR_SIZE:-1G}
@@ -81,6 +83,10 @@ arborfs is mounted on $MNT (image $IMAGE).
 EOF
 	if [[ -x $FSCK ]]; then
 		echo "  check it:    $ROOT/$FSCK -n \"$IMAGE\"   (once unmounted)"
+	fi
+	if [[ -x $ARBOR ]]; then
+		echo "  admin tool:  $ROOT/$ARBOR  (e.g. $ROOT/$ARBOR filesystem usage \"$MNT\";"
+		echo "               --help; not installed: sudo meson install -C $ROOT/$BUILD)"
 	fi
 	# FUSE over io_uring: faster metadata work, if the kernel has it
 	# (README, "FUSE over io_uring"); a kernel setting, so only a hint
@@ -131,13 +137,16 @@ arb_ensure_deps || exit 1
 # ---- 2. configure and build -------------------------------------------------
 if [[ -f $BUILD/meson-private/coredata.dat ]]; then
 	say "reconfiguring $BUILD"
-	meson setup --reconfigure "$BUILD" || die "meson setup failed"
+	meson setup --reconfigure -Dtests=disabled "$BUILD" || die "meson setup failed"
 else
 	say "configuring $BUILD"
-	meson setup "$BUILD" || die "meson setup failed"
+	meson setup -Dtests=disabled "$BUILD" || die "meson setup failed"
 fi
-say "building"
-ninja -C "$BUILD" || die "build failed"
+# the tools only (their man pages come with them); scripts/test.sh builds
+# the tests in build-test/, `ninja -C build` builds the benchmarks too
+say "building the tools"
+ninja -C "$BUILD" "${MKFS#"$BUILD"/}" "${DAEMON#"$BUILD"/}" \
+	"${FSCK#"$BUILD"/}" "${ARBOR#"$BUILD"/}" || die "build failed"
 
 # ---- 3. image ---------------------------------------------------------------
 mkfs_out=""

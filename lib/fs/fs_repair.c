@@ -755,9 +755,9 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 	arb_txn_end(t);
 	*fixed = nfix + ncopies;
 	if (!nfix && !changed) {
-		/* nothing changed: no new generation */
-		ret = 0;
-		goto out_abort;
+		/* nothing changed: no new generation, and nothing failed */
+		arb_txn_discard(t);
+		goto out_reload;
 	}
 	/* flushed twice, so without a commit record: closing then leaves the
 	 * other slot alone, and undo needs it (generation - 1, lib/txn.c).
@@ -781,6 +781,7 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 	goto out_unlock;
 out_abort:
 	arb_txn_abort(t);
+out_reload:
 	/* the roots were reloaded */
 	if (arb_root_get(vol, ARB_FS_TREE_ID, &fs->root) == 0)
 		(void)arb_root_get(vol, ARB_CSUM_TREE_ID, &fs->csum);

@@ -22,8 +22,16 @@ json_ok() {
 }
 # as_nobody CMD...: run as uid/gid 65534 without capabilities
 as_nobody() {
-	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+	local opts=()
+	while [[ $1 == --* ]]; do
+		opts+=("$1")
+		shift
+	done
+	setpriv --reuid=65534 --regid=65534 --clear-groups "${opts[@]}" \
+		env LD_LIBRARY_PATH="$NOBODY_LIB" "$@"
 }
+# the build's arbor, where nobody can reach it (lib.sh)
+ARBOR_NOBODY=$(nobody_exe "$ARBOR")
 
 fs_mkfs -s 128M
 fs_mount -o commit=0
@@ -107,20 +115,20 @@ json_ok "$TMP/usage.json" "j['data'] + j['metadata'] + j['system'] + j['uncommit
 "$ARBOR" filesystem usage "$MNT" | grep -q "^metadata " || fail "human usage lacks metadata"
 
 log "arbor filesystem: privileges and wrong paths"
-as_nobody "$ARBOR" filesystem generation "$MNT" >/dev/null || fail "nobody cannot read the generation"
-as_nobody "$ARBOR" filesystem stats "$MNT" >/dev/null || fail "nobody cannot read stats"
-as_nobody "$ARBOR" filesystem usage "$MNT" >/dev/null || fail "nobody cannot read usage"
+as_nobody "$ARBOR_NOBODY" filesystem generation "$MNT" >/dev/null || fail "nobody cannot read the generation"
+as_nobody "$ARBOR_NOBODY" filesystem stats "$MNT" >/dev/null || fail "nobody cannot read stats"
+as_nobody "$ARBOR_NOBODY" filesystem usage "$MNT" >/dev/null || fail "nobody cannot read usage"
 echo change >"$MNT/change"
 st=0
-as_nobody "$ARBOR" filesystem sync "$MNT" 2>"$TMP/err" || st=$?
+as_nobody "$ARBOR_NOBODY" filesystem sync "$MNT" 2>"$TMP/err" || st=$?
 [ $st = 1 ] || fail "nobody's sync: exit $st, want 1"
 grep -q "Operation not permitted" "$TMP/err" || fail "nobody's sync: $(cat "$TMP/err")"
 st=0
-as_nobody "$ARBOR" filesystem stats --reset "$MNT" >/dev/null 2>"$TMP/err" || st=$?
+as_nobody "$ARBOR_NOBODY" filesystem stats --reset "$MNT" >/dev/null 2>"$TMP/err" || st=$?
 [ $st = 1 ] || fail "nobody's stats --reset: exit $st, want 1"
 # CAP_SYS_ADMIN without uid 0 is enough
 as_nobody --inh-caps=+sys_admin --ambient-caps=+sys_admin \
-	"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync with CAP_SYS_ADMIN refused"
+	"$ARBOR_NOBODY" filesystem sync "$MNT" >/dev/null || fail "sync with CAP_SYS_ADMIN refused"
 st=0
 "$ARBOR" filesystem generation "$TMP" >/dev/null 2>"$TMP/err" || st=$?
 [ $st = 1 ] && grep -q "not on a mounted arborfs" "$TMP/err" ||

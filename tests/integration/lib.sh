@@ -324,3 +324,18 @@ need_nobody() {
 	PY=/usr/bin/python3
 	[ -x "$PY" ] || PY=$(command -v python3)
 }
+
+# nobody_exe EXE: print the path of a copy of EXE, made in a directory
+# every user may enter, with the build's libarbor beside it; run it as
+# another user with LD_LIBRARY_PATH=$NOBODY_LIB.  A test that runs a tool
+# of the build as another user must not depend on where the checkout is:
+# in a 0700 home, "Permission denied" (exit 126) would stand for the tool.
+NOBODY_LIB=
+nobody_exe() {
+	NOBODY_LIB=$TMP/nobody-bin
+	mkdir -p "$NOBODY_LIB"
+	cp "$1" "$NOBODY_LIB/"
+	cp -P "$BUILD"/lib/libarbor.so* "$NOBODY_LIB/" 2>/dev/null || true
+	chmod -R a+rX "$NOBODY_LIB"
+	echo "$NOBODY_LIB/$(basename "$1")"
+}

@@ -93,6 +93,20 @@ st=0
 [ $st = 1 ] || fail "64 KiB filesystem accepted"
 log "64 KiB: $(cat "$TMP/err")"
 [ ! -e "$IMG" ] || fail "failed mkfs left a new file behind"
+# the message states the minimum, and that size works
+for n in 16K 64K; do
+	st=0
+	"$MKFS" -q -n $n -s 3M "$IMG" 2>"$TMP/err" || st=$?
+	[ $st = 1 ] || fail "3 MiB with $n nodes accepted"
+	min=$(sed -n 's/.*the minimum with .* is \([0-9]*\) bytes (-s \([0-9]*[KM]\)).*/\1/p' "$TMP/err")
+	[ -n "$min" ] || fail "-s 3M -n $n: no minimum in '$(cat "$TMP/err")'"
+	"$MKFS" -q -n $n -s "$min" "$IMG" || fail "-n $n -s $min (the minimum stated) failed"
+	rm -f "$IMG"
+	st=0
+	"$MKFS" -q -n $n -s $((min - 4096)) "$IMG" 2>/dev/null || st=$?
+	[ $st = 1 ] || fail "-n $n: 4 KiB below the minimum stated accepted"
+	rm -f "$IMG"
+done
 
 log "each node size mounts"
 for n in 4K 8K 16K 32K 64K; do
