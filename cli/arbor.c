@@ -60,7 +60,7 @@ static int open_image(const char *path, struct arb_dev **dev,
 	ret = arb_dev_open_file(path, true, 0, dev);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", path,
-			ret == -EBUSY ? "image is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return 1;
 	}

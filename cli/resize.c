@@ -94,7 +94,7 @@ static int resize_image(const char *image, const char *arg)
 	ret = arb_dev_open_file(image, false, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", image,
-			ret == -EBUSY ? "image is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return 1;
 	}

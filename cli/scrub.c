@@ -184,7 +184,7 @@ int cli_scrub(int argc, char **argv)
 	ret = arb_dev_open_file(image, readonly, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: %s\n", image,
-			ret == -EBUSY ? "image is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return 1;
 	}

@@ -120,7 +120,7 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 	ret = arb_dev_open_file(image, !rw, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
-			ret == -EBUSY ? "image is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return FSCK_OPERROR;
 	}
@@ -219,7 +219,7 @@ static int undo(const char *image)
 	ret = arb_dev_open_file(image, false, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
-			ret == -EBUSY ? "image is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		return FSCK_OPERROR;
 	}
@@ -250,6 +250,7 @@ int main(int argc, char **argv)
 					    { "list-problems", 0, 0, 'L' },
 					    { "help", 0, 0, 'h' },
 					    { "version", 0, 0, 'V' },
+					    { "no-wait", 0, 0, 'W' },
 					    { 0, 0, 0, 0 } };
 	struct arb_check_result r1 = { 0 }, r2 = { 0 }, r3 = { 0 };
 	struct arb_fs *fs;
@@ -260,6 +261,8 @@ int main(int argc, char **argv)
 	int c, ret, status;
 
 	progress = isatty(STDERR_FILENO) ? 1 : 0;
+	/* right after an unmount the daemon may still be finishing */
+	arb_dev_set_lock_wait(10000);
 	while ((c = getopt_long(argc, argv, "nypfvahV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': repair = false; break;
@@ -275,6 +278,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'U': do_undo = true; break;
+		case 'W': arb_dev_set_lock_wait(0); break;
 		case 'L': list_problems(); return FSCK_OK;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return FSCK_OK;

@@ -887,9 +887,14 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 
 	ret = arb_dev_open_file(c->image, c->readonly, 0, &dev);
 	if (ret) {
-		fprintf(stderr, "arborfs: cannot open %s: %s\n", c->image,
-			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+		/* a read-only file or filesystem: it can still be mounted */
+		bool ro_hint = !c->readonly && (ret == -EACCES ||
+						ret == -EROFS || ret == -EPERM);
+
+		fprintf(stderr, "arborfs: cannot open %s: %s%s\n", c->image,
+			ret == -EBUSY ? ARB_BUSY_HINT : strerror(-ret),
+			ro_hint ? " (not writable here: mount it with -o ro)"
+				: "");
 		return ret;
 	}
 	if (c->trace) {

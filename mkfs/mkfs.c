@@ -82,11 +82,14 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 {
 	static const struct option lo[] = { { "help", 0, 0, 'h' },
 					    { "version", 0, 0, 'V' },
+					    { "no-wait", 0, 0, 'W' },
 					    { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 
 	memset(a, 0, sizeof(*a));
+	/* right after an unmount the daemon may still be finishing */
+	arb_dev_set_lock_wait(10000);
 	while ((c = getopt_long(argc, argv, "s:L:U:n:m:r:fqhV", lo, NULL)) !=
 	       -1) {
 		switch (c) {
@@ -147,6 +150,9 @@ static void parse_args(int argc, char **argv, struct mkfs_args *a)
 			break;
 		case 'q':
 			a->quiet = true;
+			break;
+		case 'W':
+			arb_dev_set_lock_wait(0);
 			break;
 		case 'h':
 			usage(stdout);
@@ -698,7 +704,7 @@ int main(int argc, char **argv)
 	ret = arb_dev_open_file(a.image, false, create_size, &dev);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot open %s: %s\n", a.image,
-			ret == -EBUSY ? "it is in use (mounted?)"
+			ret == -EBUSY ? ARB_BUSY_HINT
 				      : strerror(-ret));
 		goto out_remove;
 	}

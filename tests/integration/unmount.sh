@@ -35,6 +35,23 @@ for i in 1 2 3 4 5; do
 done
 "$ARBOR" unmount "$TMP" 2>/dev/null && fail "arbor unmount of a non-arborfs directory"
 
+log "fusermount3 -u, then fsck and mkfs at once (they wait for the daemon)"
+for i in 1 2 3; do
+	fs_mount
+	head -c 20000000 /dev/urandom >"$MNT/h$i"
+	fusermount3 -u "$MNT"
+	old=$DAEMON_PID
+	DAEMON_PID=
+	"$FSCK" -n "$IMG" >/dev/null || fail "fsck right after fusermount3 -u ($i)"
+	wait "$old" || fail "daemon exit status"
+done
+fs_mount
+"$FSCK" -n --no-wait "$IMG" >/dev/null 2>"$TMP/err" && fail "fsck --no-wait of a mounted image"
+grep -q "in use" "$TMP/err" || fail "fsck --no-wait: no 'in use' message"
+"$MKFS" -q -f --no-wait "$IMG" 2>"$TMP/err" && fail "mkfs --no-wait of a mounted image"
+grep -q "in use" "$TMP/err" || fail "mkfs --no-wait: no 'in use' message"
+fs_umount
+
 log "fusermount3 -u, then mount again at once"
 fs_mount
 head -c 20000000 /dev/urandom >"$MNT/g"
@@ -58,6 +75,22 @@ fi
 grep -q "in use" "$TMP/err" || fail "no 'in use' message"
 fs_umount
 check_fsck
+
+log "an image on a read-only filesystem: the error says -o ro"
+mkdir -p "$TMP/rodir"
+cp "$IMG" "$TMP/rodir/ro.img"
+if mount --bind "$TMP/rodir" "$TMP/rodir" && mount -o remount,bind,ro "$TMP/rodir"; then
+	if "$DAEMON" "$TMP/rodir/ro.img" "$MNT" 2>"$TMP/err"; then
+		fusermount3 -u "$MNT"
+		umount "$TMP/rodir"
+		fail "a read-write mount of a read-only image"
+	fi
+	grep -q -- "-o ro" "$TMP/err" || { cat "$TMP/err" >&2; umount "$TMP/rodir"; fail "no -o ro hint"; }
+	"$DAEMON" -o ro "$TMP/rodir/ro.img" "$MNT" || { umount "$TMP/rodir"; fail "-o ro mount"; }
+	[ -f "$MNT/f1" ] || { fusermount3 -u "$MNT"; umount "$TMP/rodir"; fail "-o ro: no file"; }
+	"$ARBOR" unmount "$MNT"
+	umount "$TMP/rodir"
+fi
 
 if [ -x "$CORRUPT" ]; then
 	log "messages of a background daemon: -o log=FILE, and stderr to a file"
