@@ -61,13 +61,13 @@ static int open_image(const char *path, struct arb_dev **dev,
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", path,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		return 1;
 	}
 	ret = arb_vol_open(*dev, &o, vol);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: cannot open: %s\n", path,
-			strerror(-ret));
+			arb_reason(ret, NULL));
 		arb_dev_destroy(*dev);
 		return 1;
 	}
@@ -143,7 +143,7 @@ static int dump_tree(struct arb_vol *vol, uint64_t id)
 	ret = arb_root_get(vol, id, &root);
 	if (ret) {
 		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
-			strerror(-ret));
+			arb_reason(ret, NULL));
 		return 1;
 	}
 	printf("tree %" PRIu64 ": root node %" PRIu64 " level %d gen %" PRIu64
@@ -160,7 +160,7 @@ static int dump_tree(struct arb_vol *vol, uint64_t id)
 	printf("tree %" PRIu64 ": %" PRIu64 " items\n", id, n);
 	if (ret < 0) {
 		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
-			strerror(-ret));
+			arb_reason(ret, NULL));
 		return 1;
 	}
 	return 0;
@@ -176,6 +176,8 @@ int main(int argc, char **argv)
 	struct arb_vol *vol;
 	int c, rc = 0;
 
+	/* the library's messages under our name, each once */
+	arb_log_tool("arbor");
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

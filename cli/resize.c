@@ -95,14 +95,14 @@ static int resize_image(const char *image, const char *arg)
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", image,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		return 1;
 	}
 	arb_fs_opts_default(&o);
 	ret = arb_fs_open(dev, &o, &fs, &why);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: cannot open: %s\n", image,
-			why ? why : strerror(-ret));
+			arb_reason(ret, why));
 		arb_dev_destroy(dev);
 		return 1;
 	}

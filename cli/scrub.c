@@ -185,7 +185,7 @@ int cli_scrub(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: %s\n", image,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		return 1;
 	}
 	arb_fs_opts_default(&o);
@@ -193,7 +193,7 @@ int cli_scrub(int argc, char **argv)
 	ret = arb_fs_open(dev, &o, &fs, &why);
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: cannot open: %s\n", image,
-			why ? why : strerror(-ret));
+			arb_reason(ret, why));
 		arb_dev_destroy(dev);
 		return 1;
 	}
@@ -204,7 +204,7 @@ int cli_scrub(int argc, char **argv)
 	cli_scrub_summary(&st, (double)(t1.tv_sec - t0.tv_sec) +
 				       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	if (ret) {
-		fprintf(stderr, "arbor scrub: %s: %s\n", image, strerror(-ret));
+		fprintf(stderr, "arbor scrub: %s: %s\n", image, arb_reason(ret, NULL));
 		return 1;
 	}
 	return st.nodes_uncorrectable + st.data_uncorrectable ? 3 : 0;

@@ -121,7 +121,7 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		return FSCK_OPERROR;
 	}
 	arb_fs_opts_default(&o);
@@ -145,7 +145,7 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 	if (ret) {
 		arb_dev_destroy(dev);
 		fprintf(stderr, "fsck.arborfs: %s: cannot open: %s%s\n", image,
-			why ? why : strerror(-ret),
+			arb_reason(ret, why),
 			ret == -EPROTONOSUPPORT
 				? ": refusing to check or repair, use a newer "
 				  "fsck.arborfs"
@@ -190,7 +190,7 @@ static int check(const char *image, bool rw, bool verbose, struct arb_fs **fsp,
 	free(text);
 	if (ret && ret != -EUCLEAN) {
 		fprintf(stderr, "fsck.arborfs: %s: check failed: %s\n", image,
-			strerror(-ret));
+			arb_reason(ret, NULL));
 		arb_fs_close(fs);
 		return FSCK_OPERROR;
 	}
@@ -220,14 +220,14 @@ static int undo(const char *image)
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		return FSCK_OPERROR;
 	}
 	ret = arb_undo_repair(dev, stdout, &why);
 	arb_dev_destroy(dev);
 	if (ret) {
 		fprintf(stderr, "fsck.arborfs: %s: cannot undo: %s\n", image,
-			why ? why : strerror(-ret));
+			arb_reason(ret, why));
 		return FSCK_OPERROR;
 	}
 	return FSCK_OK;
@@ -261,6 +261,8 @@ int main(int argc, char **argv)
 	int c, ret, status;
 
 	progress = isatty(STDERR_FILENO) ? 1 : 0;
+	/* the library's messages under our name, each once */
+	arb_log_tool("fsck.arborfs");
 	/* right after an unmount the daemon may still be finishing */
 	arb_dev_set_lock_wait(10000);
 	while ((c = getopt_long(argc, argv, "nypfvahV", lo, NULL)) != -1) {
@@ -363,7 +365,7 @@ int main(int argc, char **argv)
 		progress_clear();
 		if (ret)
 			fprintf(stderr, "fsck.arborfs: %s: repair failed: %s\n",
-				image, strerror(-ret));
+				image, arb_reason(ret, NULL));
 		ret = arb_fs_close(fs) ? -EIO : ret;
 		if (ret) {
 			status = FSCK_OPERROR;

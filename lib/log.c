@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,6 +40,47 @@ void arb_log(int level, const char *fmt, ...)
 		fputc('\n', stderr);
 	}
 	va_end(ap);
+}
+
+/* ---- messages for tools ------------------------------------------------ */
+
+static const char *tool_prog;
+static char held[1024];
+static bool holding;
+
+static void tool_sink(int level, const char *msg)
+{
+	if (level <= ARB_LOG_ERR) {
+		/* a second error before the tool took the first: both count */
+		if (holding)
+			fprintf(stderr, "%s: %s\n", tool_prog, held);
+		snprintf(held, sizeof(held), "%s", msg);
+		holding = true;
+		return;
+	}
+	fprintf(stderr, "%s: %s\n", tool_prog, msg);
+}
+
+static void tool_flush(void)
+{
+	if (holding)
+		fprintf(stderr, "%s: %s\n", tool_prog, held);
+	holding = false;
+}
+
+void arb_log_tool(const char *prog)
+{
+	tool_prog = prog;
+	arb_log_set_sink(tool_sink);
+	atexit(tool_flush);
+}
+
+const char *arb_log_take_error(void)
+{
+	if (!holding)
+		return NULL;
+	holding = false;
+	return held;
 }
 
 void arb_assert_fail(const char *file, int line, const char *expr)

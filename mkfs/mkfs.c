@@ -600,7 +600,7 @@ static int populate(struct arb_dev *dev, const char *rootdir, bool quiet)
 	ret = arb_fs_open(dev, &fo, &pop.fs, &why);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot open the new filesystem: %s (%s)\n",
-			why ? why : "?", strerror(-ret));
+			arb_reason(ret, why), strerror(-ret));
 		/* a failed arb_fs_open() leaves dev with the caller */
 		arb_dev_destroy(dev);
 		return ret;
@@ -661,6 +661,9 @@ int main(int argc, char **argv)
 	const char *found;
 	int ret, fd;
 
+	/* the library's messages under our name, each once */
+	arb_log_tool(PROG);
+
 	parse_args(argc, argv, &a);
 
 	exists = stat(a.image, &st) == 0;
@@ -705,7 +708,7 @@ int main(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, PROG ": cannot open %s: %s\n", a.image,
 			ret == -EBUSY ? ARB_BUSY_HINT
-				      : strerror(-ret));
+				      : arb_reason(ret, NULL));
 		goto out_remove;
 	}
 	if (a.size > dev->size) {

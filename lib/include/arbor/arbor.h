@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -432,6 +433,25 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);
  * NULL restores stderr.  Set it before the filesystem is used.
  */
 void arb_log_set_sink(void (*sink)(int level, const char *msg));
+/*
+ * For a command-line tool: the library's messages are printed as "PROG:
+ * MESSAGE", and an error is held back until the tool takes it
+ * (arb_log_take_error, to print it once with its own context) or the
+ * process exits, so that each problem is printed once, under the tool's
+ * name.
+ */
+void arb_log_tool(const char *prog);
+/* the error held since the last call (static storage), or NULL */
+const char *arb_log_take_error(void);
+/* A tool's reason for a failed library call (err < 0): why if the call
+ * gave one, else the error the library logged, else strerror; the held
+ * error is taken either way, so it is not printed again at exit. */
+static inline const char *arb_reason(int err, const char *why)
+{
+	const char *held = arb_log_take_error();
+
+	return why ? why : held ? held : strerror(-err);
+}
 
 /*
  * Scrub: read every tree node and data block in use and verify it against
