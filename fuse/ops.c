@@ -591,9 +591,14 @@ static void afs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       fuse_ino_t newparent, const char *newname,
 		       unsigned int flags)
 {
-	reply_err(req, -arb_fs_rename(req_afs(req)->fs, to_ino(parent),
+	struct arb_cred cr;
+
+	/* the owner of a RENAME_WHITEOUT's whiteout (the kernel checked
+	 * CAP_MKNOD) */
+	req_cred(req, &cr);
+	reply_err(req, -arb_fs_rename_cred(req_afs(req)->fs, to_ino(parent),
 					   name, to_ino(newparent), newname,
-					   flags));
+					   flags, &cr));
 }
 
 static void afs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,

@@ -212,9 +212,18 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		const char *newname, struct arb_stat *st);
 int arb_fs_unlink(struct arb_fs *fs, uint64_t dir, const char *name);
 int arb_fs_rmdir(struct arb_fs *fs, uint64_t dir, const char *name);
-/* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (from <linux/fs.h>) */
+/*
+ * flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (from <linux/fs.h>), and
+ * RENAME_WHITEOUT (alone or with NOREPLACE): a whiteout (character device
+ * 0:0, mode 0, owned by cr, or root when cr is NULL) takes the old name in
+ * the same transaction.  The caller checks CAP_MKNOD for it, as the
+ * kernel does before it sends the request.
+ */
 int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		  uint64_t newdir, const char *newname, unsigned flags);
+int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
+		       uint64_t newdir, const char *newname, unsigned flags,
+		       const struct arb_cred *cr);
 
 /*
  * Open files: an unlinked inode lives until its last open reference is
