@@ -120,7 +120,8 @@ if dmesg 2>/dev/null | grep -q "$marker"; then
 fi
 rm "$OVL/lf" || fail "rm of a lower file"
 rm -r "$OVL/ld" || fail "rm -r of a lower directory"
-mkdir "$OVL/ld" && echo new >"$OVL/ld/new" || fail "mkdir over a deleted lower directory"
+mkdir "$OVL/ld" || fail "mkdir over a deleted lower directory"
+echo new >"$OVL/ld/new" || fail "a file in the opaque directory"
 [ -c "$MNT/up/lf" ] || fail "no whiteout for lf in the upper directory"
 umount "$OVL"
 fs_remount
