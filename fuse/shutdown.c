@@ -7,8 +7,9 @@
  *
  * The flag says what happens to what is not durable yet:
  *   0 DEFAULT     the kernel's dirty pages are written back (syncfs of the
- *                 mount, as xfs freezes the device first), then everything
- *                 the daemon holds is committed;
+ *                 mount and an invalidation of every inode, as xfs freezes
+ *                 the device first), then everything the daemon holds is
+ *                 committed;
  *   1 LOGFLUSH    what the daemon holds is committed (xfs forces its log),
  *                 the kernel's dirty pages are not written back: data
  *                 that only reached the page cache is lost;
@@ -60,14 +61,15 @@ static void serve(struct afs *afs, struct afs_replyq_ent *qe);
 static struct afs_replyq shutq = AFS_REPLYQ_INIT(serve);
 
 /*
- * Make the kernel ask for the attributes of every inode it knows (offset
- * -1: the attributes only, no page is touched), so that the next write(2)
- * fails: with the writeback cache, write(2) sends nothing but the GETATTR
- * of stale attributes (fuse_cache_write_iter), and would otherwise fill
- * the page cache for as long as they stay valid; the error would only
- * come at fsync or close.
+ * Make the kernel ask for the attributes of every inode it knows, so that
+ * the next write(2) fails: with the writeback cache, write(2) sends
+ * nothing but the GETATTR of stale attributes (fuse_cache_write_iter),
+ * and would otherwise fill the page cache for as long as they stay valid;
+ * the error would only come at fsync or close.  pages: also write back
+ * and drop every cached page, waiting for the writeback (DEFAULT, from
+ * its thread: see writeback()); else offset -1, no page is touched.
  */
-static void inval_attrs(struct afs *afs)
+static void inval_all(struct afs *afs, bool pages)
 {
 	struct afs_lookup_table *t = &afs->lookups;
 	uint64_t *ids, id, count;
@@ -84,7 +86,8 @@ static void inval_attrs(struct afs *afs)
 	/* outside the table's lock: a FORGET may come meanwhile, and an
 	 * inode the kernel no longer has is skipped by it (-ENOENT) */
 	for (size_t i = 0; i < n; i++)
-		(void)fuse_lowlevel_notify_inval_inode(afs->se, ids[i], -1, 0);
+		(void)fuse_lowlevel_notify_inval_inode(afs->se, ids[i],
+						       pages ? 0 : -1, 0);
 	free(ids);
 }
 
@@ -98,15 +101,22 @@ static int shut(struct afs *afs, unsigned mode, pid_t pid)
 	atomic_store(&afs->shutdown, true);
 	ret = arb_fs_shutdown(afs->fs, mode);
 	if (afs->writeback)
-		inval_attrs(afs);
+		inval_all(afs, false);
 	afs_log(LOG_WARNING, "shut down (%s) by pid %d%s%s", mode_name[mode],
 		(int)pid, ret ? ": its commit failed: " : "",
 		ret ? strerror(-ret) : "");
 	return ret;
 }
 
-/* Write the kernel's dirty pages of the mount back (they come as WRITEs,
- * which other threads serve). */
+/*
+ * Write the kernel's dirty pages of the mount back (they come as WRITEs,
+ * which other threads serve).  syncfs(2) starts the writeback in large
+ * WRITEs but, on 6.18, does not wait for FUSE's (wait_sb_inodes skips
+ * mappings whose writeback a FUSE server could hold up forever): after
+ * it, DEFAULT lost a file's data now and then.  So every inode is then
+ * invalidated, which waits for the WRITEs under way and writes what is
+ * still dirty (launder_folio); the pages would not be read again anyway.
+ */
 static void writeback(struct afs *afs)
 {
 	int fd = afs->mountpoint ? open(afs->mountpoint,
@@ -119,6 +129,7 @@ static void writeback(struct afs *afs)
 			strerror(errno));
 	if (fd >= 0)
 		close(fd);
+	inval_all(afs, true);
 }
 
 static void serve(struct afs *afs, struct afs_replyq_ent *qe)

@@ -126,6 +126,7 @@ NAMES=(default logflush nologflush)
 one_case() {
 	local flag=$1 how=$2 extra=${3:-}
 	log "flag $flag (${NAMES[$flag]}) through $how ${extra:+(-o $extra)}"
+	: >"$DAEMON_LOG"
 	fs_mkfs
 	fs_mount -o "$OPTS${extra:+,$extra}"
 	coproc BEFORE { python3 "$TMP/before.py" "$MNT"; }
@@ -145,13 +146,11 @@ one_case() {
 	shut "$flag" py || fail "second shutdown failed"
 	fs_umount
 	grep -q "final commit failed" "$DAEMON_LOG" && fail "daemon reported a failed close"
-	: >"$DAEMON_LOG"
 	fs_mount -o "$OPTS"
 	python3 "$TMP/after.py" "$MNT" "$flag" ||
 		fail "after ${NAMES[$flag]}: the next mount shows the wrong state"
 	fs_umount
 	check_fsck
-	: >"$DAEMON_LOG"
 }
 
 log "unprivileged caller"
@@ -183,7 +182,6 @@ except OSError as e:
 sys.exit(1)
 EOF
 fs_umount
-: >"$DAEMON_LOG"
 
 one_case 0 py
 # DEFAULT waits for the kernel's writeback: no deadlock with one thread
