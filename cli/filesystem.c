@@ -93,6 +93,8 @@ int cli_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
 
 static const char *state_name(uint64_t state)
 {
+	if (state & ARB_IOC_STATE_SHUTDOWN)
+		return "shutdown";
 	if (state & ARB_IOC_STATE_FAILED)
 		return "failed";
 	if (state & ARB_IOC_STATE_READONLY)
@@ -136,7 +138,10 @@ static int cmd_generation(int fd, const char *path, bool json)
 		return 0;
 	}
 	printf("generation %llu\n", (unsigned long long)g.generation);
-	if (g.state & ARB_IOC_STATE_FAILED)
+	if (g.state & ARB_IOC_STATE_SHUTDOWN)
+		printf("state      shut down: every request fails with EIO "
+		       "until the next mount\n");
+	else if (g.state & ARB_IOC_STATE_FAILED)
 		printf("state      failed (%s): read-only\n", strerror((int)g.error));
 	else if (g.state & ARB_IOC_STATE_READONLY)
 		printf("state      read-only\n");

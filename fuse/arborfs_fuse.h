@@ -257,6 +257,9 @@ struct afs {
 	const char *mountpoint;
 
 	struct afs_atime atime;
+
+	/* FS_IOC_SHUTDOWN was served: requests fail with EIO (shutdown.c) */
+	_Atomic bool shutdown;
 };
 
 /* ---- atime.c: init before the session, start once mounted (not with
@@ -365,6 +368,22 @@ int afs_replyq_add(struct afs_replyq *q, struct afs *afs,
 void afs_replyq_answered(struct afs_replyq_ent *e);
 /* after the session loop: answers what is queued, stops the thread */
 void afs_replyq_stop(struct afs_replyq *q);
+
+/* ---- shutdown.c: FS_IOC_SHUTDOWN ---- */
+#ifndef FS_IOC_SHUTDOWN
+/* XFS_IOC_GOINGDOWN, EXT4_IOC_SHUTDOWN: the same number */
+#define FS_IOC_SHUTDOWN _IOR('X', 125, __u32)
+#endif
+/* answer FS_IOC_SHUTDOWN (the caller is privileged; arg as received) */
+void afs_shutdown_ioctl(fuse_req_t req, void *arg, const void *in_buf,
+			size_t in_bufsz);
+/* after a shutdown: answer req with EIO (true) unless op goes on */
+bool afs_shutdown_refuses(struct afs *afs, fuse_req_t req, enum arb_ioc_op op);
+/* the same for a GETATTR of ino (the root still answers) */
+bool afs_shutdown_getattr_refuses(struct afs *afs, fuse_req_t req,
+				  fuse_ino_t ino);
+/* after the session loop: answers what is queued, stops the thread */
+void afs_shutdown_stop(void);
 
 /* ---- lseek.c: SEEK_DATA / SEEK_HOLE after the kernel's writeback ---- */
 /* answer the LSEEK req (now, or from lseek.c's thread) */

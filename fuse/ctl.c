@@ -13,7 +13,7 @@
  * are answered as entries (cached by the kernel), not as errors.
  *
  * Privilege: the ioctls that change something (ARB_IOC_SYNC,
- * ARB_IOC_RESET_STATS) need uid 0 or CAP_SYS_ADMIN.  The capability is
+ * ARB_IOC_RESET_STATS, FS_IOC_SHUTDOWN) need uid 0 or CAP_SYS_ADMIN.  The capability is
  * read from /proc/PID/status of the requesting thread, which is blocked
  * in ioctl(2) while we look, so its pid cannot be reused meanwhile; it
  * counts only when the caller is in the daemon's user namespace (a
@@ -141,6 +141,8 @@ static uint64_t state_flags(const struct arb_fs_stats *s)
 		st |= ARB_IOC_STATE_READONLY;
 	if (s->state & ARB_FS_STATE_FAILED)
 		st |= ARB_IOC_STATE_FAILED;
+	if (s->state & ARB_FS_STATE_SHUTDOWN)
+		st |= ARB_IOC_STATE_SHUTDOWN;
 	return st;
 }
 
@@ -700,8 +702,22 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	ssize_t size = ioc_out_size(cmd);
 	int ret;
 
-	(void)arg;
 	(void)fi;
+	if (cmd == FS_IOC_SHUTDOWN) {
+		if (!req_privileged(req)) {
+			ret = -EPERM;
+			goto out_err;
+		}
+		afs_shutdown_ioctl(req, arg, in_buf, in_bufsz);
+		return;
+	}
+	/* shut down: only the reports of the state answer (shutdown.c) */
+	if (atomic_load(&afs->shutdown) && cmd != ARB_IOC_GET_GENERATION &&
+	    cmd != ARB_IOC_GET_STATS && cmd != ARB_IOC_GET_USAGE &&
+	    cmd != ARB_IOC_SCRUB_STATUS && cmd != ARB_IOC_CHECK_STATUS) {
+		ret = -EIO;
+		goto out_err;
+	}
 	/* chattr/lsattr (iflags.c) */
 	if (afs_iflags_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
 		return;

@@ -1180,6 +1180,7 @@ int main(int argc, char *argv[])
 	afs_uring_stop();
 	afs_lseek_stop();
 	afs_dio_stop();
+	afs_shutdown_stop();
 	sc.loop_done = 1;
 	if (sigthr_started) {
 		pthread_cancel(sigthr);

@@ -418,6 +418,8 @@ static void afs_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct arb_stat st;
 	int ret;
 
+	if (afs_shutdown_getattr_refuses(req_afs(req), req, ino))
+		return;
 	/*
 	 * Asked with the file (FUSE_GETATTR_FH): a write(2) under the
 	 * writeback cache, after a failed writeback of this inode made the
@@ -589,9 +591,14 @@ static void afs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       fuse_ino_t newparent, const char *newname,
 		       unsigned int flags)
 {
-	reply_err(req, -arb_fs_rename(req_afs(req)->fs, to_ino(parent),
+	struct arb_cred cr;
+
+	/* the owner of a RENAME_WHITEOUT's whiteout (the kernel checked
+	 * CAP_MKNOD) */
+	req_cred(req, &cr);
+	reply_err(req, -arb_fs_rename_cred(req_afs(req)->fs, to_ino(parent),
 					   name, to_ino(newparent), newname,
-					   flags));
+					   flags, &cr));
 }
 
 static void afs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -1339,14 +1346,16 @@ static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 /*
  * Every handler runs inside a timed_<op> wrapper that counts it for
  * ARB_IOC_GET_STATS (ctl.c).  The session's userdata is taken before the
- * handler: after its reply the request is gone.
+ * handler: after its reply the request is gone.  After FS_IOC_SHUTDOWN
+ * most requests are answered EIO before their handler (shutdown.c).
  */
 #define AFS_TIMED(op, OP, params, args)                                        \
 	static void timed_##op params                                          \
 	{                                                                      \
 		struct afs *afs_ = fuse_req_userdata(req);                     \
 		uint64_t t0_ = afs_op_start(ARB_IOC_OP_##OP);                  \
-		afs_##op args;                                                 \
+		if (!afs_shutdown_refuses(afs_, req, ARB_IOC_OP_##OP))         \
+			afs_##op args;                                         \
 		afs_op_done(afs_, ARB_IOC_OP_##OP, t0_);                       \
 	}
 

@@ -233,6 +233,9 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 /* commits the running transaction (if any and writable), frees everything;
  * the device stays with the caller */
 int arb_vol_close(struct arb_vol *vol);
+/* abort the running transaction and refuse every write from now on
+ * (arb_fs_shutdown); settle: end as a clean close would */
+void arb_vol_shutdown(struct arb_vol *vol, bool settle);
 
 struct arb_format_opts {
 	uint32_t nodesize;        /* 0 = ARB_DEFAULT_NODESIZE */

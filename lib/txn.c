@@ -706,6 +706,23 @@ static int settle_record(struct arb_vol *vol)
 	return ret;
 }
 
+/*
+ * Shut down (arb_fs_shutdown): throw the running transaction away and write
+ * nothing from now on, arb_vol_close included, so that the image stays at
+ * the last durable commit.  settle: put that commit's record to rest first,
+ * as a clean close does (the caller committed everything it wanted to).
+ * Lock held.
+ */
+void arb_vol_shutdown(struct arb_vol *vol, bool settle)
+{
+	if (vol->running)
+		arb_txn_abort(vol->running);
+	if (settle && !vol->readonly && !vol->fatal_error &&
+	    vol->record_on_disk)
+		(void)settle_record(vol);
+	vol->readonly = true;
+}
+
 int arb_vol_close(struct arb_vol *vol)
 {
 	int ret = 0;

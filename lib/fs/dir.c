@@ -24,6 +24,9 @@
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
+#ifndef RENAME_WHITEOUT
+#define RENAME_WHITEOUT (1 << 2)
+#endif
 
 /* ---- entries ----------------------------------------------------------- */
 
@@ -1010,8 +1013,48 @@ int arb_fs_rmdir(struct arb_fs *fs, uint64_t dir, const char *name)
 
 /* ---- rename ------------------------------------------------------------ */
 
+/*
+ * RENAME_WHITEOUT: a whiteout takes the old name, in the rename's
+ * transaction, so that both or neither are seen.  It is what ext4 and
+ * btrfs make (overlayfs reads it as "deleted here"): a character device
+ * 0:0 with no permission bits, owned by the caller (the group of a
+ * set-group-ID directory), flags inherited as by a create.  No ACL: the
+ * mode says nothing anyway.
+ */
+static int add_whiteout(struct arb_fs *fs, struct arb_txn *t,
+			struct arb_inode *din, const char *name, size_t len,
+			const struct arb_cred *cr, const struct timespec *now)
+{
+	struct arb_inode in;
+	int ret;
+
+	memset(&in, 0, sizeof(in));
+	in.ino = fs->next_ino++;
+	in.generation = t->transid;
+	in.mode = S_IFCHR;
+	in.uid = cr ? cr->uid : 0;
+	in.gid = din->mode & S_ISGID ? din->gid : cr ? cr->gid : 0;
+	in.nlink = 1;
+	in.seq = 2;
+	in.rdev = 0;
+	in.flags = din->flags & ARB_INODE_INHERITED;
+	in.atime = in.mtime = in.ctime = in.btime = *now;
+	ret = fs_inode_insert(fs, t, &in);
+	if (ret)
+		return ret;
+	return fs_link_add(fs, t, din, name, len, in.ino, mode_dt(in.mode),
+			   now);
+}
+
 int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		  uint64_t newdir, const char *newname, unsigned flags)
+{
+	return arb_fs_rename_cred(fs, dir, name, newdir, newname, flags, NULL);
+}
+
+int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
+		       uint64_t newdir, const char *newname, unsigned flags,
+		       const struct arb_cred *cr)
 {
 	struct arb_inode odin, ndin, src, dst;
 	struct arb_inode *od = &odin, *nd;
@@ -1022,9 +1065,12 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 	bool have_dst, src_dir, dst_dir = false, under, empty;
 	int ret;
 
-	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE |
+				RENAME_WHITEOUT))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	/* renameat2(2): an exchange leaves no name free for a whiteout */
+	if ((flags & RENAME_EXCHANGE) &&
+	    (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
 		return -EINVAL;
 	ret = fs_check_name(name, &len);
 	if (ret)
@@ -1144,7 +1190,9 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		}
 	}
 
-	ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+	/* a whiteout is a new inode: not from the reserve for deletes */
+	ret = fs_op_begin(fs, &t, 0,
+			  flags & RENAME_WHITEOUT ? 0 : ARB_OP_RESERVE);
 	if (ret)
 		goto out;
 	fs_now(&now);
@@ -1197,6 +1245,8 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		if (!ret)
 			ret = fs_link_add(fs, t, nd, newname, nlen, src_ino,
 				       mode_dt(src.mode), &now);
+		if (!ret && (flags & RENAME_WHITEOUT))
+			ret = add_whiteout(fs, t, od, name, len, cr, &now);
 		if (ret)
 			goto out_end;
 		if (src_dir && dir != newdir) {

@@ -338,7 +338,7 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 	int ret;
 
 	if (fs->readonly)
-		return -EROFS;
+		return fs->shutdown ? -EIO : -EROFS;
 	if (!op_has_space(fs, need, flags)) {
 		/* space freed since the last commit is usable only once that
 		 * commit is durable; delayed data may also shrink when it is
@@ -772,13 +772,64 @@ int arb_fs_close(struct arb_fs *fs)
 	ret2 = arb_vol_close(fs->vol);
 	if (!ret && !fs->failed)
 		ret = ret2;
-	if (fs->failed && !ret)
+	/* a shutdown was asked for: not a failure of the close */
+	if (fs->failed && !fs->shutdown_clean && !ret)
 		ret = -EIO;
 	arb_dev_destroy(fs->dev);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	pthread_cond_destroy(&fs->fsync_cond);
 	free(fs);
+	return ret;
+}
+
+/* ---- shutdown ---------------------------------------------------------- */
+
+/*
+ * What xfs, ext4 and btrfs do on FS_IOC_SHUTDOWN: the filesystem stops,
+ * as if the machine had crashed at this point, but stays mounted.  There
+ * is no log here: DEFAULT and LOGFLUSH both commit what the library holds
+ * (the daemon writes the kernel's dirty pages back first for DEFAULT),
+ * NOLOGFLUSH throws it away.  Either way the running transaction and the
+ * delayed data are dropped afterwards and the volume refuses to write, so
+ * nothing reaches the image after this: not the commit thread, not the
+ * commit of arb_fs_close, not a write the kernel sends later (its
+ * operation fails with -EIO, see fs_op_begin).  A commit that fails here
+ * fails the filesystem as usual, and the shutdown still happens.
+ */
+int arb_fs_shutdown(struct arb_fs *fs, unsigned mode)
+{
+	bool keep = mode != ARB_SHUTDOWN_NOLOGFLUSH;
+	int ret = 0;
+
+	if (mode > ARB_SHUTDOWN_NOLOGFLUSH)
+		return -EINVAL;
+	fs_lock(fs);
+	if (fs->shutdown)
+		goto out;
+	if (keep && !fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
+		ret = fs_commit(fs);
+	if (!fs->failed) {
+		fs->failed = true;
+		fs->error = -EIO;
+		fs->shutdown_clean = true;
+	}
+	fs->shutdown = true;
+	fs->readonly = true;
+	fs_imem_drop_all_data(fs);
+	arb_vol_shutdown(fs->vol, keep && !ret);
+	fs->txn_dirty = false;
+	/* the aborted transaction's roots are gone: the committed ones */
+	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
+		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
+	arb_log(ARB_LOG_WARN,
+		"shut down (%s): generation %llu is the last on disk; every "
+		"request fails with EIO until the next mount",
+		mode == ARB_SHUTDOWN_NOLOGFLUSH ? "uncommitted changes dropped"
+						: "after a commit",
+		(unsigned long long)fs->vol->generation);
+out:
+	fs_unlock(fs);
 	return ret;
 }
 
@@ -1153,6 +1204,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 		s->state |= ARB_FS_STATE_FAILED;
 		s->error = fs->error ? fs->error : -EIO;
 	}
+	if (fs->shutdown)
+		s->state |= ARB_FS_STATE_SHUTDOWN;
 	s->meta_copies = fs->vol->meta_copies;
 	arb_vol_heal_stats(fs->vol, &s->nodes_healed, &s->nodes_unrecoverable);
 	for (int i = 0; i < 4; i++)

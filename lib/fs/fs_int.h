@@ -146,6 +146,10 @@ struct arb_fs {
 	bool readonly;       /* opened read-only or forced after an abort */
 	bool failed;         /* forced read-only after a transaction abort */
 	int error;           /* the error that failed it (negative errno) */
+	/* arb_fs_shutdown ran: readonly and failed are set too (error
+	 * -EIO), and the volume writes nothing more; shutdown_clean: no
+	 * other failure came first, so close reports success */
+	bool shutdown, shutdown_clean;
 
 	/* next inode number to hand out (never reused within a mount) */
 	uint64_t next_ino;

@@ -28,6 +28,9 @@
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
+#ifndef RENAME_WHITEOUT
+#define RENAME_WHITEOUT (1 << 2)
+#endif
 
 #define ROOT ARB_ROOT_INO
 #define MiB (1024ULL * 1024)
@@ -2451,6 +2454,90 @@ START_TEST(test_io_error)
 }
 END_TEST
 
+/* RENAME_WHITEOUT: the file moves, a whiteout (char 0:0, mode 0, the
+ * caller's) takes the old name, in one transaction */
+START_TEST(test_rename_whiteout)
+{
+	struct arb_cred c = { 1000, 1001 };
+	struct arb_stat st;
+	uint64_t a, d, w;
+
+	a = mkfile(ROOT, "a");
+	d = mkdir_(ROOT, "d");
+	ck_assert_int_eq(arb_fs_rename_cred(fs, ROOT, "a", d, "a2",
+					    RENAME_WHITEOUT, &c),
+			 0);
+	ck_assert_uint_eq(lookup(d, "a2"), a);
+	w = lookup(ROOT, "a");
+	ck_assert_uint_ne(w, 0);
+	ck_assert_uint_ne(w, a);
+	st = getattr(w);
+	ck_assert_uint_eq(st.mode, S_IFCHR);
+	ck_assert_uint_eq(st.rdev, 0);
+	ck_assert_uint_eq(st.uid, 1000);
+	ck_assert_uint_eq(st.gid, 1001);
+	ck_assert_uint_eq(st.nlink, 1);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "a2", ROOT, "a",
+				       RENAME_WHITEOUT | RENAME_EXCHANGE),
+			 -EINVAL);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "a2", ROOT, "a",
+				       RENAME_WHITEOUT | RENAME_NOREPLACE),
+			 -EEXIST);
+	/* a directory moving out drops its old parent's link count */
+	mkdir_(d, "sub");
+	ck_assert_uint_eq(getattr(d).nlink, 3);
+	ck_assert_int_eq(arb_fs_rename(fs, d, "sub", ROOT, "sub",
+				       RENAME_WHITEOUT),
+			 0);
+	ck_assert_uint_eq(getattr(d).nlink, 2);
+	ck_assert(S_ISCHR(getattr(lookup(d, "sub")).mode));
+	reopen();
+	ck_assert(S_ISCHR(getattr(lookup(ROOT, "a")).mode));
+	ck_assert_uint_eq(lookup(d, "a2"), a);
+}
+END_TEST
+
+/* arb_fs_shutdown: NOLOGFLUSH keeps the last commit, DEFAULT commits
+ * first; changes fail with EIO after it, and close succeeds */
+START_TEST(test_shutdown)
+{
+	struct arb_fs_stats s;
+	struct arb_stat st;
+	uint64_t f;
+
+	f = mkfile(ROOT, "kept");
+	write_pattern(f, 0, 50000, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	write_pattern(f, 0, 50000, 2);
+	mkfile(ROOT, "lost");
+	ck_assert_int_eq(arb_fs_shutdown(fs, 3), -EINVAL);
+	ck_assert_int_eq(arb_fs_shutdown(fs, ARB_SHUTDOWN_NOLOGFLUSH), 0);
+	/* a second one changes nothing */
+	ck_assert_int_eq(arb_fs_shutdown(fs, ARB_SHUTDOWN_DEFAULT), 0);
+	ck_assert_int_eq(arb_fs_mknod(fs, ROOT, "x", S_IFREG, 0, &cred, &st),
+			 -EIO);
+	ck_assert_int_eq(arb_fs_write(fs, f, "x", 1, 0), -EIO);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	ck_assert(s.state & ARB_FS_STATE_SHUTDOWN);
+	ck_assert(s.state & ARB_FS_STATE_FAILED);
+	ck_assert(s.state & ARB_FS_STATE_READONLY);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	expect_pattern(f, 0, 50000, 1);
+	ck_assert_uint_eq(lookup(ROOT, "lost"), 0);
+
+	write_pattern(f, 0, 50000, 3);
+	mkfile(ROOT, "made");
+	ck_assert_int_eq(arb_fs_shutdown(fs, ARB_SHUTDOWN_DEFAULT), 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	expect_pattern(f, 0, 50000, 3);
+	ck_assert_uint_ne(lookup(ROOT, "made"), 0);
+}
+END_TEST
+
 /* arb_fs_commit, arb_fs_usage and arb_fs_get_stats (arbor filesystem ...) */
 START_TEST(test_commit_usage_stats)
 {
@@ -2992,6 +3079,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_mkdir_rmdir_unlink);
 	tcase_add_test(tc, test_hardlinks);
 	tcase_add_test(tc, test_rename);
+	tcase_add_test(tc, test_rename_whiteout);
 	tcase_add_test(tc, test_readdir_offsets);
 	tcase_add_test(tc, test_large_dir);
 	suite_add_tcase(s, tc);
@@ -3048,6 +3136,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
+	tcase_add_test(tc, test_shutdown);
 	suite_add_tcase(s, tc);
 	return s;
 }

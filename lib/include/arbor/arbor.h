@@ -213,9 +213,18 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		const char *newname, struct arb_stat *st);
 int arb_fs_unlink(struct arb_fs *fs, uint64_t dir, const char *name);
 int arb_fs_rmdir(struct arb_fs *fs, uint64_t dir, const char *name);
-/* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (from <linux/fs.h>) */
+/*
+ * flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (from <linux/fs.h>), and
+ * RENAME_WHITEOUT (alone or with NOREPLACE): a whiteout (character device
+ * 0:0, mode 0, owned by cr, or root when cr is NULL) takes the old name in
+ * the same transaction.  The caller checks CAP_MKNOD for it, as the
+ * kernel does before it sends the request.
+ */
 int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 		  uint64_t newdir, const char *newname, unsigned flags);
+int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
+		       uint64_t newdir, const char *newname, unsigned flags,
+		       const struct arb_cred *cr);
 
 /*
  * Open files: an unlinked inode lives until its last open reference is
@@ -344,6 +353,8 @@ enum arb_fs_state {
 	/* a commit or an operation failed: forced read-only, the changes
 	 * since the last commit are lost (the last commit is intact) */
 	ARB_FS_STATE_FAILED = 1 << 1,
+	/* arb_fs_shutdown: READONLY and FAILED (error -EIO) are set too */
+	ARB_FS_STATE_SHUTDOWN = 1 << 2,
 };
 
 /* Statistics since open.  Counters only grow. */
@@ -394,6 +405,25 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
  * the error that failed it, else the commit's error.
  */
 int arb_fs_commit(struct arb_fs *fs, uint64_t *generation);
+
+/*
+ * Shut the filesystem down (FS_IOC_SHUTDOWN of xfs, ext4, btrfs): from now
+ * on nothing is written to the image, arb_fs_close included, and every
+ * change fails with -EIO (ARB_FS_STATE_SHUTDOWN).  The modes are the
+ * values of XFS_FSOP_GOING_FLAGS_*.  DEFAULT and LOGFLUSH first commit
+ * what the filesystem holds (there is no log: the two are the same here);
+ * NOLOGFLUSH drops it, so the image keeps the last commit (every fsync
+ * that returned is in it).  Returns 0, -EINVAL for an unknown mode, or the
+ * error of that commit (the filesystem is shut down anyway).  A second
+ * call does nothing.  arb_fs_close then returns 0 unless something failed
+ * before.
+ */
+enum arb_shutdown_mode {
+	ARB_SHUTDOWN_DEFAULT = 0,
+	ARB_SHUTDOWN_LOGFLUSH = 1,
+	ARB_SHUTDOWN_NOLOGFLUSH = 2,
+};
+int arb_fs_shutdown(struct arb_fs *fs, unsigned mode);
 
 /* Where the space of the image goes (arb_fs_usage), in bytes. */
 struct arb_fs_usage {

@@ -40,8 +40,8 @@ extern "C" {
  * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
- * fsync_dirty_limit, fsync_dirty_lowered */
-#define ARB_IOC_VERSION 8
+ * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN */
+#define ARB_IOC_VERSION 9
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -49,6 +49,13 @@ extern "C" {
 /* a commit or an operation failed; the filesystem turned read-only and
  * the changes since the last commit are lost (that commit is intact) */
 #define ARB_IOC_STATE_FAILED (1ULL << 1)
+/* FS_IOC_SHUTDOWN (XFS_IOC_GOINGDOWN, privileged) stopped it: every
+ * request but these reports fails with EIO until the next mount; FAILED
+ * and READONLY are set too (error EIO).  Its __u32 argument: 0 commit
+ * everything first, the kernel's dirty pages included; 1 commit what the
+ * daemon received; 2 commit nothing (the next mount shows the last
+ * commit).  See fuse/shutdown.c. */
+#define ARB_IOC_STATE_SHUTDOWN (1ULL << 2)
 
 /*
  * ARB_IOC_GET_GENERATION: the generation of the last durable commit.
