@@ -41,6 +41,9 @@ struct scrub {
 	arb_scrub_report_fn report;
 	void *arg;
 	uint8_t *buf;
+	/* inodes reported so far: files_affected counts each once (it
+	 * counted every bad sector of every file: 22,432 for 4,707 files) */
+	struct arb_idcount files;
 };
 
 static void say(struct scrub *s, const char *fmt, ...)
@@ -159,7 +162,9 @@ static void report_owners(struct scrub *s, uint64_t bytenr, uint64_t bad,
 		say(s, "%s: %s (inode %" PRIu64 ", file offset %" PRIu64
 		       ", disk address %" PRIu64 ")",
 		    what, path, ino, off, bad);
-		s->st->files_affected++;
+		/* -ENOMEM: counted again later, never lost */
+		if (arb_idcount_add(&s->files, ino, 1) != 0)
+			s->st->files_affected++;
 	}
 	arb_iter_release(&it);
 	if (n == 0)
@@ -343,7 +348,7 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		 arb_scrub_report_fn report, void *arg,
 		 volatile const bool *cancel)
 {
-	struct scrub s = { fs, st, report, arg, NULL };
+	struct scrub s = { .fs = fs, .st = st, .report = report, .arg = arg };
 	uint64_t cur = 0, ext = 0, ext_len = 0, ext_gen = 0;
 	bool in_data = false;
 	int ret = 0;
@@ -356,6 +361,7 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 			       : 2 * fs->vol->nodesize);
 	if (!s.buf)
 		return -ENOMEM;
+	arb_idcount_init(&s.files);
 	fs_lock(fs);
 	st->total_bytes = arb_used_bytes(fs->vol);
 	fs_unlock(fs);
@@ -412,6 +418,7 @@ int arb_fs_scrub(struct arb_fs *fs, struct arb_scrub_stats *st,
 		fs_unlock(fs);
 	}
 	free(s.buf);
+	arb_idcount_destroy(&s.files);
 	fs_lock(fs);
 	st->done = true;
 	fs_unlock(fs);

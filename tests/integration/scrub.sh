@@ -65,6 +65,26 @@ grep -q "data checksum mismatch: /d/e/big (inode $ino, file offset 1048576" <<<"
 	fail "scrub did not name /d/e/big at file offset 1048576"
 grep -q "uncorrectable 1 " <<<"$out" || fail "want exactly 1 uncorrectable sector"
 
+log "four bad sectors of one file (two names): one file affected"
+cp "$IMG" "$TMP/multi.img"
+for o in 2097152 2101248 2621440; do
+	python3 -c '
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off)
+    b = f.read(1)
+    f.seek(off)
+    f.write(bytes([b[0] ^ 0x5a]))
+' "$TMP/multi.img" $((disk + o + 5))
+done
+st=0
+out=$("$ARBOR" scrub --image "$TMP/multi.img") || st=$?
+[ $st = 3 ] || fail "multi: scrub exit status $st, want 3"
+grep -q "uncorrectable 4 " <<<"$out" || { echo "$out"; fail "multi: want 4 uncorrectable sectors"; }
+grep -q "files affected 1$" <<<"$out" || { echo "$out"; fail "multi: want 1 file affected"; }
+rm -f "$TMP/multi.img"
+
 log "the daemon: EIO for big's damaged block only"
 fs_mount
 expect_errno EIO "open('d/e/big','rb').read()"

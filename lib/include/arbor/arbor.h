@@ -503,7 +503,7 @@ struct arb_scrub_stats {
 	uint64_t data_uncorrectable;
 	uint64_t data_no_csum;        /* bytes without a checksum (prealloc) */
 	uint64_t csum_errors, read_errors;
-	uint64_t files_affected;      /* file references reported */
+	uint64_t files_affected;      /* files (inodes) with damaged data */
 	uint64_t skipped_uncommitted; /* bytes written after the scrub began */
 	bool done;
 };
