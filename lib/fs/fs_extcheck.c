@@ -753,6 +753,7 @@ static void check_data_csums(struct xc *c)
 	uint8_t *buf = malloc((size_t)XC_CHUNK_SECTORS * bs);
 	uint32_t sums[XC_CHUNK_SECTORS];
 	uint8_t have[XC_CHUNK_SECTORS];
+	char path[512];
 
 	if (!buf)
 		return;
@@ -800,23 +801,28 @@ static void check_data_csums(struct xc *c)
 			off += nsec * bs;
 			xprogress(c, true);
 		}
+		/* the file by its path, as scrub names it */
+		if ((bad || missing) && e && e->owner && c->fs)
+			fs_ino_path(c->fs, e->owner, path, sizeof(path));
+		else
+			snprintf(path, sizeof(path), "?");
 		if (bad)
 			xproblem(c, ARB_PB_DATA_CSUM, e ? e->owner : 0, addr,
-				 "data extent %llu+%llu (inode %llu): %llu "
+				 "data extent %llu+%llu (inode %llu, %s): %llu "
 				 "sector(s) do not match their checksum, first "
 				 "at %llu",
 				 (unsigned long long)addr,
 				 (unsigned long long)len,
-				 (unsigned long long)(e ? e->owner : 0),
+				 (unsigned long long)(e ? e->owner : 0), path,
 				 (unsigned long long)bad,
 				 (unsigned long long)first);
 		if (missing)
 			xproblem(c, ARB_PB_CSUM_MISSING, e->owner, addr,
-				 "data extent %llu+%llu (inode %llu): %llu "
+				 "data extent %llu+%llu (inode %llu, %s): %llu "
 				 "sector(s) have no checksum, first at %llu",
 				 (unsigned long long)addr,
 				 (unsigned long long)len,
-				 (unsigned long long)e->owner,
+				 (unsigned long long)e->owner, path,
 				 (unsigned long long)missing,
 				 (unsigned long long)first_missing);
 	}

@@ -135,6 +135,13 @@ while read -r kind path problem fix hurt; do
 		sed 's/^/  | /' "$TMP/fsck.out" | head -n 20 >&2
 		soft_fail "$kind: fsck -n does not name $problem"
 	fi
+	# a damaged file's data is named by its path, as scrub names it
+	case $problem in
+	data-csum | csum-missing)
+		grep -q "^$problem: .*/$path)" "$TMP/fsck.out" ||
+			soft_fail "$kind: fsck -n does not name /$path"
+		;;
+	esac
 	tail -n 1 "$TMP/fsck.out" | sed 's/^/  /'
 
 	# the daemon on the damaged image
