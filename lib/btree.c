@@ -1321,6 +1321,16 @@ uint32_t arb_iter_size(const struct arb_iter *it)
 	return arb_item_size(it->path.nodes[0], it->path.slots[0]);
 }
 
+bool arb_iter_leaf_private(const struct arb_iter *it)
+{
+	const struct arb_node *n = it->path.nodes[0];
+
+	/* (a node of the running transaction flagged ARB_NODE_SHARED has
+	 * gen == last_snapshot: a clone in this transaction set it so) */
+	return arb_node_gen(n) > it->root->last_snapshot &&
+	       arb_node_owner(n) == it->root->id;
+}
+
 /* ---- roots -------------------------------------------------------------- */
 
 static struct arb_root *root_alloc(struct arb_vol *vol, uint64_t id)

@@ -517,6 +517,17 @@ int arb_iter_prev(struct arb_iter *it);
 void arb_iter_key(const struct arb_iter *it, struct arb_key *key);
 void *arb_iter_data(const struct arb_iter *it);
 uint32_t arb_iter_size(const struct arb_iter *it);
+/*
+ * True when the leaf under the iterator can be reached from this tree
+ * alone: it was written after the tree's last clone, by this tree.  Its
+ * whole path was shadowed when it was written, and only a clone shares
+ * nodes, so no other tree points at it or at any node above it.  False
+ * means "may be shared", not "shared".  A data extent's reference count
+ * cannot tell: counts are pushed down lazily (Rodeh), so an extent
+ * pointed at from a shared leaf counts one reference for all the trees
+ * that share the leaf.
+ */
+bool arb_iter_leaf_private(const struct arb_iter *it);
 void arb_iter_release(struct arb_iter *it);
 
 /* Create an empty tree with id (ROOT_ITEM inserted in the root tree). */
@@ -567,7 +578,12 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
  * it, which arb_alloc_data has just handed out and nothing references yet:
  * they become part of that extent instead of one of their own.  Only for
  * an extent held by exactly one reference, which the caller's file extent
- * is and covers whole; the caller then grows that file extent item.
+ * is and covers whole; the caller then grows that file extent item.  The
+ * count (checked here) only says that one leaf points at the extent: the
+ * caller must also know that this leaf is not shared by a clone
+ * (arb_iter_leaf_private), or the other trees would see the extent grow
+ * and the shadowing of the shared leaf would reference it under its old
+ * length.
  * 1 grown, 0 not possible (shared, or changes pending on it), <0 error.
  */
 int arb_grow_data_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,

@@ -2980,6 +2980,112 @@ START_TEST(test_fsync_begin_end)
 }
 END_TEST
 
+
+/* ---- trees: clones of the fs tree, inode numbers, UUIDs -------------- */
+
+#define CLONE_ID ARB_FIRST_SUBVOL_ID
+
+/* An O(1) clone of the fs tree, committed: tree id, shares every node. */
+static struct arb_root *clone_fs_tree(uint64_t id)
+{
+	struct arb_txn *t;
+	struct arb_root *c;
+
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_root_clone(t, fs->root, id, &c), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_root_get(fs->vol, id, &c), 0);
+	return c;
+}
+
+static void drop_tree(uint64_t id)
+{
+	struct arb_root *c;
+	struct arb_txn *t;
+
+	ck_assert_int_eq(arb_root_get(fs->vol, id, &c), 0);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_root_drop(t, c), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+}
+
+/* the file extent item of ino at file offset off in tree r */
+static void file_extent_at(struct arb_root *r, uint64_t ino, uint64_t off,
+			   struct arb_file_extent *fe)
+{
+	struct arb_key k = { ino, ARB_EXTENT_DATA, off };
+
+	memset(fe, 0, sizeof(*fe));
+	ck_assert_int_eq(arb_lookup_item(r, &k, fe, sizeof(*fe)),
+			 (int)sizeof(*fe));
+}
+
+/*
+ * An append after a clone of the fs tree must not grow the file's last
+ * extent in place: its extent item counts one reference (one leaf), but
+ * that leaf is shared with the clone (lazy reference counts), so the
+ * count says nothing about the trees that see the extent.  Two files
+ * written in turn, 4 KiB and an fsync at a time, give extents that
+ * interleave on disk and a tree of several levels (shared leaves under a
+ * copied root); a's last extent is the last on disk, so the append
+ * after the clone lands right behind it.  The grow used to rekey the
+ * extent item, and the shadowing of the shared leaf then added a
+ * reference under the old key: the commit failed with EUCLEAN
+ * ("reference change 1 on a missing extent item") and the filesystem
+ * went read-only.
+ */
+START_TEST(test_append_after_clone)
+{
+	const int n = TU_SCALE(500, 1500);
+	struct arb_file_extent fe;
+	struct arb_root *c;
+	uint64_t a, b;
+	int i;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	for (i = 0; i < n; i++) {
+		write_pattern(a, (uint64_t)i * 4096, 4096, 1);
+		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+		write_pattern(b, (uint64_t)i * 4096, 4096, 2);
+		ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	}
+	write_pattern(a, (uint64_t)n * 4096, 4096, 1);
+	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 1);
+	ck_assert_int_ge(arb_level(fs->root->node), 1);
+
+	c = clone_fs_tree(CLONE_ID);
+	write_pattern(a, (uint64_t)(n + 1) * 4096, 4096, 1);
+	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	ck_assert(!fs->readonly);
+	expect_pattern(a, 0, (size_t)(n + 2) * 4096, 1);
+	/* the clone still sees the file as it was, its last extent whole */
+	file_extent_at(c, a, (uint64_t)n * 4096, &fe);
+	ck_assert_uint_eq(arb_file_extent_f_num_bytes(&fe), 4096);
+	ck_assert_uint_eq(arb_file_extent_f_disk_num_bytes(&fe), 4096);
+	ck_assert_int_eq(count_items(c, a, ARB_EXTENT_DATA), n + 1);
+	check_clean();
+
+	/* later appends grow the extent made after the clone */
+	for (i = n + 2; i < n + 12; i++) {
+		write_pattern(a, (uint64_t)i * 4096, 4096, 1);
+		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	}
+	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 2);
+	check_clean();
+
+	drop_tree(CLONE_ID);
+	reopen();
+	expect_pattern(a, 0, (size_t)(n + 12) * 4096, 1);
+	expect_pattern(b, 0, (size_t)n * 4096, 2);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -3048,6 +3154,12 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_shared);
 	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("trees");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_append_after_clone);
 	suite_add_tcase(s, tc);
 	return s;
 }
