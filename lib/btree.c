@@ -1476,6 +1476,22 @@ int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out)
 	return 0;
 }
 
+uint64_t arb_root_highest_objectid(const struct arb_root *r)
+{
+	return arb_root_item_r_highest_objectid(&r->item);
+}
+
+void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
+			    uint64_t id)
+{
+	/* the item is written by the commit of the running transaction */
+	ARB_ASSERT(t->vol == r->vol && t->vol->running == t);
+	if (id <= arb_root_item_r_highest_objectid(&r->item))
+		return;
+	arb_set_root_item_r_highest_objectid(&r->item, id);
+	r->dirty = true;
+}
+
 static int root_insert(struct arb_txn *t, struct arb_root *r)
 {
 	struct arb_vol *vol = t->vol;
@@ -1564,6 +1580,9 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 	src->dirty = true;
 	r->last_snapshot = t->transid;
 	memcpy(r->item.r_parent_uuid, src->item.r_uuid, ARB_UUID_SIZE);
+	/* the clone holds src's objectids: new ones go above all of them */
+	arb_set_root_item_r_highest_objectid(
+		&r->item, arb_root_item_r_highest_objectid(&src->item));
 	ret = root_insert(t, r);
 	if (ret)
 		goto fail;

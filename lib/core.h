@@ -422,7 +422,7 @@ struct arb_root {
 	/* the ROOT_ITEM as last written (not for the root/extent tree roots,
 	 * which live in the superblock / root tree too) */
 	struct arb_root_item item;
-	/* root node changed since the root item was written */
+	/* root node or root item changed since the root item was written */
 	bool dirty;
 	struct arb_root *next; /* vol->roots list */
 	pthread_mutex_t lock; /* for upper layers */
@@ -534,6 +534,16 @@ void arb_iter_release(struct arb_iter *it);
 int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out);
 /* Find a loaded root or load it from its ROOT_ITEM; -ENOENT if none. */
 int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out);
+/*
+ * The highest objectid ever handed out in tree r (ROOT_ITEM
+ * r_highest_objectid; 0: not recorded, as in images made before it was
+ * kept).  arb_root_note_objectid raises it to id (never lowers it); the
+ * root item is written by the commit of t, so with whatever t made with
+ * that objectid.
+ */
+uint64_t arb_root_highest_objectid(const struct arb_root *r);
+void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
+			    uint64_t id);
 /*
  * O(1) clone (Rodeh 2008): new tree new_id shares every node of src; the
  * children of src's root get one more reference.  Counts are pushed down

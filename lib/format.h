@@ -405,7 +405,8 @@ ARB_LE(key_ptr, p_mirror, 64)
  *   36  1   level of the root node
  *   37  3   reserved, 0
  *   40  8   objectid of the root directory (fs trees), 0 otherwise
- *   48  8   highest objectid in use in this tree (fs trees)
+ *   48  8   highest inode number ever handed out in this tree (fs trees),
+ *           never lowered; 0: not recorded (older images)
  *   56  8   generation in which this tree was created
  *   64  16  UUID of this tree (subvolumes), 0 otherwise
  *   80  16  UUID of the tree this one was cloned from, 0 if none

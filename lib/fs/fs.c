@@ -682,6 +682,11 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 			*why = "cannot read the filesystem tree";
 		goto out_close;
 	}
+	/* an inode number is never handed out twice in a tree: the highest
+	 * one given is kept in the root item (0 in images from before it
+	 * was; then the highest inode present is all there is to go by) */
+	if (arb_root_highest_objectid(fs->root) > max_ino)
+		max_ino = arb_root_highest_objectid(fs->root);
 	fs->next_ino = max_ino + 1;
 
 	fs->vol->pre_commit = fs_pre_commit;

@@ -3086,6 +3086,88 @@ START_TEST(test_append_after_clone)
 }
 END_TEST
 
+/* the fs tree's ROOT_ITEM as the last commit wrote it */
+static void fs_root_item_on_disk(struct arb_root_item *ri)
+{
+	struct arb_key k = { ARB_FS_TREE_ID, ARB_ROOT_ITEM, 0 };
+
+	ck_assert_int_eq(arb_lookup_item(fs->vol->tree_root, &k, ri,
+					 sizeof(*ri)),
+			 (int)sizeof(*ri));
+}
+
+/* make the fs tree's root item look like one of an older image */
+static void fs_root_item_age(bool highest, bool uuid)
+{
+	struct arb_txn *t;
+
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	if (highest)
+		arb_set_root_item_r_highest_objectid(&fs->root->item, 0);
+	if (uuid)
+		memset(fs->root->item.r_uuid, 0, ARB_UUID_SIZE);
+	fs->root->dirty = true;
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+}
+
+/*
+ * Inode numbers are never handed out twice in a tree, across remounts
+ * too.  The number used to come from the highest inode present at
+ * mount, so deleting the newest file and remounting gave its number to
+ * the next file.  The highest number handed out is now committed in the
+ * fs tree's root item with the inode that got it.
+ */
+START_TEST(test_ino_not_reused)
+{
+	struct arb_root_item ri;
+	uint64_t a, b, c, d, e, f;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	c = mkdir_(ROOT, "c");
+	ck_assert_uint_lt(a, b);
+	ck_assert_uint_lt(b, c);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+
+	/* the newest goes, then the filesystem is mounted again */
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "c"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	reopen();
+	d = mkfile(ROOT, "d");
+	ck_assert_msg(d > c, "inode %llu handed out again",
+		      (unsigned long long)d);
+
+	/* committed by the commit that creates the inode, nothing else */
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "d"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "b"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	fs_root_item_on_disk(&ri);
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&ri), d);
+	reopen();
+	e = mkfile(ROOT, "e");
+	ck_assert_uint_gt(e, d);
+	ck_assert_uint_gt(e, a);
+
+	/* an image from before the field was kept (0 there) opens, checks
+	 * clean and goes on above its highest inode */
+	fs_root_item_age(true, false);
+	reopen();
+	f = mkfile(ROOT, "f");
+	ck_assert_uint_eq(f, e + 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	fs_root_item_on_disk(&ri);
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&ri), f);
+
+	/* a clone holds the same numbers, and knows the highest */
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "f"), 0);
+	ck_assert_uint_eq(arb_root_highest_objectid(clone_fs_tree(CLONE_ID)),
+			  f);
+	drop_tree(CLONE_ID);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -3160,6 +3242,7 @@ Suite *fs_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_append_after_clone);
+	tcase_add_test(tc, test_ino_not_reused);
 	suite_add_tcase(s, tc);
 	return s;
 }
