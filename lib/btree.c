@@ -31,6 +31,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <uuid/uuid.h>
 
 #include "core.h"
 
@@ -1492,6 +1493,31 @@ void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
 	r->dirty = true;
 }
 
+bool arb_root_ensure_uuid(struct arb_txn *t, struct arb_root *r)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+
+	ARB_ASSERT(t->vol == r->vol && t->vol->running == t);
+	if (memcmp(r->item.r_uuid, zero, ARB_UUID_SIZE))
+		return false;
+	uuid_generate(r->item.r_uuid);
+	r->dirty = true;
+	return true;
+}
+
+/*
+ * Subvolume trees (the default fs tree, and ids from ARB_FIRST_SUBVOL_ID:
+ * subvolumes and snapshots) carry a UUID of their own, so that a tree can
+ * be named across filesystems (send/receive: "this stream applies to a
+ * copy of tree U").  The core's own trees do not.
+ */
+static bool is_subvol_id(uint64_t id)
+{
+	return id == ARB_FS_TREE_ID || id >= ARB_FIRST_SUBVOL_ID;
+}
+
+/* r_otransid: the transaction that creates the tree (for a clone, the
+ * one that clones it: the clone holds what its source held then) */
 static int root_insert(struct arb_txn *t, struct arb_root *r)
 {
 	struct arb_vol *vol = t->vol;
@@ -1528,6 +1554,8 @@ int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out)
 		arb_root_free(vol, r);
 		return ret;
 	}
+	if (is_subvol_id(id))
+		uuid_generate(r->item.r_uuid);
 	ret = root_insert(t, r);
 	if (ret) {
 		arb_root_free(vol, r);
@@ -1579,6 +1607,9 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 	src->last_snapshot = t->transid;
 	src->dirty = true;
 	r->last_snapshot = t->transid;
+	/* a clone is a tree of its own: a new UUID, and the source's
+	 * (0 when the source has none, as an old image's fs tree) */
+	uuid_generate(r->item.r_uuid);
 	memcpy(r->item.r_parent_uuid, src->item.r_uuid, ARB_UUID_SIZE);
 	/* the clone holds src's objectids: new ones go above all of them */
 	arb_set_root_item_r_highest_objectid(

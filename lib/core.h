@@ -530,7 +530,9 @@ uint32_t arb_iter_size(const struct arb_iter *it);
 bool arb_iter_leaf_private(const struct arb_iter *it);
 void arb_iter_release(struct arb_iter *it);
 
-/* Create an empty tree with id (ROOT_ITEM inserted in the root tree). */
+/* Create an empty tree with id (ROOT_ITEM inserted in the root tree); a
+ * subvolume tree (ARB_FS_TREE_ID, ids from ARB_FIRST_SUBVOL_ID) gets a
+ * random r_uuid. */
 int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out);
 /* Find a loaded root or load it from its ROOT_ITEM; -ENOENT if none. */
 int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out);
@@ -544,10 +546,15 @@ int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out);
 uint64_t arb_root_highest_objectid(const struct arb_root *r);
 void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
 			    uint64_t id);
+/* Give tree r a random r_uuid if it has none (written by t's commit);
+ * true when it had none. */
+bool arb_root_ensure_uuid(struct arb_txn *t, struct arb_root *r);
 /*
  * O(1) clone (Rodeh 2008): new tree new_id shares every node of src; the
  * children of src's root get one more reference.  Counts are pushed down
- * lazily when shared nodes are shadowed.
+ * lazily when shared nodes are shadowed.  The clone's root item: a new
+ * random r_uuid, r_parent_uuid = src's r_uuid, r_otransid = t's
+ * transaction id, r_highest_objectid = src's.
  */
 int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 		   struct arb_root **out);

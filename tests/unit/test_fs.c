@@ -3168,6 +3168,87 @@ START_TEST(test_ino_not_reused)
 }
 END_TEST
 
+static bool uuid_zero(const uint8_t *u)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+
+	return !memcmp(u, zero, ARB_UUID_SIZE);
+}
+
+static struct arb_root_item root_item_on_disk(uint64_t id)
+{
+	struct arb_key k = { id, ARB_ROOT_ITEM, 0 };
+	struct arb_root_item ri;
+
+	ck_assert_int_eq(arb_lookup_item(fs->vol->tree_root, &k, &ri,
+					 sizeof(ri)),
+			 (int)sizeof(ri));
+	return ri;
+}
+
+/*
+ * Every fs tree has a UUID: mkfs gives the default one a random UUID, a
+ * clone gets a fresh one and records its source's as its parent, and the
+ * generation it was made in.  An image whose fs tree has none (made
+ * before) opens read-only as it is and gets one at its first writable
+ * mount.
+ */
+START_TEST(test_tree_uuids)
+{
+	struct arb_root_item src, cl, again;
+	uint64_t gen;
+
+	src = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!uuid_zero(src.r_uuid));
+	ck_assert(uuid_zero(src.r_parent_uuid));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&src), 1);
+	/* the checksum tree is no subvolume */
+	cl = root_item_on_disk(ARB_CSUM_TREE_ID);
+	ck_assert(uuid_zero(cl.r_uuid));
+
+	mkfile(ROOT, "a");
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	clone_fs_tree(CLONE_ID);
+	gen = fs->vol->generation;
+	reopen();
+	cl = root_item_on_disk(CLONE_ID);
+	ck_assert(!uuid_zero(cl.r_uuid));
+	ck_assert(memcmp(cl.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert(!memcmp(cl.r_parent_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&cl), gen);
+	/* the source keeps its own */
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!memcmp(again.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&again), 1);
+	drop_tree(CLONE_ID);
+
+	/* an image from before: no UUID, no highest objectid */
+	fs_root_item_age(true, true);
+	gen = fs->vol->generation;
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.readonly = true;
+	fs_open_now();
+	check_clean();
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(uuid_zero(again.r_uuid));
+	ck_assert_uint_eq(fs->vol->generation, gen);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.readonly = false;
+	fs_open_now();
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!uuid_zero(again.r_uuid));
+	ck_assert(memcmp(again.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&again),
+			  lookup(ROOT, "a"));
+	ck_assert_uint_eq(fs->vol->generation, gen + 1);
+	reopen();
+	ck_assert_uint_eq(fs->vol->generation, gen + 1);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -3243,6 +3324,7 @@ Suite *fs_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_append_after_clone);
 	tcase_add_test(tc, test_ino_not_reused);
+	tcase_add_test(tc, test_tree_uuids);
 	suite_add_tcase(s, tc);
 	return s;
 }
