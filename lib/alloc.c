@@ -975,7 +975,8 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
  * writing them touched no committed data.  Their own head (is_new, no
  * reference) goes, or it would release them at the commit.  An extent
  * with anything pending on it (made in this transaction, or a reference
- * change) is left alone.
+ * change) is left alone.  One reference means one leaf, not one tree
+ * (counts are pushed down lazily): the caller proves that leaf unshared.
  */
 int arb_grow_data_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,
 			 uint64_t got)

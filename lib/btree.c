@@ -31,6 +31,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <uuid/uuid.h>
 
 #include "core.h"
 
@@ -1321,6 +1322,16 @@ uint32_t arb_iter_size(const struct arb_iter *it)
 	return arb_item_size(it->path.nodes[0], it->path.slots[0]);
 }
 
+bool arb_iter_leaf_private(const struct arb_iter *it)
+{
+	const struct arb_node *n = it->path.nodes[0];
+
+	/* (a node of the running transaction flagged ARB_NODE_SHARED has
+	 * gen == last_snapshot: a clone in this transaction set it so) */
+	return arb_node_gen(n) > it->root->last_snapshot &&
+	       arb_node_owner(n) == it->root->id;
+}
+
 /* ---- roots -------------------------------------------------------------- */
 
 static struct arb_root *root_alloc(struct arb_vol *vol, uint64_t id)
@@ -1466,6 +1477,47 @@ int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out)
 	return 0;
 }
 
+uint64_t arb_root_highest_objectid(const struct arb_root *r)
+{
+	return arb_root_item_r_highest_objectid(&r->item);
+}
+
+void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
+			    uint64_t id)
+{
+	/* the item is written by the commit of the running transaction */
+	ARB_ASSERT(t->vol == r->vol && t->vol->running == t);
+	if (id <= arb_root_item_r_highest_objectid(&r->item))
+		return;
+	arb_set_root_item_r_highest_objectid(&r->item, id);
+	r->dirty = true;
+}
+
+bool arb_root_ensure_uuid(struct arb_txn *t, struct arb_root *r)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+
+	ARB_ASSERT(t->vol == r->vol && t->vol->running == t);
+	if (memcmp(r->item.r_uuid, zero, ARB_UUID_SIZE))
+		return false;
+	uuid_generate(r->item.r_uuid);
+	r->dirty = true;
+	return true;
+}
+
+/*
+ * Subvolume trees (the default fs tree, and ids from ARB_FIRST_SUBVOL_ID:
+ * subvolumes and snapshots) carry a UUID of their own, so that a tree can
+ * be named across filesystems (send/receive: "this stream applies to a
+ * copy of tree U").  The core's own trees do not.
+ */
+static bool is_subvol_id(uint64_t id)
+{
+	return id == ARB_FS_TREE_ID || id >= ARB_FIRST_SUBVOL_ID;
+}
+
+/* r_otransid: the transaction that creates the tree (for a clone, the
+ * one that clones it: the clone holds what its source held then) */
 static int root_insert(struct arb_txn *t, struct arb_root *r)
 {
 	struct arb_vol *vol = t->vol;
@@ -1502,6 +1554,8 @@ int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out)
 		arb_root_free(vol, r);
 		return ret;
 	}
+	if (is_subvol_id(id))
+		uuid_generate(r->item.r_uuid);
 	ret = root_insert(t, r);
 	if (ret) {
 		arb_root_free(vol, r);
@@ -1553,7 +1607,13 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 	src->last_snapshot = t->transid;
 	src->dirty = true;
 	r->last_snapshot = t->transid;
+	/* a clone is a tree of its own: a new UUID, and the source's
+	 * (0 when the source has none, as an old image's fs tree) */
+	uuid_generate(r->item.r_uuid);
 	memcpy(r->item.r_parent_uuid, src->item.r_uuid, ARB_UUID_SIZE);
+	/* the clone holds src's objectids: new ones go above all of them */
+	arb_set_root_item_r_highest_objectid(
+		&r->item, arb_root_item_r_highest_objectid(&src->item));
 	ret = root_insert(t, r);
 	if (ret)
 		goto fail;

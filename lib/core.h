@@ -425,7 +425,7 @@ struct arb_root {
 	/* the ROOT_ITEM as last written (not for the root/extent tree roots,
 	 * which live in the superblock / root tree too) */
 	struct arb_root_item item;
-	/* root node changed since the root item was written */
+	/* root node or root item changed since the root item was written */
 	bool dirty;
 	struct arb_root *next; /* vol->roots list */
 	pthread_mutex_t lock; /* for upper layers */
@@ -520,16 +520,44 @@ int arb_iter_prev(struct arb_iter *it);
 void arb_iter_key(const struct arb_iter *it, struct arb_key *key);
 void *arb_iter_data(const struct arb_iter *it);
 uint32_t arb_iter_size(const struct arb_iter *it);
+/*
+ * True when the leaf under the iterator can be reached from this tree
+ * alone: it was written after the tree's last clone, by this tree.  Its
+ * whole path was shadowed when it was written, and only a clone shares
+ * nodes, so no other tree points at it or at any node above it.  False
+ * means "may be shared", not "shared".  A data extent's reference count
+ * cannot tell: counts are pushed down lazily (Rodeh), so an extent
+ * pointed at from a shared leaf counts one reference for all the trees
+ * that share the leaf.
+ */
+bool arb_iter_leaf_private(const struct arb_iter *it);
 void arb_iter_release(struct arb_iter *it);
 
-/* Create an empty tree with id (ROOT_ITEM inserted in the root tree). */
+/* Create an empty tree with id (ROOT_ITEM inserted in the root tree); a
+ * subvolume tree (ARB_FS_TREE_ID, ids from ARB_FIRST_SUBVOL_ID) gets a
+ * random r_uuid. */
 int arb_root_create(struct arb_txn *t, uint64_t id, struct arb_root **out);
 /* Find a loaded root or load it from its ROOT_ITEM; -ENOENT if none. */
 int arb_root_get(struct arb_vol *vol, uint64_t id, struct arb_root **out);
 /*
+ * The highest objectid ever handed out in tree r (ROOT_ITEM
+ * r_highest_objectid; 0: not recorded, as in images made before it was
+ * kept).  arb_root_note_objectid raises it to id (never lowers it); the
+ * root item is written by the commit of t, so with whatever t made with
+ * that objectid.
+ */
+uint64_t arb_root_highest_objectid(const struct arb_root *r);
+void arb_root_note_objectid(struct arb_txn *t, struct arb_root *r,
+			    uint64_t id);
+/* Give tree r a random r_uuid if it has none (written by t's commit);
+ * true when it had none. */
+bool arb_root_ensure_uuid(struct arb_txn *t, struct arb_root *r);
+/*
  * O(1) clone (Rodeh 2008): new tree new_id shares every node of src; the
  * children of src's root get one more reference.  Counts are pushed down
- * lazily when shared nodes are shadowed.
+ * lazily when shared nodes are shadowed.  The clone's root item: a new
+ * random r_uuid, r_parent_uuid = src's r_uuid, r_otransid = t's
+ * transaction id, r_highest_objectid = src's.
  */
 int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 		   struct arb_root **out);
@@ -570,7 +598,12 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
  * it, which arb_alloc_data has just handed out and nothing references yet:
  * they become part of that extent instead of one of their own.  Only for
  * an extent held by exactly one reference, which the caller's file extent
- * is and covers whole; the caller then grows that file extent item.
+ * is and covers whole; the caller then grows that file extent item.  The
+ * count (checked here) only says that one leaf points at the extent: the
+ * caller must also know that this leaf is not shared by a clone
+ * (arb_iter_leaf_private), or the other trees would see the extent grow
+ * and the shadowing of the shared leaf would reference it under its old
+ * length.
  * 1 grown, 0 not possible (shared, or changes pending on it), <0 error.
  */
 int arb_grow_data_extent(struct arb_txn *t, uint64_t bytenr, uint64_t len,

@@ -404,11 +404,19 @@ ARB_LE(key_ptr, p_mirror, 64)
  *   32  4   number of references to this root (subvolume links)
  *   36  1   level of the root node
  *   37  3   reserved, 0
- *   40  8   objectid of the root directory (fs trees), 0 otherwise
- *   48  8   highest objectid in use in this tree (fs trees)
- *   56  8   generation in which this tree was created
- *   64  16  UUID of this tree (subvolumes), 0 otherwise
- *   80  16  UUID of the tree this one was cloned from, 0 if none
+ *   40  8   objectid of the root directory (fs trees); not written yet (0):
+ *           the root directory is ARB_FIRST_INO
+ *   48  8   highest inode number ever handed out in this tree (fs trees),
+ *           never lowered; 0: not recorded (older images)
+ *   56  8   generation in which this tree was created; for a clone, the
+ *           transaction that cloned it (the clone holds its source as
+ *           it was then)
+ *   64  16  UUID of this tree: random for subvolume trees (fs tree 5,
+ *           ids >= 256) at creation (mkfs) and for every clone (a new
+ *           one); 0 for the other trees, and for an fs tree of an image
+ *           made before UUIDs until its first writable mount gives it one
+ *   80  16  a clone: r_uuid of the tree it was cloned from; 0 otherwise
+ *           (or when that tree had none)
  *   96  8   byte address of the second copy of the root node; 0 with one
  *           copy
  */

@@ -32,6 +32,8 @@
  *                            inode (no data extent there)
  *   missing-csum PATH        the checksum item of the file's first data
  *                            extent deleted
+ *   stale-highest PATH       the fs tree's r_highest_objectid set just
+ *                            below the inode's number
  *   truncate                 the image file cut to half its size
  *   newer-root-item          a tree 9 with a few items, whose ROOT_ITEM is
  *                            then 8 bytes longer than this version's
@@ -564,6 +566,13 @@ int main(int argc, char **argv)
 			ret = arb_insert_item(t, fs->csum, &k, sums,
 					      (uint32_t)size);
 		}
+	} else if (!strcmp(kind, "stale-highest")) {
+		printf("fs tree: highest objectid %llu -> %llu\n",
+		       (unsigned long long)arb_root_highest_objectid(fs->root),
+		       (unsigned long long)tg.ino - 1);
+		arb_set_root_item_r_highest_objectid(&fs->root->item,
+						     tg.ino - 1);
+		fs->root->dirty = true;
 	} else if (!strcmp(kind, "bad-node-csum")) {
 		ret = inode_leaf(fs, tg.ino, &raw_off);
 		if (!ret) {

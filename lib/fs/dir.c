@@ -728,12 +728,18 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	ret = fs_acl_inherit_prepare(fs, &din, &mode, &acl);
 	if (ret)
 		goto out;
+	if (fs_ino_exhausted(fs)) {
+		ret = -ENOSPC;
+		goto out;
+	}
 	ret = fs_op_begin(fs, &t, tlen + acl.acc_size + acl.def_size, 0);
 	if (ret)
 		goto out;
 	fs_now(&now);
 	memset(&in, 0, sizeof(in));
-	in.ino = fs->next_ino++;
+	ret = fs_ino_new(fs, t, &in.ino);
+	if (ret)
+		goto out_end;
 	in.generation = t->transid;
 	in.mode = mode;
 	in.uid = cr ? cr->uid : 0;

@@ -140,6 +140,9 @@ struct ext {
 	uint64_t start, end; /* file range */
 	uint8_t type;
 	uint64_t disk_bytenr, disk_num_bytes, offset, ram_bytes, gen;
+	/* set by ext_next only: the item's leaf is this tree's alone
+	 * (arb_iter_leaf_private) */
+	bool leaf_private;
 };
 
 /* parse an EXTENT_DATA item; -EUCLEAN if malformed */
@@ -218,6 +221,7 @@ static int ext_next(struct arb_fs *fs, uint64_t ino, uint64_t pos,
 					arb_iter_size(&it), e);
 			if (ret)
 				break;
+			e->leaf_private = arb_iter_leaf_private(&it);
 			if (e->end > pos) {
 				if (inl && e->type == ARB_FILE_EXTENT_INLINE) {
 					size_t n = e->end;
@@ -1057,6 +1061,11 @@ out:
  * and checksum trees grow that much slower (ext4 merges appended extents
  * too).  The bound: an extent is freed only whole, so a truncate into it
  * keeps all of it allocated, as for an extent one 1 MiB write made.
+ * "Alone" takes two proofs: one reference on the extent (one leaf points
+ * at it), and that leaf reachable from this tree only (e.leaf_private);
+ * after a clone the one leaf may be the clone's too, whose copy of the
+ * file must not grow.  So the first append after a clone starts a new
+ * extent, and the appends after it grow that one.
  * 1 extended, 0 not, <0 error.
  */
 #define ARB_APPEND_EXTENT_MAX (1u << 20)
@@ -1075,8 +1084,8 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 	ret = ext_next(fs, in->ino, foff - 1, &e, NULL);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	if (e.type != ARB_FILE_EXTENT_REG || e.end != foff || e.offset ||
-	    e.end - e.start != e.disk_num_bytes ||
+	if (!e.leaf_private || e.type != ARB_FILE_EXTENT_REG ||
+	    e.end != foff || e.offset || e.end - e.start != e.disk_num_bytes ||
 	    e.ram_bytes != e.disk_num_bytes ||
 	    e.disk_bytenr + e.disk_num_bytes != bytenr ||
 	    e.disk_num_bytes + got > ARB_APPEND_EXTENT_MAX)

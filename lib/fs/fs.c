@@ -599,6 +599,33 @@ static const char *open_why(struct arb_dev *dev, int err)
 	}
 }
 
+/*
+ * An fs tree made before trees had UUIDs (and kept the highest inode
+ * number handed out) gets both at its first writable mount, committed
+ * right away: a UUID from then on names the tree for good, and the
+ * highest inode present is the best value the image can still give.
+ * Read-only mounts leave the image as it is.
+ */
+static int fs_upgrade_root_item(struct arb_fs *fs, uint64_t max_ino)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+	struct arb_txn *t;
+	int ret;
+
+	if (memcmp(fs->root->item.r_uuid, zero, ARB_UUID_SIZE))
+		return 0;
+	ret = arb_txn_begin(fs->vol, &t);
+	if (ret)
+		return ret;
+	arb_root_ensure_uuid(t, fs->root);
+	if (!arb_root_highest_objectid(fs->root))
+		arb_root_note_objectid(t, fs->root, max_ino);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	arb_log(ARB_LOG_INFO, "filesystem tree had no UUID: gave it one");
+	return fs_commit(fs);
+}
+
 /* highest inode number in use (orphans excluded) */
 static int find_max_ino(struct arb_fs *fs, uint64_t *max)
 {
@@ -701,6 +728,11 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 			*why = "cannot read the filesystem tree";
 		goto out_close;
 	}
+	/* an inode number is never handed out twice in a tree: the highest
+	 * one given is kept in the root item (0 in images from before it
+	 * was; then the highest inode present is all there is to go by) */
+	if (arb_root_highest_objectid(fs->root) > max_ino)
+		max_ino = arb_root_highest_objectid(fs->root);
 	fs->next_ino = max_ino + 1;
 
 	fs->vol->pre_commit = fs_pre_commit;
@@ -709,10 +741,17 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	if (!fs->readonly) {
 		fs_lock(fs);
 		ret = o->keep_orphans ? 0 : fs_free_orphans(fs);
+		if (ret) {
+			fs_unlock(fs);
+			if (why)
+				*why = "cannot free orphan inodes";
+			goto out_close;
+		}
+		ret = fs_upgrade_root_item(fs, max_ino);
 		fs_unlock(fs);
 		if (ret) {
 			if (why)
-				*why = "cannot free orphan inodes";
+				*why = "cannot give the filesystem tree a UUID";
 			goto out_close;
 		}
 		if (o->discard) {

@@ -17,6 +17,9 @@
  *     i_nbytes = bytes they map
  *   - an out-of-line xattr value's pieces (XATTR_DATA) all exist and add
  *     up to its length; every piece belongs to an attribute of its inode
+ *   - no inode number above the tree's r_highest_objectid (the highest
+ *     ever handed out), unless that is 0: not recorded, as in images made
+ *     before it was kept
  * Collected per inode while its items go by; cross references are checked
  * with lookups, so the memory used does not grow with the tree (beyond
  * the records of the problems found).  Delayed data (not yet in the
@@ -55,6 +58,8 @@ struct chk {
 		uint32_t pieces;
 	} *xrefs;
 	size_t nxrefs, xrefs_cap;
+	/* the highest inode number seen */
+	uint64_t max_ino;
 };
 
 /*
@@ -517,6 +522,25 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 	c->ext_bytes += len;
 }
 
+/*
+ * New inode numbers start above the root item's r_highest_objectid, and
+ * above the highest inode present only when that is higher: an inode
+ * above the recorded value means the value is stale, and a number freed
+ * since could come back.  Raised once, for the highest inode.
+ */
+static void check_highest(struct chk *c)
+{
+	uint64_t highest = arb_root_highest_objectid(c->fs->root);
+	struct arb_problem *p;
+
+	if (!highest || c->max_ino <= highest)
+		return;
+	p = problem(c, ARB_PB_HIGHEST_INO, c->max_ino,
+		    "above the tree's highest objectid %llu",
+		    (unsigned long long)highest);
+	p->expect = c->max_ino;
+}
+
 /* progress by inode number, now and then (every 256 inodes) */
 static void progress(struct chk *c, uint64_t ino,
 		     const struct arb_check_result *res)
@@ -586,6 +610,8 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 				fs_inode_unpack(&c.in, k.objectid,
 						(const struct arb_inode_item *)d);
 				c.have_inode = true;
+				if (k.objectid > c.max_ino)
+					c.max_ino = k.objectid;
 			}
 		} else if (!c.have_inode) {
 			problem(&c, ARB_PB_NO_INODE, k.objectid,
@@ -618,6 +644,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 	arb_iter_release(&it);
 	if (ret >= 0) {
 		finish_inode(&c);
+		check_highest(&c);
 		ret = 0;
 	}
 	free(c.buf);

@@ -151,7 +151,8 @@ struct arb_fs {
 	 * other failure came first, so close reports success */
 	bool shutdown, shutdown_clean;
 
-	/* next inode number to hand out (never reused within a mount) */
+	/* next inode number to hand out (fs_ino_new): above every inode
+	 * present and above the tree's r_highest_objectid */
 	uint64_t next_ino;
 	/* where the last extent written (made or extended) ends, in its
 	 * file and on disk: only a write that continues it in both is
@@ -279,6 +280,19 @@ void fs_inode_prefetch(struct arb_fs *fs, uint64_t ino);
 /* write back (transid = t's) */
 int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
 int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
+/*
+ * A new inode number for an inode t is about to create: never one handed
+ * out before in this tree, across remounts too (the tree's ROOT_ITEM
+ * keeps the highest, committed with t).  -ENOSPC when the numbers below
+ * the reserved objectids are used up: test fs_ino_exhausted before
+ * beginning the operation, since a failure inside it aborts the
+ * transaction.
+ */
+int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, uint64_t *ino);
+static inline bool fs_ino_exhausted(const struct arb_fs *fs)
+{
+	return fs->next_ino >= ARB_ORPHAN_OBJECTID;
+}
 void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 		      struct arb_stat *st);
 /* Delete every item of an inode (nlink 0) and its orphan item if any. */

@@ -390,7 +390,9 @@ static int lost_found(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 		return ret;
 	fs_now(&now);
 	memset(&in, 0, sizeof(in));
-	in.ino = fs->next_ino++;
+	ret = fs_ino_new(fs, t, &in.ino);
+	if (ret)
+		return ret;
 	in.generation = t->transid;
 	in.mode = S_IFDIR | 0700;
 	in.nlink = 2;
@@ -510,6 +512,18 @@ static int fix_count(struct arb_fs *fs, struct arb_txn *t,
 	return fs_inode_write(fs, t, &in);
 }
 
+/* highest-objectid: raised to the highest inode present */
+static int fix_highest(struct arb_fs *fs, struct arb_txn *t,
+		       const struct arb_problem *p)
+{
+	if (!p->expect || p->expect >= ARB_ORPHAN_OBJECTID)
+		return 1;
+	arb_root_note_objectid(t, fs->root, p->expect);
+	if (fs->next_ino <= p->expect)
+		fs->next_ino = p->expect + 1;
+	return 0;
+}
+
 /* one round: 0.. records acted on, <0 error */
 static int fix_round(struct arb_fs *fs, struct arb_txn *t,
 		     const struct arb_check_result *cur, FILE *out)
@@ -529,6 +543,8 @@ static int fix_round(struct arb_fs *fs, struct arb_txn *t,
 			ret = fix_link(fs, t, p);
 		else if (p->id == ARB_PB_UNLINKED)
 			ret = fix_unlinked(fs, t, out, p->ino);
+		else if (p->id == ARB_PB_HIGHEST_INO)
+			ret = fix_highest(fs, t, p);
 		else
 			ret = fix_count(fs, t, p);
 		if (ret < 0)

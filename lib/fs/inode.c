@@ -143,6 +143,19 @@ int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 	return arb_insert_item(t, fs->root, &k, &d, sizeof(d));
 }
 
+int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, uint64_t *ino)
+{
+	/* a number handed out again would make a new file look like the
+	 * old one to whatever kept its st_ino (an NFS file handle, a backup
+	 * tool); the objectids from ARB_ORPHAN_OBJECTID up mean something
+	 * else */
+	if (fs_ino_exhausted(fs))
+		return -ENOSPC;
+	*ino = fs->next_ino++;
+	arb_root_note_objectid(t, fs->root, *ino);
+	return 0;
+}
+
 bool fs_item_exists(struct arb_root *root, const struct arb_key *key)
 {
 	uint8_t dummy;

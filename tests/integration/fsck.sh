@@ -41,6 +41,7 @@ compressed        big2               bad-file-extent       4    big2
 bad-data-csum     big2               data-csum             4    big2
 stale-csum        big2               csum-orphan           1    -
 missing-csum      big2               csum-missing          4    big2
+stale-highest     d1/small5          highest-objectid      1    -
 bad-node-csum     many/f150          node-unreadable       4    many/*
 truncate          -                  -                     4    *
 "

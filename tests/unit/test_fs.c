@@ -3067,6 +3067,275 @@ START_TEST(test_fsync_begin_end)
 }
 END_TEST
 
+
+/* ---- trees: clones of the fs tree, inode numbers, UUIDs -------------- */
+
+#define CLONE_ID ARB_FIRST_SUBVOL_ID
+
+/* An O(1) clone of the fs tree, committed: tree id, shares every node. */
+static struct arb_root *clone_fs_tree(uint64_t id)
+{
+	struct arb_txn *t;
+	struct arb_root *c;
+
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_root_clone(t, fs->root, id, &c), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_root_get(fs->vol, id, &c), 0);
+	return c;
+}
+
+static void drop_tree(uint64_t id)
+{
+	struct arb_root *c;
+	struct arb_txn *t;
+
+	ck_assert_int_eq(arb_root_get(fs->vol, id, &c), 0);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_root_drop(t, c), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+}
+
+/* the file extent item of ino at file offset off in tree r */
+static void file_extent_at(struct arb_root *r, uint64_t ino, uint64_t off,
+			   struct arb_file_extent *fe)
+{
+	struct arb_key k = { ino, ARB_EXTENT_DATA, off };
+
+	memset(fe, 0, sizeof(*fe));
+	ck_assert_int_eq(arb_lookup_item(r, &k, fe, sizeof(*fe)),
+			 (int)sizeof(*fe));
+}
+
+/*
+ * An append after a clone of the fs tree must not grow the file's last
+ * extent in place: its extent item counts one reference (one leaf), but
+ * that leaf is shared with the clone (lazy reference counts), so the
+ * count says nothing about the trees that see the extent.  Two files
+ * written in turn, 4 KiB and an fsync at a time, give extents that
+ * interleave on disk and a tree of several levels (shared leaves under a
+ * copied root); a's last extent is the last on disk, so the append
+ * after the clone lands right behind it.  The grow used to rekey the
+ * extent item, and the shadowing of the shared leaf then added a
+ * reference under the old key: the commit failed with EUCLEAN
+ * ("reference change 1 on a missing extent item") and the filesystem
+ * went read-only.
+ */
+START_TEST(test_append_after_clone)
+{
+	const int n = TU_SCALE(500, 1500);
+	struct arb_file_extent fe;
+	struct arb_root *c;
+	uint64_t a, b;
+	int i;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	for (i = 0; i < n; i++) {
+		write_pattern(a, (uint64_t)i * 4096, 4096, 1);
+		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+		write_pattern(b, (uint64_t)i * 4096, 4096, 2);
+		ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
+	}
+	write_pattern(a, (uint64_t)n * 4096, 4096, 1);
+	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 1);
+	ck_assert_int_ge(arb_level(fs->root->node), 1);
+
+	c = clone_fs_tree(CLONE_ID);
+	write_pattern(a, (uint64_t)(n + 1) * 4096, 4096, 1);
+	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	ck_assert(!fs->readonly);
+	expect_pattern(a, 0, (size_t)(n + 2) * 4096, 1);
+	/* the clone still sees the file as it was, its last extent whole */
+	file_extent_at(c, a, (uint64_t)n * 4096, &fe);
+	ck_assert_uint_eq(arb_file_extent_f_num_bytes(&fe), 4096);
+	ck_assert_uint_eq(arb_file_extent_f_disk_num_bytes(&fe), 4096);
+	ck_assert_int_eq(count_items(c, a, ARB_EXTENT_DATA), n + 1);
+	check_clean();
+
+	/* later appends grow the extent made after the clone */
+	for (i = n + 2; i < n + 12; i++) {
+		write_pattern(a, (uint64_t)i * 4096, 4096, 1);
+		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
+	}
+	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 2);
+	check_clean();
+
+	drop_tree(CLONE_ID);
+	reopen();
+	expect_pattern(a, 0, (size_t)(n + 12) * 4096, 1);
+	expect_pattern(b, 0, (size_t)n * 4096, 2);
+}
+END_TEST
+
+/* the fs tree's ROOT_ITEM as the last commit wrote it */
+static void fs_root_item_on_disk(struct arb_root_item *ri)
+{
+	struct arb_key k = { ARB_FS_TREE_ID, ARB_ROOT_ITEM, 0 };
+
+	ck_assert_int_eq(arb_lookup_item(fs->vol->tree_root, &k, ri,
+					 sizeof(*ri)),
+			 (int)sizeof(*ri));
+}
+
+/* make the fs tree's root item look like one of an older image */
+static void fs_root_item_age(bool highest, bool uuid)
+{
+	struct arb_txn *t;
+
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	if (highest)
+		arb_set_root_item_r_highest_objectid(&fs->root->item, 0);
+	if (uuid)
+		memset(fs->root->item.r_uuid, 0, ARB_UUID_SIZE);
+	fs->root->dirty = true;
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+}
+
+/*
+ * Inode numbers are never handed out twice in a tree, across remounts
+ * too.  The number used to come from the highest inode present at
+ * mount, so deleting the newest file and remounting gave its number to
+ * the next file.  The highest number handed out is now committed in the
+ * fs tree's root item with the inode that got it.
+ */
+START_TEST(test_ino_not_reused)
+{
+	struct arb_root_item ri;
+	uint64_t a, b, c, d, e, f;
+
+	a = mkfile(ROOT, "a");
+	b = mkfile(ROOT, "b");
+	c = mkdir_(ROOT, "c");
+	ck_assert_uint_lt(a, b);
+	ck_assert_uint_lt(b, c);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+
+	/* the newest goes, then the filesystem is mounted again */
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "c"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	reopen();
+	d = mkfile(ROOT, "d");
+	ck_assert_msg(d > c, "inode %llu handed out again",
+		      (unsigned long long)d);
+
+	/* committed by the commit that creates the inode, nothing else */
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "d"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "b"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	fs_root_item_on_disk(&ri);
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&ri), d);
+	reopen();
+	e = mkfile(ROOT, "e");
+	ck_assert_uint_gt(e, d);
+	ck_assert_uint_gt(e, a);
+
+	/* an image from before the field was kept (0 there) opens, checks
+	 * clean and goes on above its highest inode */
+	fs_root_item_age(true, false);
+	reopen();
+	f = mkfile(ROOT, "f");
+	ck_assert_uint_eq(f, e + 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	fs_root_item_on_disk(&ri);
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&ri), f);
+
+	/* a clone holds the same numbers, and knows the highest */
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "f"), 0);
+	ck_assert_uint_eq(arb_root_highest_objectid(clone_fs_tree(CLONE_ID)),
+			  f);
+	drop_tree(CLONE_ID);
+}
+END_TEST
+
+static bool uuid_zero(const uint8_t *u)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+
+	return !memcmp(u, zero, ARB_UUID_SIZE);
+}
+
+static struct arb_root_item root_item_on_disk(uint64_t id)
+{
+	struct arb_key k = { id, ARB_ROOT_ITEM, 0 };
+	struct arb_root_item ri;
+
+	ck_assert_int_eq(arb_lookup_item(fs->vol->tree_root, &k, &ri,
+					 sizeof(ri)),
+			 (int)sizeof(ri));
+	return ri;
+}
+
+/*
+ * Every fs tree has a UUID: mkfs gives the default one a random UUID, a
+ * clone gets a fresh one and records its source's as its parent, and the
+ * generation it was made in.  An image whose fs tree has none (made
+ * before) opens read-only as it is and gets one at its first writable
+ * mount.
+ */
+START_TEST(test_tree_uuids)
+{
+	struct arb_root_item src, cl, again;
+	uint64_t gen;
+
+	src = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!uuid_zero(src.r_uuid));
+	ck_assert(uuid_zero(src.r_parent_uuid));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&src), 1);
+	/* the checksum tree is no subvolume */
+	cl = root_item_on_disk(ARB_CSUM_TREE_ID);
+	ck_assert(uuid_zero(cl.r_uuid));
+
+	mkfile(ROOT, "a");
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	clone_fs_tree(CLONE_ID);
+	gen = fs->vol->generation;
+	reopen();
+	cl = root_item_on_disk(CLONE_ID);
+	ck_assert(!uuid_zero(cl.r_uuid));
+	ck_assert(memcmp(cl.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert(!memcmp(cl.r_parent_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&cl), gen);
+	/* the source keeps its own */
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!memcmp(again.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_otransid(&again), 1);
+	drop_tree(CLONE_ID);
+
+	/* an image from before: no UUID, no highest objectid */
+	fs_root_item_age(true, true);
+	gen = fs->vol->generation;
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.readonly = true;
+	fs_open_now();
+	check_clean();
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(uuid_zero(again.r_uuid));
+	ck_assert_uint_eq(fs->vol->generation, gen);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.readonly = false;
+	fs_open_now();
+	again = root_item_on_disk(ARB_FS_TREE_ID);
+	ck_assert(!uuid_zero(again.r_uuid));
+	ck_assert(memcmp(again.r_uuid, src.r_uuid, ARB_UUID_SIZE));
+	ck_assert_uint_eq(arb_root_item_r_highest_objectid(&again),
+			  lookup(ROOT, "a"));
+	ck_assert_uint_eq(fs->vol->generation, gen + 1);
+	reopen();
+	ck_assert_uint_eq(fs->vol->generation, gen + 1);
+}
+END_TEST
+
 Suite *fs_suite(void)
 {
 	Suite *s = suite_create("fs");
@@ -3137,6 +3406,14 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_fsync_begin_end);
 	tcase_add_test(tc, test_commit_usage_stats);
 	tcase_add_test(tc, test_shutdown);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("trees");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_append_after_clone);
+	tcase_add_test(tc, test_ino_not_reused);
+	tcase_add_test(tc, test_tree_uuids);
 	suite_add_tcase(s, tc);
 	return s;
 }

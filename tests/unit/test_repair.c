@@ -473,6 +473,76 @@ START_TEST(test_csum_missing)
 }
 END_TEST
 
+/* set the fs tree's r_highest_objectid, committed */
+static void set_highest(uint64_t v)
+{
+	struct arb_fs *fs = open_fs(true);
+	struct arb_txn *t;
+
+	fs_lock(fs);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	arb_set_root_item_r_highest_objectid(&fs->root->item, v);
+	fs->root->dirty = true;
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+}
+
+/*
+ * r_highest_objectid: 0 (images made before it was kept) is clean; an
+ * inode above a recorded value is highest-objectid, which repair fixes
+ * by raising the value; new inodes go above it either way.
+ */
+START_TEST(test_highest_objectid)
+{
+	static const struct arb_cred cr = { 0, 0 };
+	struct arb_fs *fs;
+	struct arb_stat st;
+	size_t total;
+	uint64_t f;
+
+	/* setup made d (257) and f (258) */
+	fs = open_fs(false);
+	ck_assert_uint_eq(arb_root_highest_objectid(fs->root), 258);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
+	ck_assert_uint_eq(total, 0);
+
+	set_highest(0);
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
+	ck_assert_uint_eq(total, 0);
+
+	set_highest(257);
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 1);
+	ck_assert_uint_eq(total, 1);
+	ck_assert(arb_problem_fixable(ARB_PB_HIGHEST_INO));
+	repair();
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs = open_fs(false);
+	ck_assert_uint_eq(arb_root_highest_objectid(fs->root), 258);
+	f = file_ino(fs);
+	ck_assert_uint_eq(f, 258);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+
+	/* a value above every inode is no problem, and new inodes go
+	 * above it */
+	set_highest(1000);
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
+	ck_assert_uint_eq(total, 0);
+	fs = open_fs(true);
+	ck_assert_int_eq(arb_fs_mknod(fs, ARB_ROOT_INO, "g", S_IFREG | 0644, 0,
+				      &cr, &st),
+			 0);
+	ck_assert_uint_eq(st.ino, 1001);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
+	ck_assert_uint_eq(total, 0);
+}
+END_TEST
+
 /* ---- checking in parts ---- */
 
 static int cmp_problem(const void *a, const void *b)
@@ -727,6 +797,7 @@ static Suite *repair_suite(void)
 	tcase_add_test(tc, test_leak_repair);
 	tcase_add_test(tc, test_csum_orphan_repair);
 	tcase_add_test(tc, test_csum_missing);
+	tcase_add_test(tc, test_highest_objectid);
 	tcase_add_test(tc, test_tree_refcount_repair);
 	tcase_add_test(tc, test_node_copy_repair);
 	tcase_add_test(tc, test_parts_same_problems);

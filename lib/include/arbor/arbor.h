@@ -595,7 +595,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(CSUM_MISSING, 29, "csum-missing", 0,                                 \
 	  "a sector of a written data extent has no checksum (reads of it fail)") \
 	x(NEWER_FORMAT, 30, "newer-format", 0,                                 \
-	  "an item of a format this version does not know (a newer arborfs wrote it): no repair, use a newer fsck.arborfs")
+	  "an item of a format this version does not know (a newer arborfs wrote it): no repair, use a newer fsck.arborfs") \
+	x(HIGHEST_INO, 31, "highest-objectid", 1,                              \
+	  "an inode number is above the highest the tree records as handed out (it could be handed out again)")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
