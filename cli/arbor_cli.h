@@ -16,6 +16,8 @@ int cli_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
 	      const char *what);
 /* "arbor filesystem resize ..." (argv[0] is "resize") */
 int cli_resize(int argc, char **argv);
+/* "arbor filesystem show|label ..." (argv[0] is "show" or "label") */
+int cli_show(int argc, char **argv);
 
 /* "arbor scrub ..." (argv[1] is "scrub"); returns the exit status */
 int cli_scrub(int argc, char **argv);

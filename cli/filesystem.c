@@ -509,6 +509,8 @@ int arbor_filesystem(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "resize"))
 		return cli_resize(argc - 1, argv + 1);
+	if (!strcmp(cmd, "show") || !strcmp(cmd, "label"))
+		return cli_show(argc - 1, argv + 1);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {

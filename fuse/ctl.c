@@ -206,6 +206,40 @@ static int ioc_usage(struct afs *afs, struct arb_ioc_usage *u)
 	return 0;
 }
 
+static int ioc_info(struct afs *afs, struct arb_ioc_info *o)
+{
+	struct arb_fs_info fi;
+	int ret = arb_fs_info(afs->fs, &fi);
+
+	if (ret)
+		return ret;
+	memcpy(o->uuid, fi.uuid, sizeof(o->uuid));
+	memcpy(o->fs_tree_uuid, fi.fs_tree_uuid, sizeof(o->fs_tree_uuid));
+	o->total_bytes = fi.total_bytes;
+	o->generation = fi.generation;
+	o->nodesize = fi.nodesize;
+	o->sectorsize = fi.sectorsize;
+	o->format_version = fi.version;
+	o->meta_copies = fi.meta_copies;
+	o->incompat = fi.incompat;
+	o->compat = fi.compat;
+	o->ro_compat = fi.ro_compat;
+	o->readonly = fi.readonly;
+	memcpy(o->label, fi.label, sizeof(o->label));
+	o->label[sizeof(o->label) - 1] = '\0';
+	return 0;
+}
+
+static int ioc_set_label(struct afs *afs, const void *in_buf)
+{
+	struct arb_ioc_info in;
+
+	memcpy(&in, in_buf, sizeof(in));
+	if (!memchr(in.label, '\0', sizeof(in.label)))
+		return -EINVAL;
+	return arb_fs_set_label(afs->fs, in.label);
+}
+
 /* FITRIM: replies itself on success (0) */
 static int ioc_trim(struct afs *afs, fuse_req_t req, const void *in_buf)
 {
@@ -675,6 +709,10 @@ static ssize_t ioc_out_size(unsigned int cmd)
 		return sizeof(struct arb_ioc_scrub);
 	case FITRIM:
 		return sizeof(struct fstrim_range);
+	case ARB_IOC_GET_INFO:
+		return sizeof(struct arb_ioc_info);
+	case ARB_IOC_SET_LABEL:
+		return 0;
 	}
 	return -ENOTTY;
 }
@@ -692,6 +730,7 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct arb_ioc_resize r;
 		struct arb_ioc_scrub sc;
 		struct arb_ioc_check ck;
+		struct arb_ioc_info in;
 	} out;
 	union {
 		struct arb_ioc_sync s;
@@ -703,6 +742,17 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	int ret;
 
 	(void)fi;
+	if (cmd == ARB_IOC_SET_LABEL) {
+		/* the struct comes in, nothing goes out */
+		ret = !req_privileged(req) ? -EPERM
+		      : in_bufsz < sizeof(struct arb_ioc_info)
+			      ? -EINVAL
+			      : ioc_set_label(afs, in_buf);
+		if (ret)
+			goto out_err;
+		fuse_reply_ioctl(req, 0, NULL, 0);
+		return;
+	}
 	if (cmd == FS_IOC_SHUTDOWN) {
 		if (!req_privileged(req)) {
 			ret = -EPERM;
@@ -752,6 +802,9 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		break;
 	case ARB_IOC_GET_GENERATION:
 		ret = ioc_generation(afs, &out.g);
+		break;
+	case ARB_IOC_GET_INFO:
+		ret = ioc_info(afs, &out.in);
 		break;
 	case ARB_IOC_SYNC:
 		if (in_bufsz < sizeof(in.s)) {

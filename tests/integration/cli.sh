@@ -168,4 +168,32 @@ st=0
 "$ARBOR" frobnicate --image "$IMG" >/dev/null 2>&1 || st=$?
 [ $st = 2 ] || fail "unknown command: exit $st, want 2"
 check_fsck
+
+log "filesystem show and label, on the image and on the mount"
+"$ARBOR" filesystem label --image "$IMG" "offline label" || fail "label --image"
+[ "$("$ARBOR" filesystem label --image "$IMG")" = "offline label" ] || fail "label --image read back"
+"$ARBOR" filesystem show --image "$IMG" >"$TMP/show" || fail "show --image"
+for k in label uuid size "node size" metadata generation format features; do
+	grep -q "^$k " "$TMP/show" || fail "show lacks $k: $(cat "$TMP/show")"
+done
+grep -q "^label *offline label$" "$TMP/show" || fail "show: label"
+uuid=$(awk '/^uuid/ {print $2}' "$TMP/show")
+fs_mount
+"$ARBOR" filesystem show --json "$MNT" >"$TMP/show.json" || fail "show --json"
+python3 - "$TMP/show.json" "$uuid" <<'EOF' || fail "show --json: $(cat "$TMP/show.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["uuid"] == sys.argv[2], d
+assert d["label"] == "offline label", d
+assert d["node_size"] in (4096, 16384, 65536) and d["size"] > 0, d
+EOF
+"$ARBOR" filesystem label "$MNT" 'new "label"' || fail "label on a mount"
+[ "$("$ARBOR" filesystem label "$MNT")" = 'new "label"' ] || fail "label on a mount read back"
+"$ARBOR" filesystem show --json "$MNT" | python3 -c 'import json,sys; assert json.load(sys.stdin)["label"] == "new \"label\""' ||
+	fail "show --json escapes the label"
+long=$(head -c 300 /dev/zero | tr '\0' x)
+"$ARBOR" filesystem label "$MNT" "$long" 2>/dev/null && fail "a 300-byte label was taken"
+fs_umount
+[ "$("$ARBOR" filesystem label --image "$IMG")" = 'new "label"' ] || fail "label after unmount"
+check_fsck
 finish

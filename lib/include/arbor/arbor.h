@@ -336,6 +336,22 @@ int arb_fs_may_open(struct arb_fs *fs, uint64_t ino, int oflags);
  * ARB_COMPAT_PROTECTED_INODES. */
 bool arb_fs_has_protected_inodes(struct arb_fs *fs);
 
+/* What `arbor filesystem show` prints (from the superblock in memory). */
+struct arb_fs_info {
+	uint8_t uuid[16];         /* of the filesystem */
+	char label[256];          /* NUL-terminated, "" = none */
+	uint64_t total_bytes;
+	uint64_t generation;      /* of the last durable commit */
+	uint32_t nodesize, sectorsize;
+	uint32_t version;         /* format version */
+	uint64_t incompat, compat, ro_compat; /* feature bits */
+	unsigned meta_copies;     /* 1 single, 2 dup */
+	uint8_t fs_tree_uuid[16]; /* of the default subvolume's tree */
+	bool readonly;
+};
+int arb_fs_info(struct arb_fs *fs, struct arb_fs_info *info);
+/* Set the label (at most 255 bytes) and commit.  -EINVAL if longer. */
+int arb_fs_set_label(struct arb_fs *fs, const char *label);
 int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv);
 /*
  * fstrim: commit, then give every free run of at least minlen bytes within

@@ -392,6 +392,37 @@ struct arb_ioc_check {
 	char lines[ARB_IOC_CHECK_LINES][ARB_IOC_CHECK_LINE_LEN];
 };
 
+/*
+ * ARB_IOC_GET_INFO: what `arbor filesystem show` prints.
+ * ARB_IOC_SET_LABEL (privileged): a new label (label[], NUL-terminated,
+ * at most 255 bytes), committed before the reply.
+ */
+struct arb_ioc_info {
+	__u32 size;
+	__u32 version;
+	/* out: UUID of the filesystem, and of the default subvolume's tree */
+	__u8 uuid[16];
+	__u8 fs_tree_uuid[16];
+	/* out: size, generation of the last durable commit */
+	__u64 total_bytes;
+	__u64 generation;
+	/* out: node and sector size, format version, metadata copies */
+	__u32 nodesize;
+	__u32 sectorsize;
+	__u32 format_version;
+	__u32 meta_copies;
+	/* out: feature bits */
+	__u64 incompat;
+	__u64 compat;
+	__u64 ro_compat;
+	/* out: 1 if mounted read-only */
+	__u32 readonly;
+	__u32 pad;
+	__u64 reserved[8];
+	/* in (SET_LABEL) / out (GET_INFO): the label, NUL-terminated */
+	char label[256];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -405,6 +436,8 @@ struct arb_ioc_check {
 #define ARB_IOC_CHECK_START _IOWR(ARB_IOC_MAGIC, 10, struct arb_ioc_check)
 #define ARB_IOC_CHECK_STATUS _IOR(ARB_IOC_MAGIC, 11, struct arb_ioc_check)
 #define ARB_IOC_CHECK_CANCEL _IO(ARB_IOC_MAGIC, 12)
+#define ARB_IOC_GET_INFO _IOR(ARB_IOC_MAGIC, 13, struct arb_ioc_info)
+#define ARB_IOC_SET_LABEL _IOW(ARB_IOC_MAGIC, 14, struct arb_ioc_info)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -416,6 +449,7 @@ _Static_assert(ARB_IOC_OP_NR <= ARB_IOC_OPS_MAX, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_resize) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_scrub) == 2048, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_check) == 4096, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_info) == 424, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
