@@ -146,7 +146,6 @@ int cli_scrub(int argc, char **argv)
 					    { 0, 0, 0, 0 } };
 	struct arb_scrub_stats st;
 	struct arb_fs_opts o;
-	struct arb_dev *dev;
 	struct arb_fs *fs;
 	struct timespec t0, t1;
 	const char *image = NULL, *why = NULL;
@@ -181,20 +180,12 @@ int cli_scrub(int argc, char **argv)
 		scrub_usage(stderr);
 		return 2;
 	}
-	ret = arb_dev_open_file(image, readonly, 0, &dev);
-	if (ret) {
-		fprintf(stderr, "arbor scrub: %s: %s\n", image,
-			ret == -EBUSY ? ARB_BUSY_HINT
-				      : arb_reason(ret, NULL));
-		return 1;
-	}
 	arb_fs_opts_default(&o);
 	o.readonly = readonly;
-	ret = arb_fs_open(dev, &o, &fs, &why);
+	ret = arb_fs_open_image(image, &o, &fs, &why);
 	if (ret) {
 		fprintf(stderr, "arbor scrub: %s: cannot open: %s\n", image,
 			arb_reason(ret, why));
-		arb_dev_destroy(dev);
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);

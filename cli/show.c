@@ -103,20 +103,13 @@ static void print_info(const struct arb_ioc_info *in, const char *where,
 static int open_image(const char *image, bool rw, struct arb_fs **fs)
 {
 	struct arb_fs_opts o;
-	struct arb_dev *dev;
-	const char *why = NULL;
+	const char *why;
 	int ret;
 
-	ret = arb_dev_open_file(image, !rw, 0, &dev);
-	if (ret) {
-		fprintf(stderr, "arbor: %s: %s\n", image,
-			ret == -EBUSY ? ARB_BUSY_HINT : arb_reason(ret, NULL));
-		return 1;
-	}
 	arb_fs_opts_default(&o);
 	o.readonly = !rw;
 	o.commit_interval = 0;
-	ret = arb_fs_open(dev, &o, fs, &why);
+	ret = arb_fs_open_image(image, &o, fs, &why);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: cannot open: %s\n", image,
 			arb_reason(ret, why));

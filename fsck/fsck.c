@@ -113,17 +113,9 @@ static double since(const struct timespec *t0)
 static int open_image(const char *image, bool rw, struct arb_fs **fs)
 {
 	struct arb_fs_opts o;
-	struct arb_dev *dev;
 	const char *why = NULL;
 	int ret;
 
-	ret = arb_dev_open_file(image, !rw, 0, &dev);
-	if (ret) {
-		fprintf(stderr, "fsck.arborfs: %s: %s\n", image,
-			ret == -EBUSY ? ARB_BUSY_HINT
-				      : arb_reason(ret, NULL));
-		return FSCK_OPERROR;
-	}
 	arb_fs_opts_default(&o);
 	o.readonly = !rw;
 	o.commit_interval = 0;
@@ -141,9 +133,8 @@ static int open_image(const char *image, bool rw, struct arb_fs **fs)
 				 : 1u << 20;
 	if (progress)
 		o.check_progress = on_progress;
-	ret = arb_fs_open(dev, &o, fs, &why);
+	ret = arb_fs_open_image(image, &o, fs, &why);
 	if (ret) {
-		arb_dev_destroy(dev);
 		fprintf(stderr, "fsck.arborfs: %s: cannot open: %s%s\n", image,
 			arb_reason(ret, why),
 			ret == -EPROTONOSUPPORT

@@ -651,6 +651,24 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 	return fs_open_at(dev, o, NULL, out, why);
 }
 
+int arb_fs_open_image(const char *path, const struct arb_fs_opts *o,
+		      struct arb_fs **out, const char **why)
+{
+	struct arb_dev *dev;
+	int ret;
+
+	*why = NULL;
+	ret = arb_dev_open_file(path, o->readonly, 0, &dev);
+	if (ret) {
+		*why = ret == -EBUSY ? ARB_BUSY_HINT : NULL;
+		return ret;
+	}
+	ret = arb_fs_open(dev, o, out, why);
+	if (ret)
+		arb_dev_destroy(dev);
+	return ret;
+}
+
 int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	       const struct arb_super *sb, struct arb_fs **out,
 	       const char **why)

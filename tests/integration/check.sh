@@ -12,15 +12,6 @@
 ARBOR=$BUILD/cli/arbor
 [ -x "$ARBOR" ] || fail "$ARBOR not built"
 
-as_nobody() {
-	local opts=()
-	while [[ $1 == --* ]]; do
-		opts+=("$1")
-		shift
-	done
-	setpriv --reuid=65534 --regid=65534 --clear-groups "${opts[@]}" \
-		env LD_LIBRARY_PATH="$NOBODY_LIB" "$@"
-}
 # the build's arbor, where nobody can reach it (lib.sh)
 ARBOR_NOBODY=$(nobody_exe "$ARBOR")
 WRITER_PID=

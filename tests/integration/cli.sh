@@ -20,16 +20,6 @@ json() {
 json_ok() {
 	python3 -c "import json,sys; j = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
 }
-# as_nobody CMD...: run as uid/gid 65534 without capabilities
-as_nobody() {
-	local opts=()
-	while [[ $1 == --* ]]; do
-		opts+=("$1")
-		shift
-	done
-	setpriv --reuid=65534 --regid=65534 --clear-groups "${opts[@]}" \
-		env LD_LIBRARY_PATH="$NOBODY_LIB" "$@"
-}
 # the build's arbor, where nobody can reach it (lib.sh)
 ARBOR_NOBODY=$(nobody_exe "$ARBOR")
 

@@ -325,6 +325,18 @@ need_nobody() {
 	[ -x "$PY" ] || PY=$(command -v python3)
 }
 
+# as_nobody [--setpriv-option...] CMD...: run CMD as uid/gid 65534 without
+# capabilities, with the library copy nobody_exe made (NOBODY_LIB)
+as_nobody() {
+	local opts=()
+	while [[ $1 == --* ]]; do
+		opts+=("$1")
+		shift
+	done
+	setpriv --reuid=65534 --regid=65534 --clear-groups "${opts[@]}" \
+		env LD_LIBRARY_PATH="$NOBODY_LIB" "$@"
+}
+
 # nobody_exe EXE: print the path of a copy of EXE, made in a directory
 # every user may enter, with the build's libarbor beside it; run it as
 # another user with LD_LIBRARY_PATH=$NOBODY_LIB.  A test that runs a tool

@@ -9,15 +9,6 @@ ARBOR=$BUILD/cli/arbor
 MiB=$((1024 * 1024))
 # the build's arbor, where nobody can reach it (lib.sh)
 ARBOR_NOBODY=$(nobody_exe "$ARBOR")
-as_nobody() {
-	local opts=()
-	while [[ $1 == --* ]]; do
-		opts+=("$1")
-		shift
-	done
-	setpriv --reuid=65534 --regid=65534 --clear-groups "${opts[@]}" \
-		env LD_LIBRARY_PATH="$NOBODY_LIB" "$@"
-}
 
 df_total() { echo $(($(stat -f -c '%b*%S' "$MNT"))); }
 img_size() { stat -c %s "$IMG"; }

@@ -9,6 +9,18 @@
 ARBOR=$BUILD/cli/arbor
 [ -x "$ARBOR" ] || fail "$ARBOR not built"
 
+flip() { # IMAGE OFFSET: invert one byte
+	python3 - "$1" "$2" <<'EOF'
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off)
+    b = f.read(1)
+    f.seek(off)
+    f.write(bytes([b[0] ^ 0xff]))
+EOF
+}
+
 fs_mkfs -s 256M
 fs_mount
 mkdir -p "$MNT/d/e"
@@ -68,15 +80,7 @@ grep -q "uncorrectable 1 " <<<"$out" || fail "want exactly 1 uncorrectable secto
 log "four bad sectors of one file (two names): one file affected"
 cp "$IMG" "$TMP/multi.img"
 for o in 2097152 2101248 2621440; do
-	python3 -c '
-import sys
-p, off = sys.argv[1], int(sys.argv[2])
-with open(p, "r+b") as f:
-    f.seek(off)
-    b = f.read(1)
-    f.seek(off)
-    f.write(bytes([b[0] ^ 0x5a]))
-' "$TMP/multi.img" $((disk + o + 5))
+	flip "$TMP/multi.img" $((disk + o + 5))
 done
 st=0
 out=$("$ARBOR" scrub --image "$TMP/multi.img") || st=$?
@@ -101,17 +105,6 @@ cmp "$MNT/other" "$TMP/other" || fail "other file damaged"
 diff -r "$SRCDIR/lib" "$MNT/lib" >/dev/null || fail "copied tree differs"
 fs_umount
 
-flip() { # IMAGE OFFSET: invert one byte
-	python3 - "$1" "$2" <<'EOF'
-import sys
-p, off = sys.argv[1], int(sys.argv[2])
-with open(p, "r+b") as f:
-    f.seek(off)
-    b = f.read(1)
-    f.seek(off)
-    f.write(bytes([b[0] ^ 0xff]))
-EOF
-}
 
 # tree nodes (not roots) with their second copies: "ADDR COPY"
 roots=$("$ARBOR" dump --image "$IMG" | sed -n 's/^tree [0-9]*: root node \([0-9]*\) .*/\1/p')

@@ -127,6 +127,14 @@ int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o);
  */
 int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 		struct arb_fs **out, const char **why);
+/*
+ * For tools: open the image file at path (read-only with o->readonly) and
+ * the filesystem in it, which then owns the device.  On failure -errno,
+ * and *why a sentence when there is more to say than strerror (an image in
+ * use, a damaged superblock): print arb_reason(ret, why).
+ */
+int arb_fs_open_image(const char *path, const struct arb_fs_opts *o,
+		      struct arb_fs **out, const char **why);
 /* Commit everything and close. */
 int arb_fs_close(struct arb_fs *fs);
 
