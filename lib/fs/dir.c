@@ -1035,7 +1035,10 @@ static int add_whiteout(struct arb_fs *fs, struct arb_txn *t,
 	int ret;
 
 	memset(&in, 0, sizeof(in));
-	in.ino = fs->next_ino++;
+	/* through fs_ino_new: the tree's high-water mark moves with it */
+	ret = fs_ino_new(fs, t, &in.ino);
+	if (ret)
+		return ret;
 	in.generation = t->transid;
 	in.mode = S_IFCHR;
 	in.uid = cr ? cr->uid : 0;

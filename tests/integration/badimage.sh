@@ -152,5 +152,8 @@ done
 st=0
 "$DAEMON" "$IMG" >/dev/null 2>&1 || st=$?
 [ $st -ne 0 ] || fail "no mountpoint accepted"
-"$DAEMON" --help | grep -q 'commit=SECONDS' || fail "--help lacks our options"
+# (captured first: grep -q stops reading early, and under pipefail the
+# daemon's SIGPIPE would fail the pipeline)
+help=$("$DAEMON" --help)
+grep -q 'commit=SECONDS' <<<"$help" || fail "--help lacks our options"
 finish

@@ -338,6 +338,6 @@ kind=usage
 st=0
 "$FSCK" >/dev/null 2>&1 || st=$?
 [ $st = 16 ] || soft_fail "fsck without an image: exit $st, expected 16"
-"$FSCK" --list-problems | grep -q nlink-mismatch ||
+grep -q nlink-mismatch <<<"$("$FSCK" --list-problems)" ||
 	soft_fail "--list-problems does not list nlink-mismatch"
 finish

@@ -31,7 +31,7 @@ must_fail "unexpected" "$IMG" extra
 must_fail "" -Z "$IMG"
 must_fail "neither" "$TMP"
 [ ! -e "$IMG" ] || fail "a failed mkfs left $IMG behind"
-"$MKFS" -h | grep -q -- '-n NODESIZE' || fail "-h"
+grep -q -- '-n NODESIZE' <<<"$("$MKFS" -h)" || fail "-h"
 
 log "new file: default 1 GiB, sparse"
 out=$("$MKFS" -L mylabel -U 0c9e8f5a-1b2c-4d3e-8f70-123456789abc "$IMG")
@@ -221,7 +221,7 @@ EOF
 
 log "metadata profiles: -m single, -m dup, default dup"
 must_fail "profile" -m raid1 "$IMG"
-"$MKFS" -h | grep -q -- '-m PROFILE' || fail "-h lacks -m"
+grep -q -- '-m PROFILE' <<<"$("$MKFS" -h)" || fail "-h lacks -m"
 for prof in single dup default; do
 	rm -f "$IMG"
 	if [ $prof = default ]; then
