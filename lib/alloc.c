@@ -363,6 +363,55 @@ size_t arb_free_space_take_freed(struct arb_vol *vol, uint64_t **runs,
 	return *all ? 0 : n;
 }
 
+/* every sector of each range is marked used; their sum */
+static bool ranges_used(const struct arb_free_space *f, const struct range *v,
+			size_t n, uint64_t *sum)
+{
+	*sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].start + v[i].len > f->nbits)
+			return false;
+		for (uint64_t s = v[i].start; s < v[i].start + v[i].len; s++)
+			if (!bit_test(f, s))
+				return false;
+		*sum += v[i].len;
+	}
+	return true;
+}
+
+bool arb_free_space_ok(struct arb_vol *vol)
+{
+	const struct arb_free_space *f = vol->fsp;
+	uint64_t zero = 0, sum;
+
+	for (uint64_t i = 0; i < f->nbits; i += 64) {
+		uint64_t valid = f->nbits - i < 64 ? f->nbits - i : 64;
+		uint64_t mask = valid == 64 ? ~0ULL : (1ULL << valid) - 1;
+
+		zero += valid - (uint64_t)__builtin_popcountll(f->bits[i / 64] &
+							       mask);
+	}
+	if (zero != f->free)
+		return false;
+	for (uint64_t s = 0; s < ARB_DATA_START / vol->sectorsize; s++)
+		if (!bit_test(f, s))
+			return false;
+	if (!ranges_used(f, f->pinned, f->nr_pinned, &sum))
+		return false;
+	if (!ranges_used(f, f->held, f->nr_held, &sum) ||
+	    sum != f->held_sectors)
+		return false;
+	{
+		uint64_t g0, g1;
+
+		if (!ranges_used(f, f->grace[0], f->nr_grace[0], &g0) ||
+		    !ranges_used(f, f->grace[1], f->nr_grace[1], &g1) ||
+		    g0 + g1 != f->grace_sectors)
+			return false;
+	}
+	return true;
+}
+
 uint64_t arb_free_bytes(struct arb_vol *vol)
 {
 	return vol->fsp->free * vol->sectorsize;

@@ -713,6 +713,56 @@ static int make_room(struct arb_txn *t, struct arb_root *root,
 
 /* ---- search ------------------------------------------------------------ */
 
+bool arb_path_ok(const struct arb_root *root, const struct arb_path *p,
+		 const struct arb_key *key, int found, uint64_t cow_transid)
+{
+	int top = arb_level(root->node);
+	struct arb_key k;
+
+	if (p->nodes[top] != root->node)
+		return false;
+	for (int l = top; l >= 0; l--) {
+		const struct arb_node *n = p->nodes[l];
+		uint32_t nr = arb_nritems(n);
+		int slot = p->slots[l];
+
+		if (!n || arb_level(n) != l || slot < 0)
+			return false;
+		/* a search that copied the path owns every node of it */
+		if (cow_transid && arb_node_gen(n) != cow_transid)
+			return false;
+		if (l == 0) {
+			if ((uint32_t)slot > nr)
+				return false;
+			if (found == 0) {
+				arb_node_key(n, slot, &k);
+				return (uint32_t)slot < nr &&
+				       arb_key_cmp(&k, key) == 0;
+			}
+			if ((uint32_t)slot < nr) {
+				arb_node_key(n, slot, &k);
+				if (arb_key_cmp(&k, key) <= 0)
+					return false;
+			}
+			if (slot > 0) {
+				arb_node_key(n, slot - 1, &k);
+				if (arb_key_cmp(&k, key) >= 0)
+					return false;
+			}
+			return true;
+		}
+		if ((uint32_t)slot >= nr ||
+		    arb_child_bytenr(n, slot) != p->nodes[l - 1]->bytenr)
+			return false;
+		/* the child's range starts at or before the key, unless the
+		 * key is before everything (slot 0) */
+		arb_node_key(n, slot, &k);
+		if (slot > 0 && arb_key_cmp(&k, key) > 0)
+			return false;
+	}
+	return false;
+}
+
 int arb_search_slot(struct arb_txn *t, struct arb_root *root,
 		    const struct arb_key *key, struct arb_path *p, int ins_len,
 		    int cow)
@@ -759,6 +809,8 @@ again:
 				arb_path_release(vol, p);
 				goto again;
 			}
+			ARB_ASSERT(arb_path_ok(root, p, key, ret,
+					       cow ? t->transid : 0));
 			return ret;
 		}
 		if (ret != 0 && slot > 0)

@@ -442,6 +442,15 @@ void arb_path_init(struct arb_path *p);
 void arb_path_release(struct arb_vol *vol, struct arb_path *p);
 
 /*
+ * Invariant checker (debug builds assert it after every search): p is a
+ * path from root's root node down to a leaf, each node the child its
+ * parent's slot points to, the leaf slot where key is (found == 0) or
+ * would go (found == 1), and with cow_transid != 0 every node written by
+ * that transaction.
+ */
+bool arb_path_ok(const struct arb_root *root, const struct arb_path *p,
+		 const struct arb_key *key, int found, uint64_t cow_transid);
+/*
  * Find key in root.  Returns 0 when found (path at the item), 1 when not
  * found (path at the slot where it would be inserted, which may be
  * nritems), <0 on error.  With t != NULL and cow != 0 every node on the path
@@ -678,6 +687,13 @@ int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total);
  * must already be at least that large.  Lock held, no transaction open. */
 int arb_vol_set_size(struct arb_vol *vol, uint64_t new_total);
 uint64_t arb_free_bytes(struct arb_vol *vol);
+/*
+ * Invariant checker of the free-space map (debug builds assert it after
+ * every commit): the free count is the number of free sectors, the fixed
+ * start is used, and every pinned, held and grace range is marked used,
+ * held and grace adding up to their counters.  O(sectors / 64).
+ */
+bool arb_free_space_ok(struct arb_vol *vol);
 /*
  * The first free run of sectors in [pos, end) (sector numbers; nothing
  * below the data area): true with *start, *len, false if none.  Free in

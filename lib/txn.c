@@ -240,6 +240,8 @@ int arb_txn_commit(struct arb_txn *t)
 	vol->running = NULL;
 	free(t);
 	arb_cache_shrink(vol);
+	/* the commit-time audit of debug and test builds */
+	ARB_ASSERT(arb_free_space_ok(vol));
 	return 0;
 }
 
