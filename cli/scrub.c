@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * arbor scrub --image IMG [-r]: verify every tree node and data block of
- * an unmounted image against its checksum (lib/fs/scrub.c), rewrite a bad
+ * an unmounted image against its checksum (lib/check/scrub.c), rewrite a bad
  * copy of a tree node from its good copy (duplicated metadata; not with
  * -r, which opens the image read-only), print each problem with the paths
  * of the affected files and a summary.

@@ -17,7 +17,7 @@
  * an image mounted read-write (the daemon holds an exclusive lock) is
  * refused.  With -y/-p: check read-only; if something is wrong, reopen
  * read-write (exclusive lock, orphans kept), check again, repair in one
- * transaction (lib/fs/fs_repair.c), then check the result read-only: the
+ * transaction (lib/check/fs_repair.c), then check the result read-only: the
  * exit status says what that final check found.  The engine and the table
  * of problems are in the library; this file parses arguments and prints.
  *

@@ -28,7 +28,7 @@
 #include <arbor/arbor.h>
 #include <arbor/ioctl.h>
 
-#include "idcount.h" /* lib/idcount.c, compiled into the daemon */
+#include "idcount.h" /* lib/core/idcount.c, compiled into the daemon */
 
 #ifdef ARB_DEBUG
 #define AFS_ASSERT(c)                                                          \

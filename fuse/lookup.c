@@ -15,7 +15,7 @@
  * themselves, so that no library lock is ever taken under the table's.
  *
  * An open-addressing table of (node id, count) under one mutex
- * (lib/idcount.c): the kernel may know a million inodes and more, and a
+ * (lib/core/idcount.c): the kernel may know a million inodes and more, and a
  * malloc'd entry per inode cost about 40 bytes each.
  */
 #include <errno.h>

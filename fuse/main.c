@@ -954,7 +954,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
  * malloc'd then).
  *
  * Fixed trim and mmap thresholds.  Since tree nodes have their own
- * region (lib/cache.c), the heap holds mostly delayed file data, which
+ * region (lib/core/cache.c), the heap holds mostly delayed file data, which
  * a commit frees all at once: glibc then gave the top of the heap back to
  * the kernel (its trim threshold starts at 128 KiB) and the next writes
  * faulted it in again, 4 KiB at a time, and buffers of 128 KiB or more

@@ -239,7 +239,7 @@ struct arb_super {
 	uint32_t s_commit_pad;
 	struct arb_commit_rec s_commit[ARB_COMMIT_REC_MAX];
 	uint8_t s_reserved[1608];
-	/* the undo record of fsck's repair (lib/fs/fs_repair.c): the
+	/* the undo record of fsck's repair (lib/check/fs_repair.c): the
 	 * generation a repair wrote, and the one it was made on; 0 when the
 	 * superblock is not a repair's */
 	uint64_t s_repair_gen;
@@ -509,7 +509,7 @@ ARB_LE(tree_block_ref, t_mirror, 64)
  * offset in [h + ARB_DATA_REF_WINDOW, p) holds an item of the same extent.
  * So a lookup walks from h and may stop at the first free key offset at or
  * past h + ARB_DATA_REF_WINDOW; a delete moves later items of the run back
- * into the hole to keep the invariant (lib/alloc.c).  The free key offsets
+ * into the hole to keep the invariant (lib/core/alloc.c).  The free key offsets
  * below h + ARB_DATA_REF_WINDOW do not stop a lookup: images written before
  * probing was unbounded left holes there (they probed at most that many
  * key offsets and never moved items), and they stay valid as they are.

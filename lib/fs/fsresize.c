@@ -3,7 +3,7 @@
  * fsresize.c - arb_fs_resize and the automatic growth of a full image.
  *
  * Growing extends the image file, then commits a superblock with the new
- * size (lib/resize.c).  Shrinking gives back only free space at the end of
+ * size (lib/core/resize.c).  Shrinking gives back only free space at the end of
  * the image: nothing is relocated, so it fails with -EBUSY (and *why names
  * the first address in use) when an extent lies past the new end.
  */

@@ -3,7 +3,7 @@
  * arbor_faultshim.c - an LD_PRELOAD library that makes I/O on one image
  * file fail, for the integration tests (tests/integration/ioerr.sh).  We
  * have no device-mapper (dm-error, dm-flakey) here; this does the same at
- * the level of the system calls lib/dev.c makes: pread/pwrite (and their
+ * the level of the system calls lib/core/dev.c makes: pread/pwrite (and their
  * 64 and vector forms), fsync and fdatasync.  Built for tests only, never
  * installed.
  *

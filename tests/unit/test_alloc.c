@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_alloc.c - lib/alloc.c: back-references of data extents
+ * test_alloc.c - lib/core/alloc.c: back-references of data extents
  * (EXTENT_DATA_REF) whose keys collide.
  *
  * The key offset of a back-reference is a hash of (tree, inode, offset)

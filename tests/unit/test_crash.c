@@ -255,7 +255,7 @@ out:
 	arb_dev_destroy(dev);
 }
 
-/* Openings that passed over a one-flush commit cut short (lib/txn.c). */
+/* Openings that passed over a one-flush commit cut short (lib/core/txn.c). */
 static uint64_t nr_cut_short;
 
 static void count_sink(int level, const char *msg)

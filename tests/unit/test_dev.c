@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of lib/dev.c, lib/dev_fault.c and lib/dev_log.c. */
+/* Unit tests of lib/core/dev.c, lib/core/dev_fault.c and lib/core/dev_log.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -264,7 +264,7 @@ static bool all_hole(int fd, uint64_t a, uint64_t b)
 /*
  * A small write to a part of a sparse image not yet written since it was
  * opened gets the rest of its 1 MiB chunk filled with zeros (so the host
- * allocates it in one go, see lib/dev.c); data already there is kept, big
+ * allocates it in one go, see lib/core/dev.c); data already there is kept, big
  * writes fill nothing, a chunk is filled once, a read-only image never.
  */
 START_TEST(test_file_host_alloc)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of lib/idcount.c: random adds and subs checked against a plain
+ * Unit tests of lib/core/idcount.c: random adds and subs checked against a plain
  * array of counts, with every invariant (size, load, iteration) checked
  * as the table grows, shrinks and wraps around.
  */

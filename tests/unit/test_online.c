@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_online.c - lib/fs/fs_online.c and the allocator's hold (alloc.c):
+ * test_online.c - lib/check/fs_online.c and the allocator's hold (alloc.c):
  * the checker on a committed generation while the same filesystem is
  * modified and committed.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_repair.c - lib/fs/fs_problem.c, fs_extcheck.c, fs_repair.c: the
+ * test_repair.c - lib/check/fs_problem.c, fs_extcheck.c, fs_repair.c: the
  * problem table, check records, repair in one commit, undo of a repair.
  */
 #include <stdlib.h>

@@ -552,7 +552,7 @@ int arb_fs_resize(struct arb_fs *fs, uint64_t size, const char **why);
  * -EUCLEAN problems (printed to out when not NULL). */
 int arb_fs_check(struct arb_fs *fs, FILE *out);
 
-/* ---- fsck: named problems, repair, undo (lib/fs/fs_problem.c,
+/* ---- fsck: named problems, repair, undo (lib/check/fs_problem.c,
  * fs_extcheck.c, fs_repair.c) ---------------------------------------------
  *
  * Every problem the checker can raise has a stable id, a stable short name

@@ -85,7 +85,7 @@ int arb_dev_flush(struct arb_dev *dev);
 
 /*
  * Tracking the writes since the last successful flush, for commits that
- * flush once (lib/txn.c): each range written and the crc32c of its bytes,
+ * flush once (lib/core/txn.c): each range written and the crc32c of its bytes,
  * up to max_nr ranges and max_bytes in all, none overlapping another.
  * arb_dev_unflushed gives them, or -1 once a write went beyond that.
  * arb_dev_track(dev, 0, 0) stops tracking.

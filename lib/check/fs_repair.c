@@ -113,7 +113,7 @@ static const char *other_super_bad(struct arb_vol *vol, struct arb_super *sb)
 		return "another filesystem's superblock";
 	/* a newer valid copy was passed over only for its commit record: a
 	 * one-flush commit cut short by a crash, which the next commit
-	 * overwrites (lib/txn.c); nothing to repair */
+	 * overwrites (lib/core/txn.c); nothing to repair */
 	if (arb_super_s_generation(sb) > vol->generation &&
 	    !arb_super_s_commit_nr(sb))
 		return "newer generation than the current one";
@@ -776,7 +776,7 @@ int arb_fs_repair(struct arb_fs *fs, const struct arb_check_result *r,
 		goto out_reload;
 	}
 	/* flushed twice, so without a commit record: closing then leaves the
-	 * other slot alone, and undo needs it (generation - 1, lib/txn.c).
+	 * other slot alone, and undo needs it (generation - 1, lib/core/txn.c).
 	 * Today the repair commit is the first since open, which is
 	 * two-flush anyway; this keeps it so if that ever changes. */
 	if (vol->one_flush) {

@@ -689,7 +689,7 @@ fail:
 /*
  * The newest superblock on disk carries a commit record: put the same
  * generation without one into the other slot, which opening then prefers
- * (lib/txn.c, arb_read_super).  Left alone, the record would keep saying
+ * (lib/core/txn.c, arb_read_super).  Left alone, the record would keep saying
  * "this commit may be incomplete" for as long as the image rests, and a
  * range of it that later rots would read as a commit cut short, opening
  * the generation before it.  The other slot holds the previous generation,
