@@ -652,3 +652,23 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 	*errors += c.errors;
 	return ret < 0 ? ret : (c.errors ? -EUCLEAN : 0);
 }
+
+/* the whole check: the core's structure, then the fs trees */
+int arb_fs_check(struct arb_fs *fs, FILE *out)
+{
+	struct arb_check_report rep;
+	uint64_t errors = 0;
+	int ret, ret2;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.out = out;
+	fs_lock(fs);
+	ret = arb_check_vol(fs->vol, &rep);
+	ret2 = fs_check_tree(fs, out, &errors, NULL);
+	fs_unlock(fs);
+	if (ret && ret != -EUCLEAN)
+		return ret;
+	if (ret2 && ret2 != -EUCLEAN)
+		return ret2;
+	return (ret || ret2 || errors) ? -EUCLEAN : 0;
+}

@@ -182,6 +182,7 @@ int arb_fs_check_online(struct arb_fs *fs, struct arb_check_result *r,
 	__atomic_store_n(&oc->bytes_used, arb_super_s_bytes_used(&sb),
 			 __ATOMIC_RELAXED);
 	fs->check_view = v;
+	fs->space_yield = fs_check_yield;
 	fs_unlock(fs);
 
 	arb_fs_opts_default(&o);
@@ -212,6 +213,7 @@ int arb_fs_check_online(struct arb_fs *fs, struct arb_check_result *r,
 	fs_lock(fs);
 	space = __atomic_load_n(&v->space_cancel, __ATOMIC_RELAXED);
 	fs->check_view = NULL;
+	fs->space_yield = NULL;
 	arb_free_space_held(fs->vol, &holding);
 	if (holding)
 		arb_free_space_release(fs->vol);

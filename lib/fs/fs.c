@@ -25,6 +25,13 @@ void fs_now(struct timespec *ts)
 	clock_gettime(CLOCK_REALTIME_COARSE, ts);
 }
 
+/* short of space: an online check holding freed blocks lets go */
+static void fs_space_yield(struct arb_fs *fs)
+{
+	if (fs->space_yield)
+		(void)fs->space_yield(fs);
+}
+
 void arb_fs_opts_default(struct arb_fs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -349,7 +356,7 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 		/* an online check holding freed blocks gives way to writes,
 		 * and so do data reads in flight outside the lock */
 		if (!op_has_space(fs, need, flags))
-			fs_check_yield(fs);
+			fs_space_yield(fs);
 		if (!op_has_space(fs, need, flags))
 			arb_free_space_grace_drain(fs->vol);
 		while (!op_has_space(fs, need, flags)) {
@@ -404,7 +411,7 @@ int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
 		if (ret)
 			return ret;
 		if (arb_free_bytes(vol) < fs->reserve)
-			fs_check_yield(fs);
+			fs_space_yield(fs);
 	}
 	return 0;
 }
@@ -1321,21 +1328,3 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u)
 	return ret;
 }
 
-int arb_fs_check(struct arb_fs *fs, FILE *out)
-{
-	struct arb_check_report rep;
-	uint64_t errors = 0;
-	int ret, ret2;
-
-	memset(&rep, 0, sizeof(rep));
-	rep.out = out;
-	fs_lock(fs);
-	ret = arb_check_vol(fs->vol, &rep);
-	ret2 = fs_check_tree(fs, out, &errors, NULL);
-	fs_unlock(fs);
-	if (ret && ret != -EUCLEAN)
-		return ret;
-	if (ret2 && ret2 != -EUCLEAN)
-		return ret2;
-	return (ret || ret2 || errors) ? -EUCLEAN : 0;
-}

@@ -213,6 +213,10 @@ struct arb_fs {
 	/* the online check running on a view of this filesystem
 	 * (fs_online.c), or NULL */
 	struct fs_check_view *check_view;
+	/* while an online check holds freed blocks: have it let go when
+	 * space runs short (set and cleared by lib/check/fs_online.c, so
+	 * that the POSIX layer never calls into the checker) */
+	bool (*space_yield)(struct arb_fs *fs);
 
 	/* commit thread */
 	pthread_t thread;
