@@ -203,7 +203,7 @@ check_fsck
 # dirtied once is not paid for again).  Before the cap, 1,000 creates took
 # ~500 MiB off "available" on a 1 GiB image until the next commit.
 fs_mkfs -s 1G
-fs_mount -o commit=3600
+fs_mount -o commit=3600,idle_commit=0
 avail0=$(df -B1 --output=avail "$MNT" | tail -n 1 | tr -d ' ')
 mkdir "$MNT/many"
 python3 -c '

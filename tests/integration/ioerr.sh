@@ -238,7 +238,7 @@ faults "# nothing"
 DAEMON_ENV=("${FAULT_ENV[@]}")
 # no commit of the commit thread during the test: only the flush-behind
 # meets the fault
-fs_mount -o commit=3600
+fs_mount -o commit=3600,idle_commit=0
 head -c 300000 /dev/urandom >"$MNT/before"
 "$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync before the faults failed"
 good_gen=$(gen_field generation)
