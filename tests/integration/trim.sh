@@ -74,18 +74,22 @@ for i in range(400):
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    # a manifest of what is fsynced, itself fsynced
+    # a manifest of what is fsynced, itself fsynced; a file leaves the
+    # manifest (durably) before it is unlinked, so that no durable
+    # manifest names a file that a crash may find deleted
     kept.append(i)
+    gone = None
     if len(kept) > 5 and rnd.random() < 0.5:
-        j = kept.pop(rnd.randrange(len(kept)))
-        os.unlink(os.path.join(d, "%d" % j))
-        os.fsync(os.open(d, os.O_RDONLY))
+        gone = kept.pop(rnd.randrange(len(kept)))
     with open(os.path.join(d, "manifest.tmp"), "w") as f:
         f.write(" ".join(map(str, kept)))
         f.flush()
         os.fsync(f.fileno())
     os.rename(os.path.join(d, "manifest.tmp"), os.path.join(d, "manifest"))
     os.fsync(os.open(d, os.O_RDONLY))
+    if gone is not None:
+        os.unlink(os.path.join(d, "%d" % gone))
+        os.fsync(os.open(d, os.O_RDONLY))
 EOF
 	writer=$!
 	(while kill -0 $writer 2>/dev/null; do fstrim "$MNT" 2>/dev/null; sleep 0.05; done) &
