@@ -17,9 +17,11 @@
  * the middle of its work is not disturbed), from a thread of its own
  * (fuse_lowlevel_notify_inval_inode writes dirty pages back first, and
  * must not run inside a request).  The next read then reaches the daemon,
- * which updates the atime if relatime says so.  What it costs: one read
- * from the daemon (its node cache and the host's page cache) of each file
- * read again after a change.  Not with -o noatime.
+ * which updates the atime if relatime says so.  Only the first page goes:
+ * reads start there, and the rest stays cached.  What it costs: a READ of
+ * that page and the atime's transaction per file read again after a
+ * change, about 50 us: tar of 8,025 files just written took 776 ms, 371 ms
+ * with -o noatime; a second tar 464 and 430 ms.  Not with -o noatime.
  *
  * Bounded: at most ATIME_MAX files wait; past that the oldest is dropped
  * at once (an early invalidation, never a missed one).
@@ -77,9 +79,11 @@ static void *atime_thread(void *arg)
 			}
 			a->v[i] = a->v[--a->n];
 			pthread_mutex_unlock(&a->lock);
-			/* -ENOENT: the kernel forgot the inode meanwhile */
+			/* the first page only: reads start there (cat, tar,
+			 * cc), and the rest stays cached; -ENOENT: the
+			 * kernel forgot the inode meanwhile */
 			(void)fuse_lowlevel_notify_inval_inode(afs->se, ino, 0,
-								0);
+								4096);
 			pthread_mutex_lock(&a->lock);
 			a->dropped++;
 			i = 0;
