@@ -57,11 +57,13 @@ static int open_image(const char *path, struct arb_dev **dev,
 	int ret;
 
 	o.readonly = true;
+	arb_log_hold(true);
 	ret = arb_dev_open_file(path, true, 0, dev);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", path,
 			ret == -EBUSY ? ARB_BUSY_HINT
 				      : arb_reason(ret, NULL));
+		arb_log_hold(false);
 		return 1;
 	}
 	ret = arb_vol_open(*dev, &o, vol);
@@ -69,9 +71,9 @@ static int open_image(const char *path, struct arb_dev **dev,
 		fprintf(stderr, "arbor: %s: cannot open: %s\n", path,
 			arb_reason(ret, NULL));
 		arb_dev_destroy(*dev);
-		return 1;
 	}
-	return 0;
+	arb_log_hold(false);
+	return ret ? 1 : 0;
 }
 
 static void print_item(const struct arb_key *k, const void *data,

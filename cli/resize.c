@@ -91,11 +91,13 @@ static int resize_image(const char *image, const char *arg)
 	uint64_t size;
 	int ret, cret;
 
+	arb_log_hold(true);
 	ret = arb_dev_open_file(image, false, 0, &dev);
 	if (ret) {
 		fprintf(stderr, "arbor: %s: %s\n", image,
 			ret == -EBUSY ? ARB_BUSY_HINT
 				      : arb_reason(ret, NULL));
+		arb_log_hold(false);
 		return 1;
 	}
 	arb_fs_opts_default(&o);
@@ -104,8 +106,10 @@ static int resize_image(const char *image, const char *arg)
 		fprintf(stderr, "arbor: %s: cannot open: %s\n", image,
 			arb_reason(ret, why));
 		arb_dev_destroy(dev);
+		arb_log_hold(false);
 		return 1;
 	}
+	arb_log_hold(false);
 	ret = arb_fs_get_stats(fs, &st);
 	if (!ret && target(arg, st.total_bytes, dev->size, &size)) {
 		arb_fs_close(fs);

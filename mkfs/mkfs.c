@@ -704,13 +704,16 @@ int main(int argc, char **argv)
 		create_size = a.size;
 	}
 
+	arb_log_hold(true);
 	ret = arb_dev_open_file(a.image, false, create_size, &dev);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot open %s: %s\n", a.image,
 			ret == -EBUSY ? ARB_BUSY_HINT
 				      : arb_reason(ret, NULL));
+		arb_log_hold(false);
 		goto out_remove;
 	}
+	arb_log_hold(false);
 	if (a.size > dev->size) {
 		char dbuf[32];
 

@@ -47,19 +47,10 @@ void arb_log(int level, const char *fmt, ...)
 static const char *tool_prog;
 static char held[1024];
 static bool holding;
-
-static void tool_sink(int level, const char *msg)
-{
-	if (level <= ARB_LOG_ERR) {
-		/* a second error before the tool took the first: both count */
-		if (holding)
-			fprintf(stderr, "%s: %s\n", tool_prog, held);
-		snprintf(held, sizeof(held), "%s", msg);
-		holding = true;
-		return;
-	}
-	fprintf(stderr, "%s: %s\n", tool_prog, msg);
-}
+/* errors are held only while a tool opens an image (arb_log_hold): the
+ * tool then says the reason once, in its own words; later ones print in
+ * order, as they come */
+static bool hold_errors;
 
 static void tool_flush(void)
 {
@@ -68,11 +59,32 @@ static void tool_flush(void)
 	holding = false;
 }
 
+static void tool_sink(int level, const char *msg)
+{
+	if (level <= ARB_LOG_ERR && hold_errors) {
+		/* a second error before the tool took the first: both count */
+		tool_flush();
+		snprintf(held, sizeof(held), "%s", msg);
+		holding = true;
+		return;
+	}
+	fprintf(stderr, "%s: %s\n", tool_prog, msg);
+}
+
 void arb_log_tool(const char *prog)
 {
 	tool_prog = prog;
 	arb_log_set_sink(tool_sink);
 	atexit(tool_flush);
+}
+
+void arb_log_hold(bool on)
+{
+	if (!tool_prog)
+		return;
+	hold_errors = on;
+	if (!on)
+		tool_flush();
 }
 
 const char *arb_log_take_error(void)

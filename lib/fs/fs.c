@@ -665,14 +665,23 @@ int arb_fs_open_image(const char *path, const struct arb_fs_opts *o,
 	int ret;
 
 	*why = NULL;
+	arb_log_hold(true);
 	ret = arb_dev_open_file(path, o->readonly, 0, &dev);
 	if (ret) {
-		*why = ret == -EBUSY ? ARB_BUSY_HINT : NULL;
+		*why = ret == -EBUSY ? ARB_BUSY_HINT : arb_log_take_error();
+		arb_log_hold(false);
 		return ret;
 	}
 	ret = arb_fs_open(dev, o, out, why);
-	if (ret)
+	if (ret) {
 		arb_dev_destroy(dev);
+		/* the library's reason, unless the call gave its own */
+		if (!*why)
+			*why = arb_log_take_error();
+		else
+			(void)arb_log_take_error();
+	}
+	arb_log_hold(false);
 	return ret;
 }
 

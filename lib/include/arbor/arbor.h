@@ -489,12 +489,14 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);
 void arb_log_set_sink(void (*sink)(int level, const char *msg));
 /*
  * For a command-line tool: the library's messages are printed as "PROG:
- * MESSAGE", and an error is held back until the tool takes it
- * (arb_log_take_error, to print it once with its own context) or the
- * process exits, so that each problem is printed once, under the tool's
- * name.
+ * MESSAGE".  Between arb_log_hold(true) and arb_log_hold(false) (around
+ * opening an image: arb_fs_open_image does it), an error is held back
+ * until the tool takes it (arb_log_take_error, arb_reason: printed once,
+ * with the tool's own context) or the hold ends, so that each problem is
+ * printed once, under the tool's name, and messages keep their order.
  */
 void arb_log_tool(const char *prog);
+void arb_log_hold(bool on);
 /* the error held since the last call (static storage), or NULL */
 const char *arb_log_take_error(void);
 /* A tool's reason for a failed library call (err < 0): why if the call
