@@ -21,7 +21,9 @@
  * for them and gets ENOSPC.  As NFS does: at the latest at the next
  * write(2) after a failed writeback.  The error is reported once; the
  * kernel still reports it at fsync and close as before.  stat(2) and
- * fstat(2) ask without the file, and never see it.
+ * fstat(2) ask without the file, and never see it; a read at the end of
+ * the file or an lseek(SEEK_END) asks with it, and gets the error if it
+ * comes before the writer's next write(2).
  *
  * What is stored stays a prefix.  The kernel has many WRITEs in flight
  * and several threads serve them, so later pages are often stored before
