@@ -30,21 +30,10 @@ want_attrs() {
 }
 # as_nobody_errno ERRNAME PYTHON-STATEMENT: as expect_errno, as nobody
 as_nobody_errno() {
-	(cd "$MNT" && "${NOBODY[@]}" "$PY" - "$1" "$2" <<'EOF') || soft_fail "as nobody: expected $1 from: $2"
-import errno, os, sys
-want, stmt = sys.argv[1], sys.argv[2]
-try:
-    exec(stmt)
-except OSError as e:
-    got = errno.errorcode.get(e.errno, str(e.errno))
-    if got != want:
-        print("got %s (%s), want %s" % (got, e, want), file=sys.stderr)
-        sys.exit(1)
-    sys.exit(0)
-print("no error, want %s" % want, file=sys.stderr)
-sys.exit(1)
-EOF
+	errno_check "$1" "$2" "${NOBODY[@]}" "$PY" ||
+		soft_fail "as nobody: expected $1 from: $2"
 }
+
 # ok PYTHON-STATEMENT: must succeed (in $MNT)
 ok() {
 	(cd "$MNT" && python3 -c "import os, sys; $1") || soft_fail "failed: $1"

@@ -205,8 +205,16 @@ check_fsck() {
 # expect_errno ERRNAME PYTHON-STATEMENT: the statement must raise OSError
 # with that errno (run in $MNT, os/errno imported).
 expect_errno() {
+	errno_check "$1" "$2" python3 || fail "expected $1 from: $2"
+}
+
+# errno_check ERRNAME PYTHON-STATEMENT PYTHON...: 0 if the statement, run
+# in $MNT by the python command given (a runner such as setpriv may come
+# first), raised OSError with that errno
+errno_check() {
 	local want=$1 stmt=$2
-	(cd "$MNT" && python3 - "$want" "$stmt" <<'EOF') || fail "expected $want from: $stmt"
+	shift 2
+	(cd "$MNT" && "$@" - "$want" "$stmt" <<'EOF')
 import errno, os, sys
 want, stmt = sys.argv[1], sys.argv[2]
 try:
