@@ -708,7 +708,7 @@ out_err:
  * maps or trims such sizes), and faulting them in cost the daemon more
  * than the read.  Per GiB read with the image in the page cache: 61,000-
  * 170,000 minor faults and 1.0-3.6 s of daemon CPU before; 10,000-42,000
- * faults with only the sector copy gone (file.c, rd_piece_read); about
+ * faults with only the sector copy gone (lib/fs/read.c, rd_piece_read); about
  * 2,000 faults and 0.34-0.39 s with this buffer too (docs/design/cache.md,
  * "Read buffers").
  */

@@ -45,156 +45,6 @@ void arb_mkfs_opts_default(struct arb_mkfs_opts *o)
 	o->root_mode = 0755;
 }
 
-/* ---- open inode table -------------------------------------------------- */
-
-static size_t imem_bucket(const struct arb_fs *fs, uint64_t ino)
-{
-	return (size_t)((ino * 0x9E3779B97F4A7C15ULL) >> 32) &
-	       (fs->imem_buckets - 1);
-}
-
-static int imem_table_init(struct arb_fs *fs)
-{
-	fs->imem = calloc(ARB_IMEM_MIN_BUCKETS, sizeof(*fs->imem));
-	if (!fs->imem)
-		return -ENOMEM;
-	fs->imem_buckets = ARB_IMEM_MIN_BUCKETS;
-	arb_idcount_init(&fs->pins);
-	return 0;
-}
-
-/* double the table; on allocation failure keep the old one (longer chains) */
-static void imem_grow(struct arb_fs *fs)
-{
-	size_t old = fs->imem_buckets;
-	struct arb_imem **t = calloc(old * 2, sizeof(*t)), **ot = fs->imem;
-
-	if (!t)
-		return;
-	fs->imem = t;
-	fs->imem_buckets = old * 2;
-	for (size_t b = 0; b < old; b++) {
-		struct arb_imem *im = ot[b], *next;
-		for (; im; im = next) {
-			size_t nb = imem_bucket(fs, im->ino);
-			next = im->hash_next;
-			im->hash_next = t[nb];
-			t[nb] = im;
-		}
-	}
-	free(ot);
-}
-
-struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create)
-{
-	size_t b = imem_bucket(fs, ino);
-	struct arb_imem *im;
-
-	for (im = fs->imem[b]; im; im = im->hash_next)
-		if (im->ino == ino)
-			return im;
-	if (!create)
-		return NULL;
-	im = calloc(1, sizeof(*im));
-	if (!im)
-		return NULL;
-	if (fs->imem_count >= fs->imem_buckets) {
-		imem_grow(fs);
-		b = imem_bucket(fs, ino);
-	}
-	im->ino = ino;
-	im->hash_next = fs->imem[b];
-	fs->imem[b] = im;
-	fs->imem_count++;
-	return im;
-}
-
-void fs_imem_mark_dirty(struct arb_fs *fs, struct arb_imem *im)
-{
-	if (im->on_dirty)
-		return;
-	im->on_dirty = true;
-	im->dirty_prev = NULL;
-	im->dirty_next = fs->dirty_list;
-	if (fs->dirty_list)
-		fs->dirty_list->dirty_prev = im;
-	fs->dirty_list = im;
-}
-
-static void imem_unmark_dirty(struct arb_fs *fs, struct arb_imem *im)
-{
-	if (!im->on_dirty)
-		return;
-	if (im->dirty_prev)
-		im->dirty_prev->dirty_next = im->dirty_next;
-	else
-		fs->dirty_list = im->dirty_next;
-	if (im->dirty_next)
-		im->dirty_next->dirty_prev = im->dirty_prev;
-	im->on_dirty = false;
-	im->dirty_next = im->dirty_prev = NULL;
-}
-
-bool fs_inode_pinned(const struct arb_fs *fs, uint64_t ino)
-{
-	return arb_idcount_get(&fs->pins, ino) != 0;
-}
-
-/* free the entry when it holds no dirty block (a pin does not need it) */
-void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
-{
-	struct arb_imem **pp;
-
-	if (im->nr == 0)
-		imem_unmark_dirty(fs, im);
-	if (im->nr)
-		return;
-	for (pp = &fs->imem[imem_bucket(fs, im->ino)]; *pp;
-	     pp = &(*pp)->hash_next) {
-		if (*pp == im) {
-			*pp = im->hash_next;
-			fs->imem_count--;
-			free(im->blocks);
-			free(im);
-			return;
-		}
-	}
-}
-
-void fs_imem_for_each(struct arb_fs *fs,
-		      void (*fn)(struct arb_fs *, struct arb_imem *, void *),
-		      void *arg)
-{
-	for (size_t b = 0; b < fs->imem_buckets; b++) {
-		struct arb_imem *im = fs->imem[b], *next;
-		for (; im; im = next) {
-			next = im->hash_next;
-			fn(fs, im, arg);
-		}
-	}
-}
-
-static void imem_destroy_all(struct arb_fs *fs)
-{
-	arb_idcount_destroy(&fs->pins);
-	if (!fs->imem)
-		return;
-	for (size_t b = 0; b < fs->imem_buckets; b++) {
-		struct arb_imem *im = fs->imem[b], *next;
-		for (; im; im = next) {
-			next = im->hash_next;
-			fs_imem_drop_blocks(fs, im, 0);
-			free(im->blocks);
-			free(im);
-		}
-		fs->imem[b] = NULL;
-	}
-	free(fs->imem);
-	fs->imem = NULL;
-	fs->imem_count = 0;
-	fs->dirty_list = NULL;
-}
-
 /* ---- transactions ------------------------------------------------------ */
 
 static uint64_t op_meta_bytes(struct arb_fs *fs)
@@ -372,7 +222,7 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 	return 0;
 }
 
-static void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
+void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
 {
 	arb_log(ARB_LOG_ERR,
 		"operation failed in the middle of a transaction (%d): "
@@ -486,93 +336,7 @@ void fs_note_change(struct arb_fs *fs)
 	}
 }
 
-/* ---- orphans ----------------------------------------------------------- */
-
-/* Free the inodes left by unlinks of open files before a crash. */
-static int fs_free_orphans(struct arb_fs *fs)
-{
-	struct arb_iter it;
-	struct arb_key key, k;
-	struct arb_txn *t;
-	uint64_t n = 0;
-	int ret;
-
-	for (;;) {
-		key.objectid = ARB_ORPHAN_OBJECTID;
-		key.type = ARB_ORPHAN_ITEM;
-		key.offset = 0;
-		arb_iter_init(&it, fs->root);
-		ret = arb_iter_seek(&it, &key);
-		if (ret == 0)
-			arb_iter_key(&it, &k);
-		arb_iter_release(&it);
-		if (ret < 0)
-			return ret;
-		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
-		    k.type != ARB_ORPHAN_ITEM)
-			break;
-		ret = arb_txn_begin(fs->vol, &t);
-		if (ret)
-			return ret;
-		ret = fs_inode_free(fs, t, k.offset);
-		if (!ret && fs_item_exists(fs->root, &k))
-			ret = arb_del_item(t, fs->root, &k);
-		if (ret) {
-			fs_abort(fs, t, ret);
-			return ret;
-		}
-		arb_txn_end(t);
-		n++;
-	}
-	if (n) {
-		arb_log(ARB_LOG_INFO, "freed %llu orphan inode(s)",
-			(unsigned long long)n);
-		return fs_commit(fs);
-	}
-	return 0;
-}
-
 /* ---- open / close ------------------------------------------------------ */
-
-/*
- * At close: drop every pin, and free the inodes that were pinned with no
- * link left (unlinked while the kernel still knew them).  The pins go
- * first, so that fs_inode_free also frees their arb_imem.
- */
-static int free_unlinked_pinned(struct arb_fs *fs)
-{
-	uint64_t *ids, id, count;
-	size_t n = 0, pos = 0;
-	int ret = 0;
-
-	if (!fs->pins.n)
-		return 0;
-	ids = malloc(fs->pins.n * sizeof(*ids));
-	if (!ids)
-		return -ENOMEM; /* the orphan items free them at next mount */
-	while (arb_idcount_next(&fs->pins, &pos, &id, &count))
-		ids[n++] = id;
-	arb_idcount_clear(&fs->pins);
-	for (size_t i = 0; i < n && !ret; i++) {
-		struct arb_inode in;
-		struct arb_txn *t;
-
-		if (fs_inode_read(fs, ids[i], &in) || in.nlink)
-			continue;
-		ret = arb_txn_begin(fs->vol, &t);
-		if (ret)
-			break;
-		ret = fs_inode_free(fs, t, in.ino);
-		if (ret) {
-			fs_abort(fs, t, ret);
-			break;
-		}
-		arb_txn_end(t);
-		fs->txn_dirty = true;
-	}
-	free(ids);
-	return ret;
-}
 
 /*
  * Why arb_vol_open failed: the superblock reader's own reason when the
@@ -705,7 +469,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
-	if (imem_table_init(fs)) {
+	if (fs_imem_table_init(fs)) {
 		free(fs);
 		return -ENOMEM;
 	}
@@ -806,7 +570,7 @@ out_close:
 	fs->vol->pre_commit = NULL;
 	arb_vol_close(fs->vol);
 out_free:
-	imem_destroy_all(fs);
+	fs_imem_destroy_all(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	pthread_cond_destroy(&fs->fsync_cond);
@@ -830,7 +594,7 @@ int arb_fs_close(struct arb_fs *fs)
 	fs_lock(fs);
 	if (!fs->readonly) {
 		/* inodes still open and unlinked go now */
-		ret = free_unlinked_pinned(fs);
+		ret = fs_free_unlinked_pinned(fs);
 		if (fs->txn_dirty || fs->dirty_bytes) {
 			ret2 = fs_commit(fs);
 			if (!ret)
@@ -840,7 +604,7 @@ int arb_fs_close(struct arb_fs *fs)
 			fs_trim_freed(fs);
 	}
 	fs->vol->pre_commit = NULL;
-	imem_destroy_all(fs);
+	fs_imem_destroy_all(fs);
 	fs_unlock(fs);
 	ret2 = arb_vol_close(fs->vol);
 	if (!ret && !fs->failed)
@@ -961,255 +725,6 @@ int arb_mkfs(struct arb_dev *dev, const struct arb_mkfs_opts *o)
 	fo.init_fs_tree = mkfs_init_fs_tree;
 	fo.init_arg = (void *)o;
 	return arb_vol_format(dev, &fo);
-}
-
-/* ---- open references, sync -------------------------------------------- */
-
-int arb_fs_open_inode(struct arb_fs *fs, uint64_t ino)
-{
-	struct arb_inode in;
-	int ret;
-
-	fs_lock(fs);
-	ret = fs_inode_read(fs, ino, &in);
-	if (ret)
-		goto out;
-	ret = arb_idcount_add(&fs->pins, ino, 1);
-	if (ret > 0)
-		ret = 0;
-out:
-	fs_unlock(fs);
-	return ret;
-}
-
-int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
-{
-	struct arb_imem *im;
-	struct arb_inode in;
-	struct arb_txn *t;
-	int ret = 0;
-
-	fs_lock(fs);
-	if (!fs_inode_pinned(fs, ino)) {
-		ret = -EINVAL;
-		goto out;
-	}
-	if (arb_idcount_sub(&fs->pins, ino, 1))
-		goto out;
-	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
-	    in.nlink == 0) {
-		ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
-		if (ret)
-			goto out;
-		ret = fs_op_end(fs, t, fs_inode_free(fs, t, ino));
-		goto out;
-	}
-	im = fs_imem_get(fs, ino, false);
-	if (im)
-		fs_imem_put_if_idle(fs, im);
-out:
-	fs_unlock(fs);
-	return ret;
-}
-
-int arb_fs_sync(struct arb_fs *fs)
-{
-	int ret = 0;
-
-	fs_lock(fs);
-	if (fs->failed)
-		ret = -EIO;
-	else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
-		ret = fs_commit(fs);
-	fs_unlock(fs);
-	return ret;
-}
-
-/*
- * Is everything of ino durable already?  Every change to an inode writes
- * its item with the running transaction's id (fs_inode_write), and its
- * delayed data sits in its imem; so an inode with no delayed data whose
- * item is from a committed generation has nothing to commit.  This is what
- * lets concurrent fsyncs share one commit: the first commits the others'
- * writes too, and they return without a commit of their own (btrfs checks
- * last_trans against the last committed transaction the same way).
- */
-static bool fsync_durable(struct arb_fs *fs, uint64_t ino)
-{
-	struct arb_imem *im;
-	struct arb_inode in;
-
-	if (!ino)
-		return false;
-	im = fs_imem_get(fs, ino, false);
-	if (im && (im->nr || im->held_size))
-		return false;
-	if (fs_inode_read(fs, ino, &in))
-		return false;
-	return in.transid <= fs->vol->generation;
-}
-
-static bool fsync_needed(struct arb_fs *fs, uint64_t ino)
-{
-	return !fs->readonly && (fs->txn_dirty || fs->dirty_bytes) &&
-	       !fsync_durable(fs, ino);
-}
-
-/*
- * The commit of an fsync: writes the delayed data of ino (UINT64_MAX: of
- * no one inode) and of the files marked fsync_want, leaves other files'
- * overwrites and appends in memory (fsync_leave in file.c), then gives
- * back the sizes it held.
- */
-static int fsync_commit(struct arb_fs *fs, uint64_t ino)
-{
-	int ret;
-
-	fs->nr_fsync_commits++;
-	fs->fsync_ino = ino;
-	ret = fs_commit(fs);
-	fs->fsync_ino = 0;
-	if (!ret)
-		ret = fs_fsync_restore_sizes(fs);
-	return ret;
-}
-
-/* longest a gathering fsync waits for others to join its commit */
-#define ARB_FSYNC_GATHER_MAX_NS 2000000ull
-
-/*
- * Group commit.  When other threads are in fsync too, the first one
- * gathers: it lets go of the lock for about one commit's time (at most
- * 2 ms), so that their writes land and they join (marking their files to
- * be written), then commits for all and wakes them; they find their files
- * durable and return.  A lone fsync commits at once.  (The kernel sends an
- * fsync's page writes just before the FSYNC request, so without this each
- * fsync met a transaction holding only its own write.)
- */
-static void fsync_gather(struct arb_fs *fs)
-{
-	uint64_t wait = fs->last_commit_ns;
-	struct timespec ts;
-
-	if (wait > ARB_FSYNC_GATHER_MAX_NS)
-		wait = ARB_FSYNC_GATHER_MAX_NS;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)wait;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	fs->fsync_gathering = true;
-	pthread_cond_timedwait(&fs->fsync_cond, &fs->vol->lock, &ts);
-	fs->fsync_gathering = false;
-}
-
-/* join the gathering fsync's commit; false if this one must commit */
-static bool fsync_join(struct arb_fs *fs, uint64_t ino)
-{
-	struct arb_imem *im = ino ? fs_imem_get(fs, ino, false) : NULL;
-
-	if (!ino)
-		return false; /* a full commit: not the gatherer's kind */
-	if (im)
-		im->fsync_want = true;
-	while (fs->fsync_gathering)
-		pthread_cond_wait(&fs->fsync_cond, &fs->vol->lock);
-	return !fs->failed && !fsync_needed(fs, ino);
-}
-
-static int fsync_locked(struct arb_fs *fs, uint64_t ino)
-{
-	int ret;
-
-	fs->nr_fsyncs++;
-	if (fs->failed)
-		return -EIO;
-	if (!fsync_needed(fs, ino)) {
-		fs->nr_fsync_durable++;
-		return 0;
-	}
-	if (fs->fsync_gathering && fsync_join(fs, ino)) {
-		fs->nr_fsync_joined++;
-		return 0;
-	}
-	if (fs->failed)
-		return -EIO;
-	if (!fs->fsync_gathering &&
-	    __atomic_load_n(&fs->fsync_callers, __ATOMIC_RELAXED) > 1) {
-		fsync_gather(fs);
-		if (fs->failed || !fsync_needed(fs, ino)) {
-			pthread_cond_broadcast(&fs->fsync_cond);
-			if (fs->failed)
-				return -EIO;
-			fs->nr_fsync_durable++;
-			return 0;
-		}
-	}
-	/* A commit is the only durability point.  It writes this file's
-	 * (and joined fsyncs' files') delayed data and the tree changes of
-	 * everything, but leaves other files' overwrites and appends in
-	 * memory (fs_flush_all), so that fsync does not pay for a
-	 * background writer's data. */
-	ret = fsync_commit(fs, ino ? ino : UINT64_MAX);
-	pthread_cond_broadcast(&fs->fsync_cond);
-	return ret;
-}
-
-int arb_fs_fsync_begin(struct arb_fs *fs, uint64_t ino)
-{
-	struct arb_imem *im;
-	int ret = 1;
-
-	fs_lock(fs);
-	fs->nr_fsyncs++;
-	if (fs->failed) {
-		ret = -EIO;
-	} else if (!fsync_needed(fs, ino)) {
-		fs->nr_fsync_durable++;
-		ret = 0;
-	} else {
-		/* an inode without an entry has no delayed data: its tree
-		 * changes go with any commit */
-		im = ino ? fs_imem_get(fs, ino, false) : NULL;
-		if (im)
-			im->fsync_want = true;
-	}
-	fs_unlock(fs);
-	return ret;
-}
-
-int arb_fs_fsync_end(struct arb_fs *fs, unsigned n)
-{
-	int ret = 0;
-
-	fs_lock(fs);
-	if (fs->failed) {
-		ret = -EIO;
-	} else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
-		fs->nr_fsync_joined += n > 1 ? n - 1 : 0;
-		/* no one inode: the marked ones are written, other files'
-		 * overwrites and appends stay in memory */
-		ret = fsync_commit(fs, UINT64_MAX);
-	} else {
-		/* committed since the begins (by the commit thread, say) */
-		fs->nr_fsync_durable += n;
-	}
-	fs_unlock(fs);
-	return ret;
-}
-
-int arb_fs_fsync(struct arb_fs *fs, uint64_t ino, bool datasync)
-{
-	int ret;
-
-	(void)datasync;
-	__atomic_fetch_add(&fs->fsync_callers, 1, __ATOMIC_RELAXED);
-	fs_lock(fs);
-	ret = fsync_locked(fs, ino);
-	fs_unlock(fs);
-	__atomic_fetch_sub(&fs->fsync_callers, 1, __ATOMIC_RELAXED);
-	return ret;
 }
 
 /* ---- statfs, stats, check --------------------------------------------- */

@@ -3,22 +3,26 @@
  * fs_int.h - private header of the POSIX layer (lib/fs/): struct arb_fs and
  * the helpers its files share.
  *
- * Files:
- *   fs.c       open/close, commit thread, statfs, stats, mkfs, orphans,
- *              open-inode table, the op_begin/op_end transaction wrappers
+ * Files (one job each):
+ *   fs.c       open/close, mkfs, the commit thread, statfs and stats, the
+ *              op_begin/op_end transaction wrappers
+ *   imem.c     the table of open inodes (pins' delayed data)
+ *   orphan.c   pins (arb_fs_open_inode) and orphans
+ *   fsync.c    sync, fsync and the group commit
  *   inode.c    INODE_ITEM pack/unpack, getattr/setattr, freeing an inode
  *   iflags.c   file attributes (chattr): get/set, what they forbid
  *   dir.c      DIR_ITEM/DIR_INDEX/INODE_REF, lookup, readdir, create,
  *              link/unlink/rmdir/rename, symlink
- *   file.c     read/write/truncate/fallocate/lseek/fsync, delayed
- *              allocation, data checksums
+ *   file data (file_int.h): dmap.c dirty blocks, extent.c EXTENT_DATA
+ *              items, csum.c data checksums, read.c read and lseek,
+ *              write.c write and truncate, delalloc.c delayed allocation,
+ *              falloc.c fallocate
  *   xattr.c    extended attributes
  *   acl.c      POSIX ACLs: parsing, mode <-> ACL consistency, inheritance
- *   fs_check.c checks of the fs tree (links, nlink, sizes, extents)
- *   fs_problem.c  the table of named fsck problems, the record list
- *   fs_extcheck.c data extent counts, back-references, data checksums
- *   fs_repair.c   fsck's check as records, repair, undo of a repair
- *   fs_online.c   the check online: a held generation, a read-only view
+ *   fsresize.c growing and shrinking; trim.c discard; info.c label, info
+ * The checker's passes over fs trees are in lib/check/ (fs_check.c,
+ * fs_extcheck.c, fs_repair.c, fs_online.c, scrub.c); this layer never
+ * calls them (fs->space_yield is the one hook).
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
  * everything below (struct arb_fs fields included) is protected by it.
@@ -121,7 +125,7 @@ struct arb_imem {
 	bool on_dirty;
 	/* i_size when the first of the current dirty blocks was made, and
 	 * whether something other than a write within that size dirtied it
-	 * (truncate, fallocate): see fsync_keep_size in file.c */
+	 * (truncate, fallocate): see fsync_keep_size in delalloc.c */
 	uint64_t disk_size;
 	bool force_flush;
 	/* the file's real size while an fsync's commit writes a smaller one
@@ -156,7 +160,7 @@ struct arb_fs {
 	uint64_t next_ino;
 	/* where the last extent written (made or extended) ends, in its
 	 * file and on disk: only a write that continues it in both is
-	 * worth looking up for extend_prev (file.c); a hint, never
+	 * worth looking up for extend_prev (delalloc.c); a hint, never
 	 * trusted */
 	uint64_t ext_hint_ino, ext_hint_foff, ext_hint_disk;
 	/* bytes only unlink/rmdir/truncate/rename may use */
@@ -254,6 +258,8 @@ int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
 int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err);
 /* Commit everything (lock held). */
 int fs_commit(struct arb_fs *fs);
+/* abort t after a failure inside it: the filesystem turns read-only */
+void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err);
 /* lock held: a change was made (the idle commit counts from it) */
 void fs_note_change(struct arb_fs *fs);
 /* lock held: with opts.discard, punch what commits freed (trim.c) */
@@ -261,6 +267,9 @@ void fs_trim_freed(struct arb_fs *fs);
 /* space left for ordinary operations (free - reserve - dirty) */
 uint64_t fs_avail_bytes(struct arb_fs *fs);
 uint64_t fs_free_bytes(struct arb_fs *fs);
+/* ---- imem.c ---- */
+int fs_imem_table_init(struct arb_fs *fs);
+void fs_imem_destroy_all(struct arb_fs *fs);
 struct arb_imem *fs_imem_get(struct arb_fs *fs, uint64_t ino, bool create);
 void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im);
 /* someone holds an arb_fs_open_inode reference on ino */
@@ -272,6 +281,12 @@ void fs_imem_for_each(struct arb_fs *fs,
 		      void (*fn)(struct arb_fs *, struct arb_imem *, void *),
 		      void *arg);
 void fs_now(struct timespec *ts);
+
+/* ---- orphan.c ---- */
+/* Free the inodes left by unlinks of open files before a crash. */
+int fs_free_orphans(struct arb_fs *fs);
+/* At close: drop every pin; free the pinned inodes with no link left. */
+int fs_free_unlinked_pinned(struct arb_fs *fs);
 
 /* ---- inode.c ---- */
 void fs_inode_unpack(struct arb_inode *in, uint64_t ino,
@@ -354,14 +369,14 @@ int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 /* parent of a directory (itself for the root) */
 int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 
-/* ---- file.c ---- */
+/* ---- file data (delalloc.c, csum.c, write.c, extent.c) ---- */
 int fs_flush_all(struct arb_fs *fs, struct arb_txn *t);
 int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
 /* write at least want bytes (at least ARB_FLUSH_STEP) of delayed data,
  * oldest dirty files first */
 int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want);
 /* after an fsync's commit: give files whose size it held back their real
- * size in the tree (see fsync_keep_size in file.c) */
+ * size in the tree (see fsync_keep_size in delalloc.c) */
 int fs_fsync_restore_sizes(struct arb_fs *fs);
 /* crc32c of a data sector, as stored in EXTENT_CSUM items */
 static inline uint32_t fs_data_csum(const void *buf, size_t len)

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csum.c - data checksums: lookup and insert of EXTENT_CSUM items.
+ * File data as a whole: see file_int.h.
+ */
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "file_int.h"
+
+/* ---- checksums --------------------------------------------------------- */
+
+int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
+		   uint32_t *sums, uint8_t *have)
+{
+	struct arb_key key = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			       bytenr },
+		       k;
+	uint64_t end = bytenr + nsec * (uint64_t)fs->bs;
+	struct arb_iter it;
+	int ret;
+
+	memset(have, 0, nsec);
+	arb_iter_init(&it, fs->csum);
+	ret = arb_iter_seek_le(&it, &key);
+	if (ret == 1)
+		ret = arb_iter_seek(&it, &key);
+	while (ret == 0) {
+		uint32_t size = arb_iter_size(&it);
+		const uint8_t *d = arb_iter_data(&it);
+		uint64_t iend, s;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
+		    k.type != ARB_EXTENT_CSUM || k.offset >= end)
+			break;
+		iend = k.offset + (size / 4) * (uint64_t)fs->bs;
+		for (s = k.offset > bytenr ? k.offset : bytenr; s < iend && s < end;
+		     s += fs->bs) {
+			uint32_t v;
+			size_t i = (s - bytenr) / fs->bs;
+			memcpy(&v, d + (s - k.offset) / fs->bs * 4, 4);
+			sums[i] = le32toh(v);
+			have[i] = 1;
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/* an item starting at bytenr: a stale one over free space (images
+ * written before run_one dropped the checksums of extents made and freed
+ * in one transaction), which csum_insert replaces */
+static bool csum_item_at(struct arb_fs *fs, uint64_t bytenr)
+{
+	struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			     bytenr };
+
+	return fs_item_exists(fs->csum, &k);
+}
+
+/*
+ * The checksum item that ends at bytenr takes up to n of the sums le (on
+ * disk order) when it has room; *took says how many.  Only for sectors
+ * that extend the same extent (extend_prev): an item never spans two
+ * extents, since freeing one deletes the items that start in it.
+ */
+static int csum_extend(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
+		       const uint32_t *le, size_t n, size_t *took)
+{
+	struct arb_key key = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+			       bytenr - 1 },
+		       k;
+	struct arb_iter it;
+	uint8_t *buf = NULL;
+	uint32_t size = 0;
+	size_t have, take = 0;
+	int ret;
+
+	*took = 0;
+	arb_iter_init(&it, fs->csum);
+	ret = arb_iter_seek_le(&it, &key);
+	if (ret == 0) {
+		arb_iter_key(&it, &k);
+		size = arb_iter_size(&it);
+		have = size / 4;
+		if (k.objectid == ARB_EXTENT_CSUM_OBJECTID &&
+		    k.type == ARB_EXTENT_CSUM && size % 4 == 0 &&
+		    have < ARB_CSUMS_PER_ITEM &&
+		    k.offset + have * (uint64_t)fs->bs == bytenr) {
+			take = ARB_CSUMS_PER_ITEM - have;
+			if (take > n)
+				take = n;
+			buf = malloc(size + take * 4);
+			if (buf)
+				memcpy(buf, arb_iter_data(&it), size);
+			else
+				ret = -ENOMEM;
+		}
+	}
+	arb_iter_release(&it);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	if (!buf)
+		return 0;
+	if (csum_item_at(fs, bytenr)) {
+		free(buf);
+		return 0;
+	}
+	memcpy(buf + size, le, take * 4);
+	ret = arb_update_item(t, fs->csum, &k, buf, (uint32_t)(size + take * 4));
+	free(buf);
+	if (!ret)
+		*took = take;
+	return ret;
+}
+
+int fs_csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
+		   const uint32_t *sums, size_t nsec, bool extend)
+{
+	uint32_t *le = malloc(ARB_CSUMS_PER_ITEM * 4);
+	size_t i, n, j;
+	int ret = 0;
+
+	if (!le)
+		return -ENOMEM;
+	if (extend) {
+		n = nsec < ARB_CSUMS_PER_ITEM ? nsec : ARB_CSUMS_PER_ITEM;
+		for (j = 0; j < n; j++)
+			le[j] = htole32(sums[j]);
+		ret = csum_extend(fs, t, bytenr, le, n, &i);
+		if (ret) {
+			free(le);
+			return ret;
+		}
+	} else {
+		i = 0;
+	}
+	for (; i < nsec && !ret; i += n) {
+		struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
+				     bytenr + i * (uint64_t)fs->bs };
+		n = nsec - i;
+		if (n > ARB_CSUMS_PER_ITEM)
+			n = ARB_CSUMS_PER_ITEM;
+		for (j = 0; j < n; j++)
+			le[j] = htole32(sums[i + j]);
+		/* a stale item of a freed extent would be replaced */
+		if (fs_item_exists(fs->csum, &k))
+			ret = arb_update_item(t, fs->csum, &k, le,
+					      (uint32_t)(n * 4));
+		else
+			ret = arb_insert_item(t, fs->csum, &k, le,
+					      (uint32_t)(n * 4));
+	}
+	free(le);
+	return ret;
+}

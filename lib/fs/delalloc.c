@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * delalloc.c - delayed allocation: turning dirty blocks into extents
+ * (at commit, fsync, and past the dirty limit), growing an appended
+ * extent in place, and what an fsync may leave in memory.
+ * File data as a whole: see file_int.h.
+ */
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "file_int.h"
+
+/* ---- delayed allocation ------------------------------------------------ */
+
+#define WRITE_CHUNK_BLOCKS 256
+
+/*
+ * The got bytes at bytenr, just written for file offset foff, extend the
+ * file's extent before them when that one ends at foff in the file and at
+ * bytenr on disk, is REG and used whole (offset 0, every byte), held by
+ * this file alone, was committed already (arb_grow_data_extent), and the
+ * two fit ARB_APPEND_EXTENT_MAX.  So a file that grows by small appends,
+ * each made durable by its own commit (a log fsynced after every record),
+ * gets one extent per MiB instead of one per commit, and its file, extent
+ * and checksum trees grow that much slower (ext4 merges appended extents
+ * too).  The bound: an extent is freed only whole, so a truncate into it
+ * keeps all of it allocated, as for an extent one 1 MiB write made.
+ * "Alone" takes two proofs: one reference on the extent (one leaf points
+ * at it), and that leaf reachable from this tree only (e.leaf_private);
+ * after a clone the one leaf may be the clone's too, whose copy of the
+ * file must not grow.  So the first append after a clone starts a new
+ * extent, and the appends after it grow that one.
+ * 1 extended, 0 not, <0 error.
+ */
+#define ARB_APPEND_EXTENT_MAX (1u << 20)
+static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
+		       struct arb_inode *in, uint64_t foff, uint64_t bytenr,
+		       uint64_t got)
+{
+	struct arb_file_extent fe;
+	struct arb_key k;
+	struct fs_ext e;
+	int ret;
+
+	if (foff == 0 || in->ino != fs->ext_hint_ino ||
+	    foff != fs->ext_hint_foff || bytenr != fs->ext_hint_disk)
+		return 0;
+	ret = fs_ext_next(fs, in->ino, foff - 1, &e, NULL);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	if (!e.leaf_private || e.type != ARB_FILE_EXTENT_REG ||
+	    e.end != foff || e.offset || e.end - e.start != e.disk_num_bytes ||
+	    e.ram_bytes != e.disk_num_bytes ||
+	    e.disk_bytenr + e.disk_num_bytes != bytenr ||
+	    e.disk_num_bytes + got > ARB_APPEND_EXTENT_MAX)
+		return 0;
+	ret = arb_grow_data_extent(t, e.disk_bytenr, e.disk_num_bytes, got);
+	if (ret <= 0)
+		return ret;
+	e.disk_num_bytes += got;
+	e.ram_bytes += got;
+	e.end += got;
+	e.gen = t->transid;
+	fs_ext_to_item(&e, &fe);
+	k = (struct arb_key){ in->ino, ARB_EXTENT_DATA, e.start };
+	ret = arb_update_item(t, fs->root, &k, &fe, FE_SIZE);
+	return ret ? arb_txn_fail(t, ret) : 1;
+}
+
+/* Write blocks [first, first+count) (consecutive indexes) as extents. */
+static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		     struct arb_imem *im, size_t first, size_t count)
+{
+	uint32_t bs = fs->bs;
+	uint32_t *sums = NULL;
+	uint8_t *tmp;
+	size_t pos = 0;
+	int ret = 0;
+
+	tmp = malloc((size_t)WRITE_CHUNK_BLOCKS * bs);
+	if (!tmp)
+		return -ENOMEM;
+	while (pos < count) {
+		uint64_t want = (uint64_t)(count - pos) * bs, bytenr, got;
+		uint64_t foff = im->blocks[first + pos].idx * bs;
+		struct arb_file_extent fe;
+		struct arb_key k = { in->ino, ARB_EXTENT_DATA, foff };
+		size_t nsec, i, j;
+		int extended;
+
+		if (want > ARB_MAX_EXTENT)
+			want = ARB_MAX_EXTENT;
+		ret = arb_alloc_data(t, want, bs, fs->data_hint, &bytenr, &got);
+		if (ret)
+			break;
+		nsec = got / bs;
+		if (!nsec || nsec > count - pos) {
+			ret = -EUCLEAN;
+			break;
+		}
+		free(sums);
+		sums = malloc(nsec * sizeof(*sums));
+		if (!sums) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (i = 0; i < nsec; i += j) {
+			size_t n = nsec - i;
+			if (n > WRITE_CHUNK_BLOCKS)
+				n = WRITE_CHUNK_BLOCKS;
+			for (j = 0; j < n; j++) {
+				const uint8_t *b = im->blocks[first + pos + i + j].buf;
+				memcpy(tmp + j * bs, b, bs);
+				sums[i + j] = data_csum(b, bs);
+			}
+			ret = arb_dev_write(fs->dev, tmp, n * bs,
+					    bytenr + i * (uint64_t)bs,
+					    ARB_IO_DATA);
+			if (ret)
+				goto out;
+		}
+		ret = fs_drop_extents(fs, t, in, foff, foff + got);
+		if (ret)
+			break;
+		extended = extend_prev(fs, t, in, foff, bytenr, got);
+		if (extended < 0) {
+			ret = extended;
+			break;
+		}
+		ret = fs_csum_insert(fs, t, bytenr, sums, nsec, extended);
+		if (ret)
+			break;
+		if (extended)
+			goto next;
+		memset(&fe, 0, sizeof(fe));
+		arb_set_file_extent_f_generation(&fe, t->transid);
+		arb_set_file_extent_f_ram_bytes(&fe, got);
+		arb_set_file_extent_f_type(&fe, ARB_FILE_EXTENT_REG);
+		arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
+		arb_set_file_extent_f_disk_num_bytes(&fe, got);
+		arb_set_file_extent_f_offset(&fe, 0);
+		arb_set_file_extent_f_num_bytes(&fe, got);
+		ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+		if (ret)
+			break;
+		ret = arb_ref_data(t, bytenr, got, fs->root->id, in->ino, foff,
+				   1);
+		if (ret)
+			break;
+next:
+		fs->ext_hint_ino = in->ino;
+		fs->ext_hint_foff = foff + got;
+		fs->ext_hint_disk = bytenr + got;
+		in->nbytes += got;
+		fs->data_hint = bytenr + got;
+		pos += nsec;
+	}
+out:
+	free(sums);
+	free(tmp);
+	return ret;
+}
+
+/* Write the first n dirty blocks of im, a run of consecutive ones at a
+ * time. */
+static int flush_runs(struct arb_fs *fs, struct arb_txn *t,
+		      struct arb_inode *in, struct arb_imem *im, size_t n)
+{
+	size_t i, j;
+	int ret;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n &&
+				im->blocks[j].idx == im->blocks[j - 1].idx + 1;
+		     j++)
+			;
+		ret = flush_run(fs, t, in, im, i, j - i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* does ino have any extent at or after pos */
+static int has_extent_from(struct arb_fs *fs, uint64_t ino, uint64_t pos,
+			   bool *yes)
+{
+	struct fs_ext e;
+	int ret = fs_ext_next(fs, ino, pos, &e, NULL);
+
+	if (ret < 0)
+		return ret;
+	*yes = ret == 0;
+	return 0;
+}
+
+int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
+{
+	struct arb_inode in;
+	uint32_t bs = fs->bs;
+	bool later;
+	int ret;
+
+	if (!im->nr)
+		return 0;
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret == -ENOENT) {
+		fs_imem_drop_blocks(fs, im, 0);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	/* nothing past the block holding i_size may be dirty */
+	fs_imem_drop_blocks(fs, im, (in.size + bs - 1) / bs);
+	if (!im->nr)
+		return 0;
+
+	ret = has_extent_from(fs, in.ino, bs, &later);
+	if (ret)
+		return ret;
+	if (in.size <= fs->max_inline && im->nr == 1 &&
+	    im->blocks[0].idx == 0 && !later) {
+		struct arb_key k = { in.ino, ARB_EXTENT_DATA, 0 };
+		uint32_t isz = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)in.size;
+		uint8_t *item;
+
+		ret = fs_drop_extents(fs, t, &in, 0, bs);
+		if (ret)
+			return ret;
+		if (in.size) {
+			item = calloc(1, isz);
+			if (!item)
+				return -ENOMEM;
+			arb_set_file_extent_f_generation(
+				(struct arb_file_extent *)item, t->transid);
+			arb_set_file_extent_f_ram_bytes(
+				(struct arb_file_extent *)item, in.size);
+			arb_set_file_extent_f_type(
+				(struct arb_file_extent *)item,
+				ARB_FILE_EXTENT_INLINE);
+			memcpy(item + ARB_FILE_EXTENT_INLINE_HDR,
+			       im->blocks[0].buf, in.size);
+			ret = arb_insert_item(t, fs->root, &k, item, isz);
+			free(item);
+			if (ret)
+				return ret;
+			in.nbytes += in.size;
+		}
+	} else {
+		ret = flush_runs(fs, t, &in, im, im->nr);
+		if (ret)
+			return ret;
+	}
+	ret = fs_inode_write(fs, t, &in);
+	if (ret)
+		return ret;
+	fs_imem_drop_blocks(fs, im, 0);
+	im->force_flush = false;
+	im->fsync_want = false;
+	return 0;
+}
+
+/*
+ * May an fsync's commit leave im's delayed data in memory, and with what
+ * size in the tree?  Returns that size, or 0 when the data must be written.
+ *
+ * Blocks wholly inside the size the file had when its first dirty block
+ * was made (disk_size) are overwrites: the tree keeps the old data, which
+ * an unsynced overwrite may show after a crash, as ext4 and btrfs do.
+ * Past the first block that is not, none of the file's new bytes are on
+ * disk, so the committed size stops there (btrfs's disk_i_size): a crash
+ * shows the file as it was before those appends, never a tail of zeros.
+ * Files small enough to end up inline are written (and fsync_leave writes
+ * the fsynced ones and those truncate or fallocate dirtied).
+ */
+static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
+				uint64_t size)
+{
+	size_t k;
+	uint64_t keep;
+
+	if (im->disk_size <= fs->max_inline)
+		return 0;
+	k = fs_dmap_lower(im, im->disk_size / fs->bs);
+	if (k == im->nr)
+		return size;
+	keep = im->blocks[k].idx * (uint64_t)fs->bs;
+	if (keep < im->disk_size)
+		keep = im->disk_size;
+	return keep < size ? keep : size;
+}
+
+/*
+ * An fsync's commit leaves im's data in memory if it may; when the file
+ * grew, the tree gets the size its on-disk data covers, and the real size
+ * goes to im->held_size until fs_fsync_restore_sizes.  1: left, 0: write it.
+ */
+static int fsync_leave(struct arb_fs *fs, struct arb_txn *t,
+		       struct arb_imem *im)
+{
+	struct arb_inode in;
+	uint64_t keep;
+	int ret;
+
+	if (im->ino == fs->fsync_ino || im->fsync_want || im->force_flush ||
+	    !im->nr)
+		return 0;
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret)
+		return ret == -ENOENT ? 0 : ret;
+	keep = fsync_keep_size(fs, im, in.size);
+	if (!keep)
+		return 0;
+	if (keep < in.size) {
+		bool beyond;
+		/* an extent written earlier past keep (writes out of order)
+		 * would sit past the committed size: write the file */
+		ret = has_extent_from(fs, in.ino, round_up_bs(keep, fs->bs),
+				      &beyond);
+		if (ret || beyond)
+			return ret;
+		im->held_size = in.size;
+		in.size = keep;
+		ret = fs_inode_write(fs, t, &in);
+		if (ret)
+			return ret;
+	}
+	return 1;
+}
+
+int fs_fsync_restore_sizes(struct arb_fs *fs)
+{
+	struct arb_imem *im;
+	struct arb_inode in;
+	struct arb_txn *t = NULL;
+	int ret = 0;
+
+	for (im = fs->dirty_list; im; im = im->dirty_next) {
+		if (!im->held_size)
+			continue;
+		/* a plain transaction, not fs_op_begin: that may commit,
+		 * and a commit now would write the file with the held size
+		 * and drop its appended blocks */
+		if (!t) {
+			ret = arb_txn_begin(fs->vol, &t);
+			if (ret)
+				break;
+		}
+		ret = fs_inode_read(fs, im->ino, &in);
+		if (!ret) {
+			in.size = im->held_size;
+			ret = fs_inode_write(fs, t, &in);
+		}
+		if (ret) {
+			arb_txn_fail(t, ret);
+			break;
+		}
+		im->held_size = 0;
+	}
+	if (!t)
+		return ret;
+	return fs_op_end(fs, t, ret);
+}
+
+/*
+ * Write the first max dirty blocks of im as extents and forget them; the
+ * rest stay delayed.  A file that may still end up inline is written whole
+ * (fs_flush_inode decides inline against the whole file).
+ */
+static int flush_inode_head(struct arb_fs *fs, struct arb_txn *t,
+			    struct arb_imem *im, size_t max)
+{
+	struct arb_inode in;
+	uint64_t first_idx, last_idx;
+	int ret;
+
+	if (im->nr <= max)
+		return fs_flush_inode(fs, t, im);
+	ret = fs_inode_read(fs, im->ino, &in);
+	if (ret)
+		return ret == -ENOENT ? fs_flush_inode(fs, t, im) : ret;
+	fs_imem_drop_blocks(fs, im, (in.size + fs->bs - 1) / fs->bs);
+	if (im->nr <= max || in.size <= fs->max_inline)
+		return fs_flush_inode(fs, t, im);
+	ret = flush_runs(fs, t, &in, im, max);
+	if (ret)
+		return ret;
+	ret = fs_inode_write(fs, t, &in);
+	if (ret)
+		return ret;
+	first_idx = im->blocks[0].idx;
+	last_idx = im->blocks[max - 1].idx;
+	fs_dmap_drop_range(fs, im, first_idx, last_idx + 1);
+	return 0;
+}
+
+/*
+ * A writer's share of the backlog: at least want bytes (rounded up to
+ * ARB_FLUSH_STEP), oldest dirty files first.  Bounded so that one write
+ * holds the volume lock for one step of I/O, not for a whole batch:
+ * an fsync of another file waits for the lock behind it.
+ */
+int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want)
+{
+	struct arb_imem *im, *next;
+	uint64_t budget, before;
+	int ret;
+
+	if (want < ARB_FLUSH_STEP)
+		want = ARB_FLUSH_STEP;
+	budget = (want + fs->bs - 1) / fs->bs;
+	for (im = fs->dirty_list; im && budget && fs->dirty_bytes;
+	     im = next) {
+		next = im->dirty_next;
+		before = im->nr;
+		ret = flush_inode_head(fs, t, im, (size_t)budget);
+		if (ret) {
+			arb_log(ARB_LOG_ERR,
+				"writing delayed data of inode %llu failed (%d)",
+				(unsigned long long)im->ino, ret);
+			return ret;
+		}
+		budget -= before > budget ? budget : before;
+		/* not put_if_idle: the caller may hold this entry */
+	}
+	return 0;
+}
+
+int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)
+{
+	int ret;
+
+	struct arb_imem *im, *next;
+
+	/* only entries that got dirty blocks since their last flush; each
+	 * leaves the list when put_if_idle finds it clean.  For an fsync,
+	 * other files' pure overwrites stay in memory for a later commit. */
+	for (im = fs->dirty_list; im; im = next) {
+		next = im->dirty_next;
+		if (fs->fsync_ino) {
+			ret = fsync_leave(fs, t, im);
+			if (ret < 0)
+				return ret;
+			if (ret)
+				continue;
+		}
+		ret = fs_flush_inode(fs, t, im);
+		if (ret) {
+			arb_log(ARB_LOG_ERR,
+				"writing delayed data of inode %llu "
+				"failed (%d)",
+				(unsigned long long)im->ino, ret);
+			return ret;
+		}
+		fs_imem_put_if_idle(fs, im);
+	}
+	return 0;
+}

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * orphan.c - pins and orphans: the references the kernel holds on
+ * inodes (arb_fs_open_inode), inodes unlinked while open (freed at their
+ * last release, or at the next mount from their ORPHAN_ITEM after a crash).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs_int.h"
+
+/* ---- orphans ----------------------------------------------------------- */
+
+/* Free the inodes left by unlinks of open files before a crash. */
+int fs_free_orphans(struct arb_fs *fs)
+{
+	struct arb_iter it;
+	struct arb_key key, k;
+	struct arb_txn *t;
+	uint64_t n = 0;
+	int ret;
+
+	for (;;) {
+		key.objectid = ARB_ORPHAN_OBJECTID;
+		key.type = ARB_ORPHAN_ITEM;
+		key.offset = 0;
+		arb_iter_init(&it, fs->root);
+		ret = arb_iter_seek(&it, &key);
+		if (ret == 0)
+			arb_iter_key(&it, &k);
+		arb_iter_release(&it);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
+		    k.type != ARB_ORPHAN_ITEM)
+			break;
+		ret = arb_txn_begin(fs->vol, &t);
+		if (ret)
+			return ret;
+		ret = fs_inode_free(fs, t, k.offset);
+		if (!ret && fs_item_exists(fs->root, &k))
+			ret = arb_del_item(t, fs->root, &k);
+		if (ret) {
+			fs_abort(fs, t, ret);
+			return ret;
+		}
+		arb_txn_end(t);
+		n++;
+	}
+	if (n) {
+		arb_log(ARB_LOG_INFO, "freed %llu orphan inode(s)",
+			(unsigned long long)n);
+		return fs_commit(fs);
+	}
+	return 0;
+}
+
+
+/*
+ * At close: drop every pin, and free the inodes that were pinned with no
+ * link left (unlinked while the kernel still knew them).  The pins go
+ * first, so that fs_inode_free also frees their arb_imem.
+ */
+int fs_free_unlinked_pinned(struct arb_fs *fs)
+{
+	uint64_t *ids, id, count;
+	size_t n = 0, pos = 0;
+	int ret = 0;
+
+	if (!fs->pins.n)
+		return 0;
+	ids = malloc(fs->pins.n * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM; /* the orphan items free them at next mount */
+	while (arb_idcount_next(&fs->pins, &pos, &id, &count))
+		ids[n++] = id;
+	arb_idcount_clear(&fs->pins);
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct arb_inode in;
+		struct arb_txn *t;
+
+		if (fs_inode_read(fs, ids[i], &in) || in.nlink)
+			continue;
+		ret = arb_txn_begin(fs->vol, &t);
+		if (ret)
+			break;
+		ret = fs_inode_free(fs, t, in.ino);
+		if (ret) {
+			fs_abort(fs, t, ret);
+			break;
+		}
+		arb_txn_end(t);
+		fs->txn_dirty = true;
+	}
+	free(ids);
+	return ret;
+}
+
+
+/* ---- open references, sync -------------------------------------------- */
+
+int arb_fs_open_inode(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_inode in;
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	ret = arb_idcount_add(&fs->pins, ino, 1);
+	if (ret > 0)
+		ret = 0;
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
+{
+	struct arb_imem *im;
+	struct arb_inode in;
+	struct arb_txn *t;
+	int ret = 0;
+
+	fs_lock(fs);
+	if (!fs_inode_pinned(fs, ino)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (arb_idcount_sub(&fs->pins, ino, 1))
+		goto out;
+	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
+	    in.nlink == 0) {
+		ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+		if (ret)
+			goto out;
+		ret = fs_op_end(fs, t, fs_inode_free(fs, t, ino));
+		goto out;
+	}
+	im = fs_imem_get(fs, ino, false);
+	if (im)
+		fs_imem_put_if_idle(fs, im);
+out:
+	fs_unlock(fs);
+	return ret;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * write.c - write(2) into delayed data, and truncate.
+ * File data as a whole: see file_int.h.
+ */
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "file_int.h"
+
+/* ---- writing ----------------------------------------------------------- */
+
+ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
+		     size_t size, uint64_t off)
+{
+	const uint8_t *src = buf;
+	struct arb_inode in;
+	struct arb_imem *im;
+	struct arb_txn *t;
+	struct timespec now;
+	struct fs_ext cov_ext;
+	int cov_ret = -1;
+	uint64_t first, last, idx, end, pos;
+	uint32_t bs = fs->bs;
+	ssize_t ret;
+	int r;
+
+	if (size == 0)
+		return 0;
+	if (off >= ARB_MAX_FILE_SIZE)
+		return -EFBIG;
+	if (size > ARB_MAX_FILE_SIZE - off)
+		size = ARB_MAX_FILE_SIZE - off;
+	if (size > SSIZE_MAX)
+		size = SSIZE_MAX;
+	end = off + size;
+	if (size >= ARB_BULK_WRITE)
+		pthread_mutex_lock(&fs->bulk_lock);
+	fs_lock(fs);
+	r = fs_reg_inode_read(fs, ino, &in, -EINVAL);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	first = off / bs;
+	last = (end - 1) / bs;
+	/* may commit, which frees idle imem entries: look im up after it */
+	r = fs_op_begin(fs, &t, (last - first + 2) * bs, 0);
+	if (r) {
+		ret = r;
+		goto out;
+	}
+	im = fs_imem_get(fs, ino, true);
+	if (!im) {
+		ret = -ENOMEM;
+		arb_txn_end(t);
+		goto out;
+	}
+	/* Until the inode item is written nothing in the tree changed, so
+	 * errors here just leave the transaction (memory-only changes are
+	 * whole blocks holding the file's current bytes). */
+	if (end > fs->max_inline && in.size <= fs->max_inline &&
+	    !fs_dmap_find(im, 0) && fs_has_inline(fs, ino)) {
+		uint8_t *b0;
+		r = fs_dirty_block(fs, im, &in, 0, true, &b0);
+		if (r)
+			goto out_cancel;
+	}
+	for (idx = first, pos = off; idx <= last; idx++) {
+		uint64_t bstart = idx * bs, n;
+		bool whole = pos == bstart && end >= bstart + bs;
+		uint8_t *b;
+
+		r = fs_dirty_block_cov(fs, im, &in, idx, !whole, &cov_ext,
+				       &cov_ret, &b);
+		if (r)
+			goto out_cancel;
+		n = bstart + bs - pos;
+		if (n > end - pos)
+			n = end - pos;
+		memcpy(b + (pos - bstart), src + (pos - off), n);
+		pos += n;
+	}
+	if (end > in.size)
+		in.size = end;
+	/* with write_keeps_times the caller (the kernel's writeback cache)
+	 * sends the times through setattr, possibly before this write */
+	if (!fs->opts.write_keeps_times) {
+		fs_now(&now);
+		in.mtime = in.ctime = now;
+	}
+	fs->user_bytes_written += size;
+	r = fs_inode_write(fs, t, &in);
+	/* after the inode item: a flush of this inode reads its size */
+	if (!r && fs->dirty_bytes > ARB_FLUSH_BATCH)
+		r = fs_flush_some(fs, t, 2 * (uint64_t)size);
+	r = fs_op_end(fs, t, r);
+	ret = r ? r : (ssize_t)size;
+	goto out;
+out_cancel:
+	arb_txn_end(t);
+	ret = r;
+	fs_imem_put_if_idle(fs, im);
+out:
+	fs_unlock(fs);
+	if (size >= ARB_BULK_WRITE)
+		pthread_mutex_unlock(&fs->bulk_lock);
+	/* after both locks: other writes and fsyncs go on meanwhile.  A
+	 * failure is kept by the device and fails the next commit */
+	(void)arb_dev_flush_behind(fs->dev, ARB_FLUSH_BEHIND);
+	return ret;
+}
+
+/* ---- truncate ---------------------------------------------------------- */
+
+int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in, uint64_t size)
+{
+	struct arb_imem *im;
+	uint32_t bs = fs->bs;
+	uint8_t *b;
+	struct fs_ext e;
+	int ret;
+
+	if (size > in->size) {
+		/* growing an inline file past max_inline makes it regular */
+		if (size > fs->max_inline && in->size <= fs->max_inline &&
+		    fs_has_inline(fs, in->ino)) {
+			im = fs_imem_get(fs, in->ino, true);
+			if (!im)
+				return -ENOMEM;
+			im->force_flush = true;
+			return fs_dirty_block(fs, im, in, 0, true, &b);
+		}
+		return 0;
+	}
+	if (size == in->size || size % bs == 0)
+		return 0;
+	/* the block that will hold the new end gets its tail zeroed: load it
+	 * if a regular extent backs it */
+	im = fs_imem_get(fs, in->ino, true);
+	if (!im)
+		return -ENOMEM;
+	if (fs_dmap_find(im, size / bs))
+		return 0;
+	ret = fs_ext_next(fs, in->ino, size, &e, NULL);
+	if (ret < 0)
+		goto out;
+	if (ret == 0 && e.type == ARB_FILE_EXTENT_REG && e.start <= size) {
+		ret = fs_dirty_block(fs, im, in, size / bs, true, &b);
+		im->force_flush = true;
+	} else {
+		ret = 0;
+	}
+out:
+	fs_imem_put_if_idle(fs, im);
+	return ret;
+}
+
+int fs_truncate(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		uint64_t size)
+{
+	struct arb_imem *im = fs_imem_get(fs, in->ino, false);
+	uint32_t bs = fs->bs;
+	uint8_t *b;
+	int ret;
+
+	if (size < in->size) {
+		if (im) {
+			fs_imem_drop_blocks(fs, im, (size + bs - 1) / bs);
+			b = fs_dmap_find(im, size / bs);
+			if (b && size % bs)
+				memset(b + size % bs, 0, bs - size % bs);
+		}
+		/* an inline extent is cut at size, other extents at the
+		 * block boundary after it */
+		if (size > 0) {
+			struct fs_ext e;
+			ret = fs_ext_next(fs, in->ino, 0, &e, NULL);
+			if (ret < 0)
+				return ret;
+			if (ret == 0 && e.type == ARB_FILE_EXTENT_INLINE &&
+			    e.end > size) {
+				ret = fs_inline_edit(fs, t, in, size, e.end, e.end);
+				if (ret)
+					return ret;
+			}
+		}
+		ret = fs_drop_extents(fs, t, in, round_up_bs(size, bs),
+				      UINT64_MAX);
+		if (ret)
+			return ret;
+	}
+	in->size = size;
+	if (im)
+		fs_imem_put_if_idle(fs, im);
+	return 0;
+}
