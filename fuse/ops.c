@@ -11,8 +11,11 @@
  *
  * Node ids: FUSE_ROOT_ID (1) is the library's ARB_ROOT_INO (256); every
  * other inode number passes through unchanged (the library's numbers are
- * unique across the mount and never 1).  st_ino keeps the library's number,
- * so stat(2) of the root shows 256 whatever its node id.
+ * unique across the mount and never 1: arb_inum packs the tree's slot
+ * above the objectid, docs/design/fs.md "Inode numbers and trees").
+ * st_ino keeps the library's number, so stat(2) of the root shows 256
+ * whatever its node id, and a node id is as stable as st_ino across
+ * daemon restarts.
  *
  * The kernel is the only client and the daemon the only writer of the
  * image, so entries, negative entries and attributes are cached for an

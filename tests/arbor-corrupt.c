@@ -93,7 +93,7 @@ static int first_extent(struct arb_fs *fs, uint64_t ino, struct arb_key *key,
 	struct arb_iter it;
 	int ret;
 
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, fs_tree0(fs)->root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		arb_iter_key(&it, &k);
 		if (k.objectid != ino || k.type != ARB_EXTENT_DATA) {
@@ -123,7 +123,7 @@ static int cut_entry(struct arb_fs *fs, struct arb_txn *t,
 
 	if (!buf)
 		return -ENOMEM;
-	ret = arb_lookup_item(fs->root, k, buf, max);
+	ret = arb_lookup_item(fs_tree0(fs)->root, k, buf, max);
 	if (ret < 0)
 		goto out;
 	if (!iref) {
@@ -144,7 +144,7 @@ static int cut_entry(struct arb_fs *fs, struct arb_txn *t,
 		}
 	}
 	if (!ret)
-		ret = fs_item_cut(t, fs->root, k, off, len);
+		ret = fs_item_cut(t, fs_tree0(fs)->root, k, off, len);
 out:
 	free(buf);
 	return ret;
@@ -212,18 +212,18 @@ static int overlap(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
 	if (arb_file_extent_f_num_bytes(&fe) < 2 * bs)
 		return -ERANGE;
 	k.offset += bs;
-	if (fs_item_exists(fs->root, &k))
+	if (fs_item_exists(fs_tree0(fs)->root, &k))
 		return -EEXIST;
 	arb_set_file_extent_f_offset(&fe, arb_file_extent_f_offset(&fe) + bs);
 	arb_set_file_extent_f_num_bytes(&fe, bs);
-	ret = arb_insert_item(t, fs->root, &k, &fe, sizeof(fe));
+	ret = arb_insert_item(t, fs_tree0(fs)->root, &k, &fe, sizeof(fe));
 	if (ret)
 		return ret;
 	printf("inode %llu: extra file extent at %llu -> disk %llu\n",
 	       (unsigned long long)ino, (unsigned long long)k.offset,
 	       (unsigned long long)arb_file_extent_f_disk_bytenr(&fe));
 	return arb_ref_data(t, arb_file_extent_f_disk_bytenr(&fe),
-			    arb_file_extent_f_disk_num_bytes(&fe), fs->root->id,
+			    arb_file_extent_f_disk_num_bytes(&fe), fs_tree0(fs)->root->id,
 			    ino, k.offset - arb_file_extent_f_offset(&fe), 1);
 }
 
@@ -235,10 +235,10 @@ static int inode_leaf(struct arb_fs *fs, uint64_t ino, uint64_t *addr)
 	int ret;
 
 	arb_path_init(&p);
-	ret = arb_search_slot(NULL, fs->root, &k, &p, 0, 0);
+	ret = arb_search_slot(NULL, fs_tree0(fs)->root, &k, &p, 0, 0);
 	if (ret == 0) {
 		*addr = p.nodes[0]->bytenr;
-		if (p.nodes[0] == fs->root->node)
+		if (p.nodes[0] == fs_tree0(fs)->root->node)
 			ret = -EXDEV; /* the whole tree would be lost */
 	}
 	arb_path_release(fs->vol, &p);
@@ -443,7 +443,7 @@ int main(int argc, char **argv)
 		k.offset = tg.index;
 		printf("deleted DIR_INDEX (%llu, %llu)\n",
 		       (unsigned long long)tg.dir, (unsigned long long)tg.index);
-		ret = arb_del_item(t, fs->root, &k);
+		ret = arb_del_item(t, fs_tree0(fs)->root, &k);
 	} else if (!strcmp(kind, "missing-dir-item")) {
 		k.objectid = tg.dir;
 		k.type = ARB_DIR_ITEM;
@@ -466,7 +466,7 @@ int main(int argc, char **argv)
 		k.type = ARB_DIR_INDEX;
 		k.offset = tg.index;
 		if (!ret)
-			ret = arb_del_item(t, fs->root, &k);
+			ret = arb_del_item(t, fs_tree0(fs)->root, &k);
 		k.objectid = tg.ino;
 		k.type = ARB_INODE_REF;
 		k.offset = tg.dir;
@@ -484,7 +484,7 @@ int main(int argc, char **argv)
 		k.offset = tg.ino;
 		printf("orphan item for linked inode %llu\n",
 		       (unsigned long long)tg.ino);
-		ret = arb_insert_item(t, fs->root, &k, &none, 0);
+		ret = arb_insert_item(t, fs_tree0(fs)->root, &k, &none, 0);
 	} else if (!strcmp(kind, "refcount") ||
 		   !strcmp(kind, "missing-backref")) {
 		ret = first_extent(fs, tg.ino, &k, &fe);
@@ -516,7 +516,7 @@ int main(int argc, char **argv)
 			       "0 -> 1\n",
 			       (unsigned long long)tg.ino,
 			       (unsigned long long)k.offset);
-			ret = arb_update_item(t, fs->root, &k, &fe,
+			ret = arb_update_item(t, fs_tree0(fs)->root, &k, &fe,
 					      sizeof(fe));
 		}
 	} else if (!strcmp(kind, "bad-data-csum")) {
@@ -568,11 +568,11 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(kind, "stale-highest")) {
 		printf("fs tree: highest objectid %llu -> %llu\n",
-		       (unsigned long long)arb_root_highest_objectid(fs->root),
+		       (unsigned long long)arb_root_highest_objectid(fs_tree0(fs)->root),
 		       (unsigned long long)tg.ino - 1);
-		arb_set_root_item_r_highest_objectid(&fs->root->item,
+		arb_set_root_item_r_highest_objectid(&fs_tree0(fs)->root->item,
 						     tg.ino - 1);
-		fs->root->dirty = true;
+		fs_tree0(fs)->root->dirty = true;
 	} else if (!strcmp(kind, "bad-node-csum")) {
 		ret = inode_leaf(fs, tg.ino, &raw_off);
 		if (!ret) {

@@ -105,7 +105,7 @@ static void set_name(struct arb_problem *p, uint64_t dir, uint64_t index,
 static bool orphan_exists(struct chk *c, uint64_t ino)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, ino };
-	return fs_item_exists(c->fs->root, &k);
+	return fs_item_exists(fs_tree0(c->fs)->root, &k);
 }
 
 static void finish_inode(struct chk *c)
@@ -176,14 +176,14 @@ static void finish_inode(struct chk *c)
 static bool inode_exists(struct chk *c, uint64_t ino)
 {
 	struct arb_key k = { ino, ARB_INODE_ITEM, 0 };
-	return fs_item_exists(c->fs->root, &k);
+	return fs_item_exists(fs_tree0(c->fs)->root, &k);
 }
 
 /* is there a DIR_INDEX item (dir, index) at all */
 static bool dir_index_exists(struct chk *c, uint64_t dir, uint64_t index)
 {
 	struct arb_key k = { dir, ARB_DIR_INDEX, index };
-	return fs_item_exists(c->fs->root, &k);
+	return fs_item_exists(fs_tree0(c->fs)->root, &k);
 }
 
 /* does the DIR_INDEX (dir, index) hold {ino, name}? */
@@ -193,7 +193,7 @@ static bool dir_index_matches(struct chk *c, uint64_t dir, uint64_t index,
 	struct arb_key k = { dir, ARB_DIR_INDEX, index };
 	uint32_t max = arb_max_item_size(c->fs->vol);
 	const struct arb_dir_entry *e = (const struct arb_dir_entry *)c->buf;
-	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
 
 	return ret >= (int)sizeof(*e) && arb_dir_entry_d_ino(e) == ino &&
 	       arb_dir_entry_d_name_len(e) == nl &&
@@ -207,7 +207,7 @@ static bool dir_item_has(struct chk *c, uint64_t dir, uint64_t ino,
 	struct arb_key k = { dir, ARB_DIR_ITEM, arb_name_hash(name, nl) };
 	uint32_t max = arb_max_item_size(c->fs->vol);
 	size_t off, elen;
-	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
 
 	if (ret < 0 || fs_dent_find(c->buf, (size_t)ret, name, nl, &off,
 				    &elen))
@@ -222,7 +222,7 @@ static bool iref_has(struct chk *c, uint64_t ino, uint64_t dir,
 {
 	struct arb_key k = { ino, ARB_INODE_REF, dir };
 	uint32_t max = arb_max_item_size(c->fs->vol);
-	int ret = arb_lookup_item(c->fs->root, &k, c->buf, max);
+	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
 	size_t pos = 0, size;
 
 	if (ret < 0)
@@ -326,7 +326,7 @@ static void check_xattr_ref(struct chk *c, const struct arb_key *k,
 		pk.objectid = k->objectid;
 		pk.type = ARB_XATTR_DATA;
 		pk.offset = arb_xattr_ref_x_id(&r) + i;
-		ret = arb_lookup_item(c->fs->root, &pk, &dummy, 0);
+		ret = arb_lookup_item(fs_tree0(c->fs)->root, &pk, &dummy, 0);
 		if (ret <= 0) {
 			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
 				"xattr '%s': piece %u of %u %s", name, i,
@@ -530,7 +530,7 @@ static void check_extent(struct chk *c, const struct arb_key *k,
  */
 static void check_highest(struct chk *c)
 {
-	uint64_t highest = arb_root_highest_objectid(c->fs->root);
+	uint64_t highest = arb_root_highest_objectid(fs_tree0(c->fs)->root);
 	struct arb_problem *p;
 
 	if (!highest || c->max_ino <= highest)
@@ -545,7 +545,7 @@ static void check_highest(struct chk *c)
 static void progress(struct chk *c, uint64_t ino,
 		     const struct arb_check_result *res)
 {
-	uint64_t total = c->fs->next_ino;
+	uint64_t total = fs_tree0(c->fs)->next_ino;
 
 	if (!c->fs->opts.check_progress || (ino & 255))
 		return;
@@ -569,7 +569,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 	c.buf = malloc(arb_max_item_size(fs->vol));
 	if (!c.buf)
 		return -ENOMEM;
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, fs_tree0(fs)->root);
 	ret = arb_iter_seek(&it, &key);
 	while (ret == 0) {
 		const uint8_t *d = arb_iter_data(&it);

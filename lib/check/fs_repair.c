@@ -292,16 +292,16 @@ static int fix_dangling(struct arb_fs *fs, struct arb_txn *t,
 	int ret;
 
 	if (p->type == ARB_DIR_INDEX)
-		return arb_del_item(t, fs->root, &k);
+		return arb_del_item(t, fs_tree0(fs)->root, &k);
 	k.offset = arb_name_hash(p->name, len);
 	buf = malloc(max);
 	if (!buf)
 		return -ENOMEM;
-	ret = arb_lookup_item(fs->root, &k, buf, max);
+	ret = arb_lookup_item(fs_tree0(fs)->root, &k, buf, max);
 	if (ret >= 0)
 		ret = fs_dent_find(buf, (size_t)ret, p->name, len, &off, &elen);
 	if (ret == 0)
-		ret = fs_item_cut(t, fs->root, &k, off, elen);
+		ret = fs_item_cut(t, fs_tree0(fs)->root, &k, off, elen);
 	free(buf);
 	return ret == -ENOENT ? 1 : ret;
 }
@@ -324,7 +324,7 @@ static int fix_link(struct arb_fs *fs, struct arb_txn *t,
 		k.objectid = ARB_ORPHAN_OBJECTID;
 		k.type = ARB_ORPHAN_ITEM;
 		k.offset = p->ino;
-		return arb_del_item(t, fs->root, &k);
+		return arb_del_item(t, fs_tree0(fs)->root, &k);
 	case ARB_PB_DIR_INDEX_MISSING:
 	case ARB_PB_DIR_ITEM_MISSING:
 		if (!len || !is_dir_inode(fs, p->dir))
@@ -336,9 +336,9 @@ static int fix_link(struct arb_fs *fs, struct arb_txn *t,
 		if (p->id == ARB_PB_DIR_INDEX_MISSING) {
 			k.type = ARB_DIR_INDEX;
 			k.offset = p->index;
-			if (fs_item_exists(fs->root, &k))
+			if (fs_item_exists(fs_tree0(fs)->root, &k))
 				return 1;
-			return arb_insert_item(t, fs->root, &k, ent,
+			return arb_insert_item(t, fs_tree0(fs)->root, &k, ent,
 					       (uint32_t)make_dent(
 						       ent, t, p->ino,
 						       mode_dt(in.mode),
@@ -346,7 +346,7 @@ static int fix_link(struct arb_fs *fs, struct arb_txn *t,
 		}
 		k.type = ARB_DIR_ITEM;
 		k.offset = arb_name_hash(p->name, len);
-		return fs_item_append(t, fs->root, &k, ent,
+		return fs_item_append(t, fs_tree0(fs)->root, &k, ent,
 				      make_dent(ent, t, p->ino,
 						mode_dt(in.mode), p->name));
 	case ARB_PB_INODE_REF_MISSING:
@@ -362,7 +362,7 @@ static int fix_link(struct arb_fs *fs, struct arb_txn *t,
 		k.objectid = p->ino;
 		k.type = ARB_INODE_REF;
 		k.offset = p->dir;
-		return fs_item_append(t, fs->root, &k, ref,
+		return fs_item_append(t, fs_tree0(fs)->root, &k, ref,
 				      sizeof(struct arb_inode_ref) + len);
 	default:
 		return 1;
@@ -390,7 +390,7 @@ static int lost_found(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 		return ret;
 	fs_now(&now);
 	memset(&in, 0, sizeof(in));
-	ret = fs_ino_new(fs, t, &in.ino);
+	ret = fs_ino_new(fs, t, fs_tree0(fs), &in.ino);
 	if (ret)
 		return ret;
 	in.generation = t->transid;
@@ -475,8 +475,8 @@ static int fix_unlinked(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 	ret = fs_inode_write(fs, t, &lf);
 	if (!ret)
 		ret = fs_inode_write(fs, t, &in);
-	if (!ret && fs_item_exists(fs->root, &k))
-		ret = arb_del_item(t, fs->root, &k);
+	if (!ret && fs_item_exists(fs_tree0(fs)->root, &k))
+		ret = arb_del_item(t, fs_tree0(fs)->root, &k);
 	if (!ret && out)
 		fprintf(out, "repair: inode %llu moved to /lost+found/%s\n",
 			(unsigned long long)ino, name);
@@ -518,9 +518,9 @@ static int fix_highest(struct arb_fs *fs, struct arb_txn *t,
 {
 	if (!p->expect || p->expect >= ARB_ORPHAN_OBJECTID)
 		return 1;
-	arb_root_note_objectid(t, fs->root, p->expect);
-	if (fs->next_ino <= p->expect)
-		fs->next_ino = p->expect + 1;
+	arb_root_note_objectid(t, fs_tree0(fs)->root, p->expect);
+	if (fs_tree0(fs)->next_ino <= p->expect)
+		fs_tree0(fs)->next_ino = p->expect + 1;
 	return 0;
 }
 
@@ -569,7 +569,7 @@ static int free_orphans(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 		struct arb_iter it;
 		int ret;
 
-		arb_iter_init(&it, fs->root);
+		arb_iter_init(&it, fs_tree0(fs)->root);
 		ret = arb_iter_seek(&it, &k);
 		if (ret == 0)
 			arb_iter_key(&it, &k);
@@ -799,8 +799,8 @@ out_abort:
 	arb_txn_abort(t);
 out_reload:
 	/* the roots were reloaded */
-	if (arb_root_get(vol, ARB_FS_TREE_ID, &fs->root) == 0)
-		(void)arb_root_get(vol, ARB_CSUM_TREE_ID, &fs->csum);
+	fs_trees_reload(fs);
+	(void)arb_root_get(vol, ARB_CSUM_TREE_ID, &fs->csum);
 out_unlock:
 	fs_unlock(fs);
 	return ret;

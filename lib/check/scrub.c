@@ -84,7 +84,7 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 		struct arb_iter it;
 		uint16_t n;
 
-		arb_iter_init(&it, fs->root);
+		arb_iter_init(&it, fs_tree0(fs)->root);
 		ret = arb_iter_seek(&it, &k);
 		if (ret == 0) {
 			arb_iter_key(&it, &fk);

@@ -41,6 +41,8 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 		       struct arb_inode *in, uint64_t foff, uint64_t bytenr,
 		       uint64_t got)
 {
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino);
 	struct arb_file_extent fe;
 	struct arb_key k;
 	struct fs_ext e;
@@ -66,8 +68,8 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 	e.end += got;
 	e.gen = t->transid;
 	fs_ext_to_item(&e, &fe);
-	k = (struct arb_key){ in->ino, ARB_EXTENT_DATA, e.start };
-	ret = arb_update_item(t, fs->root, &k, &fe, FE_SIZE);
+	k = (struct arb_key){ obj, ARB_EXTENT_DATA, e.start };
+	ret = arb_update_item(t, root, &k, &fe, FE_SIZE);
 	return ret ? arb_txn_fail(t, ret) : 1;
 }
 
@@ -75,6 +77,8 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		     struct arb_imem *im, size_t first, size_t count)
 {
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino);
 	uint32_t bs = fs->bs;
 	uint32_t *sums = NULL;
 	uint8_t *tmp;
@@ -88,7 +92,7 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		uint64_t want = (uint64_t)(count - pos) * bs, bytenr, got;
 		uint64_t foff = im->blocks[first + pos].idx * bs;
 		struct arb_file_extent fe;
-		struct arb_key k = { in->ino, ARB_EXTENT_DATA, foff };
+		struct arb_key k = { obj, ARB_EXTENT_DATA, foff };
 		size_t nsec, i, j;
 		int extended;
 
@@ -144,10 +148,10 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		arb_set_file_extent_f_disk_num_bytes(&fe, got);
 		arb_set_file_extent_f_offset(&fe, 0);
 		arb_set_file_extent_f_num_bytes(&fe, got);
-		ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+		ret = arb_insert_item(t, root, &k, &fe, FE_SIZE);
 		if (ret)
 			break;
-		ret = arb_ref_data(t, bytenr, got, fs->root->id, in->ino, foff,
+		ret = arb_ref_data(t, bytenr, got, root->id, obj, foff,
 				   1);
 		if (ret)
 			break;
@@ -224,7 +228,7 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 		return ret;
 	if (in.size <= fs->max_inline && im->nr == 1 &&
 	    im->blocks[0].idx == 0 && !later) {
-		struct arb_key k = { in.ino, ARB_EXTENT_DATA, 0 };
+		struct arb_key k = { fs_obj(in.ino), ARB_EXTENT_DATA, 0 };
 		uint32_t isz = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)in.size;
 		uint8_t *item;
 
@@ -244,7 +248,7 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 				ARB_FILE_EXTENT_INLINE);
 			memcpy(item + ARB_FILE_EXTENT_INLINE_HDR,
 			       im->blocks[0].buf, in.size);
-			ret = arb_insert_item(t, fs->root, &k, item, isz);
+			ret = arb_insert_item(t, fs_root_of(fs, in.ino), &k, item, isz);
 			free(item);
 			if (ret)
 				return ret;

@@ -168,14 +168,14 @@ static int iref_find(const uint8_t *buf, size_t size, const char *name,
 static bool iref_has_room(struct arb_fs *fs, uint64_t ino, uint64_t parent,
 			  size_t name_len)
 {
-	struct arb_key k = { ino, ARB_INODE_REF, parent };
+	struct arb_key k = { fs_obj(ino), ARB_INODE_REF, fs_obj(parent) };
 	uint32_t max = arb_max_item_size(fs->vol);
 	uint8_t *buf = malloc(max);
 	int ret;
 
 	if (!buf)
 		return false;
-	ret = arb_lookup_item(fs->root, &k, buf, max);
+	ret = arb_lookup_item(fs_root_of(fs, ino), &k, buf, max);
 	free(buf);
 	if (ret < 0)
 		return true;
@@ -213,7 +213,9 @@ static uint8_t mode_dt(uint32_t mode)
 int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 		uint64_t *ino, uint64_t *index, uint8_t *type)
 {
-	struct arb_key k = { dir, ARB_DIR_ITEM, arb_name_hash(name, len) };
+	struct arb_key k = { fs_obj(dir), ARB_DIR_ITEM,
+			     arb_name_hash(name, len) };
+	struct fs_tree *tr = fs_tree_of(fs, dir);
 	uint32_t max = arb_max_item_size(fs->vol);
 	const struct arb_dir_entry *e;
 	size_t off, elen;
@@ -223,19 +225,20 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 	buf = malloc(max);
 	if (!buf)
 		return -ENOMEM;
-	ret = arb_lookup_item(fs->root, &k, buf, max);
+	ret = arb_lookup_item(tr->root, &k, buf, max);
 	if (ret < 0)
 		goto out;
 	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
 	if (ret)
 		goto out;
 	e = (const struct arb_dir_entry *)(buf + off);
-	*ino = arb_dir_entry_d_ino(e);
+	*ino = fs_ino(tr, arb_dir_entry_d_ino(e));
 	if (type)
 		*type = arb_dir_entry_d_type(e);
 	if (index) {
-		struct arb_key rk = { *ino, ARB_INODE_REF, dir };
-		ret = arb_lookup_item(fs->root, &rk, buf, max);
+		struct arb_key rk = { fs_obj(*ino), ARB_INODE_REF,
+				      fs_obj(dir) };
+		ret = arb_lookup_item(tr->root, &rk, buf, max);
 		if (ret < 0) {
 			arb_log(ARB_LOG_ERR,
 				"dir %llu entry '%.*s' -> %llu has no inode ref",
@@ -257,23 +260,24 @@ out:
 int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent)
 {
 	struct arb_iter it;
-	struct arb_key k = { dir, ARB_INODE_REF, 0 };
+	struct arb_key k = { fs_obj(dir), ARB_INODE_REF, 0 };
+	struct fs_tree *tr = fs_tree_of(fs, dir);
 	int ret;
 
 	if (dir == ARB_ROOT_INO) {
 		*parent = dir;
 		return 0;
 	}
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, tr->root);
 	ret = arb_iter_seek(&it, &k);
 	if (ret == 0)
 		arb_iter_key(&it, &k);
 	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	if (ret == 1 || k.objectid != dir || k.type != ARB_INODE_REF)
+	if (ret == 1 || k.objectid != fs_obj(dir) || k.type != ARB_INODE_REF)
 		return -ENOENT; /* an unlinked directory */
-	*parent = k.offset;
+	*parent = fs_ino(tr, k.offset);
 	return 0;
 }
 
@@ -305,17 +309,17 @@ static int dir_is_under(struct arb_fs *fs, uint64_t dir, uint64_t anc,
 static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
 {
 	struct arb_iter it;
-	struct arb_key k = { dir, ARB_DIR_ITEM, 0 };
+	struct arb_key k = { fs_obj(dir), ARB_DIR_ITEM, 0 };
 	int ret;
 
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, fs_root_of(fs, dir));
 	ret = arb_iter_seek(&it, &k);
 	if (ret == 0)
 		arb_iter_key(&it, &k);
 	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*empty = ret == 1 || k.objectid != dir ||
+	*empty = ret == 1 || k.objectid != fs_obj(dir) ||
 		 (k.type != ARB_DIR_ITEM && k.type != ARB_DIR_INDEX);
 	return 0;
 }
@@ -331,29 +335,33 @@ int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 	uint8_t ref[sizeof(struct arb_inode_ref) + ARB_NAME_MAX];
 	struct arb_key k;
 	uint64_t index = din->seq < 2 ? 2 : din->seq;
+	struct arb_root *root = fs_root_of(fs, din->ino);
 	int ret;
 
+	/* one tree: links across trees are refused before (EXDEV) */
+	ARB_ASSERT(fs_tree_of(fs, ino) == fs_tree_of(fs, din->ino));
+
 	din->seq = index + 1;
-	fs_dent_fill(ent, ino, t->transid, type, name, len, NULL, 0);
-	k.objectid = din->ino;
+	fs_dent_fill(ent, fs_obj(ino), t->transid, type, name, len, NULL, 0);
+	k.objectid = fs_obj(din->ino);
 	k.type = ARB_DIR_ITEM;
 	k.offset = arb_name_hash(name, len);
-	ret = fs_item_append(t, fs->root, &k, ent, elen);
+	ret = fs_item_append(t, root, &k, ent, elen);
 	if (ret)
 		return ret;
 	k.type = ARB_DIR_INDEX;
 	k.offset = index;
-	ret = arb_insert_item(t, fs->root, &k, ent, (uint32_t)elen);
+	ret = arb_insert_item(t, root, &k, ent, (uint32_t)elen);
 	if (ret)
 		return ret;
 	arb_set_inode_ref_r_index((struct arb_inode_ref *)ref, index);
 	arb_set_inode_ref_r_name_len((struct arb_inode_ref *)ref,
 				     (uint16_t)len);
 	memcpy(ref + sizeof(struct arb_inode_ref), name, len);
-	k.objectid = ino;
+	k.objectid = fs_obj(ino);
 	k.type = ARB_INODE_REF;
-	k.offset = din->ino;
-	ret = fs_item_append(t, fs->root, &k, ref,
+	k.offset = fs_obj(din->ino);
+	ret = fs_item_append(t, root, &k, ref,
 			     sizeof(struct arb_inode_ref) + len);
 	if (ret)
 		return ret;
@@ -372,41 +380,42 @@ static int link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 	size_t off, elen;
 	uint64_t index;
 	uint8_t *buf;
+	struct arb_root *root = fs_root_of(fs, din->ino);
 	int ret;
 
 	buf = malloc(max);
 	if (!buf)
 		return -ENOMEM;
 	/* INODE_REF first: it gives the index */
-	k.objectid = ino;
+	k.objectid = fs_obj(ino);
 	k.type = ARB_INODE_REF;
-	k.offset = din->ino;
-	ret = arb_lookup_item(fs->root, &k, buf, max);
+	k.offset = fs_obj(din->ino);
+	ret = arb_lookup_item(root, &k, buf, max);
 	if (ret < 0)
 		goto out;
 	ret = iref_find(buf, (size_t)ret, name, len, &off, &elen, &index);
 	if (ret)
 		goto out_corrupt;
-	ret = fs_item_cut(t, fs->root, &k, off, elen);
+	ret = fs_item_cut(t, root, &k, off, elen);
 	if (ret)
 		goto out;
 
-	k.objectid = din->ino;
+	k.objectid = fs_obj(din->ino);
 	k.type = ARB_DIR_INDEX;
 	k.offset = index;
-	ret = arb_del_item(t, fs->root, &k);
+	ret = arb_del_item(t, root, &k);
 	if (ret)
 		goto out;
 
 	k.type = ARB_DIR_ITEM;
 	k.offset = arb_name_hash(name, len);
-	ret = arb_lookup_item(fs->root, &k, buf, max);
+	ret = arb_lookup_item(root, &k, buf, max);
 	if (ret < 0)
 		goto out;
 	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
 	if (ret)
 		goto out_corrupt;
-	ret = fs_item_cut(t, fs->root, &k, off, elen);
+	ret = fs_item_cut(t, root, &k, off, elen);
 	if (ret)
 		goto out;
 	din->size = din->size >= 2 * len ? din->size - 2 * len : 0;
@@ -529,6 +538,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 	struct arb_stat st;
 	struct rd_ent *ents;
 	struct arb_iter it;
+	struct fs_tree *tr;
 	uint64_t bound, pos;
 	int ret, n, i;
 
@@ -539,6 +549,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 	ret = fs_inode_read(fs, dir, &din);
 	if (ret)
 		goto out;
+	tr = fs_tree_of(fs, dir);
 	if (!S_ISDIR(din.mode)) {
 		ret = -ENOTDIR;
 		goto out;
@@ -556,10 +567,10 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 	/* a listing from its start: its first leaves are read together (the
 	 * scan's own readahead takes over after them) */
 	if (off == 0) {
-		struct arb_key lo = { dir, ARB_DIR_INDEX, 0 };
-		struct arb_key hi = { dir, ARB_DIR_INDEX, UINT64_MAX };
+		struct arb_key lo = { fs_obj(dir), ARB_DIR_INDEX, 0 };
+		struct arb_key hi = { fs_obj(dir), ARB_DIR_INDEX, UINT64_MAX };
 
-		arb_prefetch_range(fs->root, &lo, &hi, RD_PREFETCH_LEAVES);
+		arb_prefetch_range(tr->root, &lo, &hi, RD_PREFETCH_LEAVES);
 	}
 	/* "." and ".." */
 	while (pos < 2) {
@@ -588,11 +599,11 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		pos++;
 	}
 	for (;;) {
-		struct arb_key k = { dir, ARB_DIR_INDEX, pos };
+		struct arb_key k = { fs_obj(dir), ARB_DIR_INDEX, pos };
 
 		/* collect a batch, then call fill without holding a path */
 		n = 0;
-		arb_iter_init(&it, fs->root);
+		arb_iter_init(&it, tr->root);
 		ret = arb_iter_seek(&it, &k);
 		while (ret == 0 && n < RD_BATCH) {
 			const struct arb_dir_entry *e;
@@ -601,7 +612,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 
 			arb_iter_key(&it, &k);
 			/* past the end, or linked after the listing began */
-			if (k.objectid != dir || k.type != ARB_DIR_INDEX ||
+			if (k.objectid != fs_obj(dir) || k.type != ARB_DIR_INDEX ||
 			    k.offset >= bound) {
 				ret = 1;
 				break;
@@ -617,7 +628,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 				ret = -EUCLEAN;
 				break;
 			}
-			ents[n].ino = arb_dir_entry_d_ino(e);
+			ents[n].ino = fs_ino(tr, arb_dir_entry_d_ino(e));
 			ents[n].type = arb_dir_entry_d_type(e);
 			memcpy(ents[n].name, (const char *)(e + 1), nl);
 			ents[n].name[nl] = 0;
@@ -728,7 +739,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	ret = fs_acl_inherit_prepare(fs, &din, &mode, &acl);
 	if (ret)
 		goto out;
-	if (fs_ino_exhausted(fs)) {
+	if (fs_ino_exhausted(fs_tree_of(fs, dir))) {
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -737,7 +748,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	fs_now(&now);
 	memset(&in, 0, sizeof(in));
-	ret = fs_ino_new(fs, t, &in.ino);
+	ret = fs_ino_new(fs, t, fs_tree_of(fs, dir), &in.ino);
 	if (ret)
 		goto out_end;
 	in.generation = t->transid;
@@ -768,7 +779,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		size_t isz = ARB_FILE_EXTENT_INLINE_HDR + tlen;
 		uint8_t *buf = calloc(1, isz);
 		struct arb_file_extent *fe = (struct arb_file_extent *)buf;
-		struct arb_key k = { in.ino, ARB_EXTENT_DATA, 0 };
+		struct arb_key k = { fs_obj(in.ino), ARB_EXTENT_DATA, 0 };
 
 		if (!buf) {
 			ret = -ENOMEM;
@@ -778,7 +789,8 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		arb_set_file_extent_f_ram_bytes(fe, tlen);
 		arb_set_file_extent_f_type(fe, ARB_FILE_EXTENT_INLINE);
 		memcpy(buf + ARB_FILE_EXTENT_INLINE_HDR, target, tlen);
-		ret = arb_insert_item(t, fs->root, &k, buf, (uint32_t)isz);
+		ret = arb_insert_item(t, fs_root_of(fs, in.ino), &k, buf,
+				      (uint32_t)isz);
 		free(buf);
 		if (ret)
 			goto out_end;
@@ -830,7 +842,7 @@ int arb_fs_symlink(struct arb_fs *fs, uint64_t dir, const char *name,
 
 int arb_fs_readlink(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	struct arb_key k = { ino, ARB_EXTENT_DATA, 0 };
+	struct arb_key k = { fs_obj(ino), ARB_EXTENT_DATA, 0 };
 	struct arb_inode in;
 	uint8_t *item;
 	size_t tlen;
@@ -847,7 +859,7 @@ int arb_fs_readlink(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 		ret = -EINVAL;
 		goto out;
 	}
-	ret = arb_lookup_item(fs->root, &k, item,
+	ret = arb_lookup_item(fs_root_of(fs, ino), &k, item,
 			      ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX + 1);
 	if (ret < 0 || ret <= ARB_FILE_EXTENT_INLINE_HDR ||
 	    ret > ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX ||
@@ -906,6 +918,9 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		goto out;
 	}
 	ret = new_name_ok(fs, newdir, newname, len, &din);
+	/* a hard link stays in its tree (ln, then cp, as btrfs) */
+	if (!ret && fs_tree_of(fs, newdir) != fs_tree_of(fs, ino))
+		ret = -EXDEV;
 	if (!ret)
 		ret = fs_iflags_may_link(&in, &din);
 	if (ret)
@@ -1036,7 +1051,7 @@ static int add_whiteout(struct arb_fs *fs, struct arb_txn *t,
 
 	memset(&in, 0, sizeof(in));
 	/* through fs_ino_new: the tree's high-water mark moves with it */
-	ret = fs_ino_new(fs, t, &in.ino);
+	ret = fs_ino_new(fs, t, fs_tree_of(fs, din->ino), &in.ino);
 	if (ret)
 		return ret;
 	in.generation = t->transid;
@@ -1104,6 +1119,11 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 	}
 	if (!S_ISDIR(od->mode) || !S_ISDIR(nd->mode)) {
 		ret = -ENOTDIR;
+		goto out;
+	}
+	/* a rename stays in its tree (mv then copies, as on btrfs) */
+	if (fs_tree_of(fs, dir) != fs_tree_of(fs, newdir)) {
+		ret = -EXDEV;
 		goto out;
 	}
 	if (nd->nlink == 0) {

@@ -71,22 +71,24 @@ bad:
 int fs_ext_next(struct arb_fs *fs, uint64_t ino, uint64_t pos, struct fs_ext *e,
 		uint8_t *inl)
 {
-	struct arb_key key = { ino, ARB_EXTENT_DATA, pos }, k;
+	struct arb_root *root = fs_root_of(fs, ino);
+	uint64_t obj = fs_obj(ino);
+	struct arb_key key = { obj, ARB_EXTENT_DATA, pos }, k;
 	struct arb_iter it;
 	int ret;
 
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, root);
 	ret = arb_iter_seek_le(&it, &key);
 	if (ret == 1)
 		ret = arb_iter_seek(&it, &key);
 	while (ret == 0) {
 		arb_iter_key(&it, &k);
-		if (k.objectid > ino ||
-		    (k.objectid == ino && k.type > ARB_EXTENT_DATA)) {
+		if (k.objectid > obj ||
+		    (k.objectid == obj && k.type > ARB_EXTENT_DATA)) {
 			ret = 1;
 			break;
 		}
-		if (k.objectid == ino && k.type == ARB_EXTENT_DATA) {
+		if (k.objectid == obj && k.type == ARB_EXTENT_DATA) {
 			ret = fs_ext_parse(ino, &k, arb_iter_data(&it),
 					   arb_iter_size(&it), e);
 			if (ret)
@@ -127,14 +129,16 @@ void fs_ext_to_item(const struct fs_ext *e, struct arb_file_extent *fe)
 int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		   uint64_t from, uint64_t to, uint64_t len)
 {
-	struct arb_key k = { in->ino, ARB_EXTENT_DATA, 0 };
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino);
+	struct arb_key k = { obj, ARB_EXTENT_DATA, 0 };
 	uint32_t size = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)len;
 	uint8_t *buf = malloc(size);
 	int ret;
 
 	if (!buf)
 		return -ENOMEM;
-	ret = arb_lookup_item(fs->root, &k, buf, size);
+	ret = arb_lookup_item(root, &k, buf, size);
 	if (ret >= 0 && (uint32_t)ret != size)
 		ret = -EUCLEAN;
 	if (ret >= 0) {
@@ -148,7 +152,7 @@ int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			memset(buf + ARB_FILE_EXTENT_INLINE_HDR + from, 0,
 			       to - from);
 		}
-		ret = arb_update_item(t, fs->root, &k, buf, size);
+		ret = arb_update_item(t, root, &k, buf, size);
 	}
 	free(buf);
 	return ret;
@@ -161,13 +165,15 @@ int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		    uint64_t start, uint64_t end)
 {
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino);
 	struct arb_file_extent fe;
 	struct arb_key k;
 	struct fs_ext e, ne;
 	uint64_t pos = start;
 	int ret;
 
-	k.objectid = in->ino;
+	k.objectid = obj;
 	k.type = ARB_EXTENT_DATA;
 	while (pos < end) {
 		ret = fs_ext_next(fs, in->ino, pos, &e, NULL);
@@ -181,7 +187,7 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			uint64_t from = start > e.start ? start : e.start;
 			uint64_t to = end < e.end ? end : e.end;
 			if (from == 0 && to >= e.end) {
-				ret = arb_del_item(t, fs->root, &k);
+				ret = arb_del_item(t, root, &k);
 				in->nbytes -= e.end;
 			} else {
 				ret = fs_inline_edit(fs, t, in, from, to, e.end);
@@ -195,7 +201,7 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			/* keep the head [e.start, start) */
 			e.end = start;
 			fs_ext_to_item(&e, &fe);
-			ret = arb_update_item(t, fs->root, &k, &fe, FE_SIZE);
+			ret = arb_update_item(t, root, &k, &fe, FE_SIZE);
 			if (ret)
 				return ret;
 			if (old_end > end) {
@@ -206,13 +212,13 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 				ne.end = old_end;
 				fs_ext_to_item(&ne, &fe);
 				k.offset = end;
-				ret = arb_insert_item(t, fs->root, &k, &fe,
+				ret = arb_insert_item(t, root, &k, &fe,
 						      FE_SIZE);
 				if (!ret)
 					ret = arb_ref_data(
 						t, ne.disk_bytenr,
-						ne.disk_num_bytes, fs->root->id,
-						in->ino, ne.start - ne.offset,
+						ne.disk_num_bytes, root->id,
+						obj, ne.start - ne.offset,
 						1);
 				in->nbytes -= end - start;
 			} else {
@@ -222,12 +228,12 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 				return ret;
 			continue;
 		}
-		ret = arb_del_item(t, fs->root, &k);
+		ret = arb_del_item(t, root, &k);
 		if (ret)
 			return ret;
 		if (e.end <= end) {
 			ret = arb_ref_data(t, e.disk_bytenr, e.disk_num_bytes,
-					   fs->root->id, in->ino,
+					   root->id, obj,
 					   e.start - e.offset, -1);
 			in->nbytes -= e.end - e.start;
 		} else {
@@ -237,7 +243,7 @@ int fs_drop_extents(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			ne.start = end;
 			fs_ext_to_item(&ne, &fe);
 			k.offset = end;
-			ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+			ret = arb_insert_item(t, root, &k, &fe, FE_SIZE);
 			in->nbytes -= end - e.start;
 		}
 		if (ret)

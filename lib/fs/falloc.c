@@ -46,6 +46,8 @@ static int prealloc_range(struct arb_fs *fs, struct arb_txn *t,
 			  struct arb_inode *in, struct arb_imem *im, uint64_t a,
 			  uint64_t b)
 {
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino);
 	uint32_t bs = fs->bs;
 	uint64_t pos = a;
 	struct fs_ext e;
@@ -91,13 +93,13 @@ static int prealloc_range(struct arb_fs *fs, struct arb_txn *t,
 		arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
 		arb_set_file_extent_f_disk_num_bytes(&fe, got);
 		arb_set_file_extent_f_num_bytes(&fe, got);
-		k.objectid = in->ino;
+		k.objectid = obj;
 		k.type = ARB_EXTENT_DATA;
 		k.offset = pos;
-		ret = arb_insert_item(t, fs->root, &k, &fe, FE_SIZE);
+		ret = arb_insert_item(t, root, &k, &fe, FE_SIZE);
 		if (!ret)
-			ret = arb_ref_data(t, bytenr, got, fs->root->id,
-					   in->ino, pos, 1);
+			ret = arb_ref_data(t, bytenr, got, root->id,
+					   obj, pos, 1);
 		if (ret)
 			return ret;
 		in->nbytes += got;

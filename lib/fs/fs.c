@@ -176,8 +176,8 @@ int fs_commit(struct arb_fs *fs)
 		 * shows from now on is the last commit, as on disk */
 		if (fs->vol->running) {
 			arb_txn_abort(fs->vol->running);
-			if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
-				(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID,
+			fs_trees_reload(fs);
+			(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID,
 						   &fs->csum);
 		}
 		fs->txn_dirty = false;
@@ -234,8 +234,8 @@ void fs_abort(struct arb_fs *fs, struct arb_txn *t, int err)
 	fs->failed = true;
 	fs->error = err;
 	fs->txn_dirty = false;
-	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
-		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
+	fs_trees_reload(fs);
+	(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
 }
 
 int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err)
@@ -383,28 +383,30 @@ static int fs_upgrade_root_item(struct arb_fs *fs, uint64_t max_ino)
 	struct arb_txn *t;
 	int ret;
 
-	if (memcmp(fs->root->item.r_uuid, zero, ARB_UUID_SIZE))
+	struct arb_root *root = fs_tree0(fs)->root;
+
+	if (memcmp(root->item.r_uuid, zero, ARB_UUID_SIZE))
 		return 0;
 	ret = arb_txn_begin(fs->vol, &t);
 	if (ret)
 		return ret;
-	arb_root_ensure_uuid(t, fs->root);
-	if (!arb_root_highest_objectid(fs->root))
-		arb_root_note_objectid(t, fs->root, max_ino);
+	arb_root_ensure_uuid(t, root);
+	if (!arb_root_highest_objectid(root))
+		arb_root_note_objectid(t, root, max_ino);
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	arb_log(ARB_LOG_INFO, "filesystem tree had no UUID: gave it one");
 	return fs_commit(fs);
 }
 
-/* highest inode number in use (orphans excluded) */
-static int find_max_ino(struct arb_fs *fs, uint64_t *max)
+/* highest inode objectid in use in tr (orphans excluded) */
+int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max)
 {
 	struct arb_iter it;
 	struct arb_key key = { ARB_ORPHAN_OBJECTID - 1, 255, UINT64_MAX }, k;
 	int ret;
 
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, tr->root);
 	ret = arb_iter_seek_le(&it, &key);
 	if (ret == 0)
 		arb_iter_key(&it, &k);
@@ -491,7 +493,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	}
 	fs->readonly = fs->vol->readonly || o->readonly;
 	fs->bs = fs->vol->sectorsize;
-	ret = arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root);
+	ret = fs_trees_init(fs);
 	if (ret) {
 		if (why)
 			*why = ret == -ENOENT ? "image has no filesystem tree"
@@ -520,7 +522,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 
 	fs_set_reserve(fs);
 
-	ret = find_max_ino(fs, &max_ino);
+	ret = fs_tree_max_ino(fs_tree0(fs), &max_ino);
 	if (ret) {
 		if (why)
 			*why = "cannot read the filesystem tree";
@@ -529,9 +531,9 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	/* an inode number is never handed out twice in a tree: the highest
 	 * one given is kept in the root item (0 in images from before it
 	 * was; then the highest inode present is all there is to go by) */
-	if (arb_root_highest_objectid(fs->root) > max_ino)
-		max_ino = arb_root_highest_objectid(fs->root);
-	fs->next_ino = max_ino + 1;
+	if (arb_root_highest_objectid(fs_tree0(fs)->root) > max_ino)
+		max_ino = arb_root_highest_objectid(fs_tree0(fs)->root);
+	fs_tree0(fs)->next_ino = max_ino + 1;
 
 	fs->vol->pre_commit = fs_pre_commit;
 	fs->vol->pre_commit_arg = fs;
@@ -571,6 +573,7 @@ out_close:
 	arb_vol_close(fs->vol);
 out_free:
 	fs_imem_destroy_all(fs);
+	fs_trees_free(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	pthread_cond_destroy(&fs->fsync_cond);
@@ -613,6 +616,7 @@ int arb_fs_close(struct arb_fs *fs)
 	if (fs->failed && !fs->shutdown_clean && !ret)
 		ret = -EIO;
 	arb_dev_destroy(fs->dev);
+	fs_trees_free(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	pthread_cond_destroy(&fs->fsync_cond);
@@ -657,8 +661,8 @@ int arb_fs_shutdown(struct arb_fs *fs, unsigned mode)
 	arb_vol_shutdown(fs->vol, keep && !ret);
 	fs->txn_dirty = false;
 	/* the aborted transaction's roots are gone: the committed ones */
-	if (arb_root_get(fs->vol, ARB_FS_TREE_ID, &fs->root) == 0)
-		(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
+	fs_trees_reload(fs);
+	(void)arb_root_get(fs->vol, ARB_CSUM_TREE_ID, &fs->csum);
 	arb_log(ARB_LOG_WARN,
 		"shut down (%s): generation %llu is the last on disk; every "
 		"request fails with EIO until the next mount",
@@ -752,7 +756,7 @@ int arb_fs_statfs(struct arb_fs *fs, struct statvfs *sv)
 	/* an inode costs about 256 bytes of metadata */
 	sv->f_ffree = fs->readonly ? 0 : avail / 256;
 	sv->f_favail = sv->f_ffree;
-	sv->f_files = sv->f_ffree + (fs->next_ino - ARB_FIRST_INO);
+	sv->f_files = sv->f_ffree + (fs_tree0(fs)->next_ino - ARB_FIRST_INO);
 	sv->f_namemax = ARB_NAME_MAX;
 	sv->f_fsid = 0;
 	memcpy(&sv->f_fsid, fs->vol->uuid,

@@ -6,6 +6,7 @@
  * Files (one job each):
  *   fs.c       open/close, mkfs, the commit thread, statfs and stats, the
  *              op_begin/op_end transaction wrappers
+ *   inum.c     the fs trees of a mount, inode numbers <-> (tree, objectid)
  *   imem.c     the table of open inodes (pins' delayed data)
  *   orphan.c   pins (arb_fs_open_inode) and orphans
  *   fsync.c    sync, fsync and the group commit
@@ -82,6 +83,21 @@
 /* pending reference changes (extents) past which an operation commits */
 #define ARB_DREF_COMMIT 2048
 
+/*
+ * An fs tree of this mount: the filesystem tree, or (with subvolumes) one
+ * of theirs.  Inode numbers name (tree, objectid) as arbor.h says
+ * (arb_inum); fs_tree_of() finds the tree of one, fs_obj() its objectid,
+ * the key objectid of its items.
+ */
+struct fs_tree {
+	uint64_t id;          /* ROOT_ITEM objectid */
+	uint64_t slot;        /* arb_inum_slot(id) */
+	struct arb_root *root;
+	/* next objectid to hand out (fs_ino_new): above every inode present
+	 * and above the tree's r_highest_objectid */
+	uint64_t next_ino;
+};
+
 /* In-memory twin of struct arb_inode_item (format.h). */
 struct arb_inode {
 	uint64_t ino;
@@ -142,8 +158,12 @@ struct arb_imem {
 struct arb_fs {
 	struct arb_vol *vol;
 	struct arb_dev *dev;
-	/* the fs tree and the checksum tree (reloaded after an abort) */
-	struct arb_root *root, *csum;
+	/* the fs trees this mount has opened (inum.c), trees[0] the
+	 * filesystem tree, and the checksum tree (all reloaded after an
+	 * abort) */
+	struct fs_tree **trees;
+	size_t nr_trees, trees_cap;
+	struct arb_root *csum;
 	struct arb_fs_opts opts;
 	uint32_t max_inline; /* effective, capped to a sector */
 	uint32_t bs;         /* sector size */
@@ -155,9 +175,6 @@ struct arb_fs {
 	 * other failure came first, so close reports success */
 	bool shutdown, shutdown_clean;
 
-	/* next inode number to hand out (fs_ino_new): above every inode
-	 * present and above the tree's r_highest_objectid */
-	uint64_t next_ino;
 	/* where the last extent written (made or extended) ends, in its
 	 * file and on disk: only a write that continues it in both is
 	 * worth looking up for extend_prev (delalloc.c); a hint, never
@@ -267,6 +284,56 @@ void fs_trim_freed(struct arb_fs *fs);
 /* space left for ordinary operations (free - reserve - dirty) */
 uint64_t fs_avail_bytes(struct arb_fs *fs);
 uint64_t fs_free_bytes(struct arb_fs *fs);
+/* ---- inum.c: trees and inode numbers ---- */
+/* open the filesystem tree as trees[0] (at open) */
+int fs_trees_init(struct arb_fs *fs);
+/* after an abort: every tree's root as last committed */
+void fs_trees_reload(struct arb_fs *fs);
+void fs_trees_free(struct arb_fs *fs);
+/* open the fs tree id (a subvolume's) if it is not open yet (lock held):
+ * its inodes can be named from then on; -EINVAL for an id with no slot,
+ * -ENOENT when the root tree has no such tree */
+int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out);
+/* highest inode objectid present in tr (fs.c) */
+int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
+/* the open tree of an inode number's slot, NULL when there is none */
+struct fs_tree *fs_tree_find(const struct arb_fs *fs, uint64_t ino);
+/* the filesystem tree (ARB_FS_TREE_ID) */
+static inline struct fs_tree *fs_tree0(const struct arb_fs *fs)
+{
+	return fs->trees[0];
+}
+/* An inode number names a tree this mount has open and an objectid that
+ * can be an inode's: what every entry point checks first
+ * (fs_inode_read does). */
+bool fs_ino_valid(const struct arb_fs *fs, uint64_t ino);
+/* the tree of an inode number that fs_ino_valid accepted */
+static inline struct fs_tree *fs_tree_of(const struct arb_fs *fs,
+					 uint64_t ino)
+{
+	struct fs_tree *tr = (ino >> ARB_INUM_SHIFT) == 0
+				     ? fs->trees[0]
+				     : fs_tree_find(fs, ino);
+
+	ARB_ASSERT(tr != NULL);
+	return tr;
+}
+static inline struct arb_root *fs_root_of(const struct arb_fs *fs,
+					  uint64_t ino)
+{
+	return fs_tree_of(fs, ino)->root;
+}
+/* the key objectid of an inode's items */
+static inline uint64_t fs_obj(uint64_t ino)
+{
+	return arb_inum_obj(ino);
+}
+/* the inode number of objectid obj in tree tr */
+static inline uint64_t fs_ino(const struct fs_tree *tr, uint64_t obj)
+{
+	return tr->slot << ARB_INUM_SHIFT | obj;
+}
+
 /* ---- imem.c ---- */
 int fs_imem_table_init(struct arb_fs *fs);
 void fs_imem_destroy_all(struct arb_fs *fs);
@@ -307,10 +374,11 @@ int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in);
  * beginning the operation, since a failure inside it aborts the
  * transaction.
  */
-int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, uint64_t *ino);
-static inline bool fs_ino_exhausted(const struct arb_fs *fs)
+int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, struct fs_tree *tr,
+	       uint64_t *ino);
+static inline bool fs_ino_exhausted(const struct fs_tree *tr)
 {
-	return fs->next_ino >= ARB_ORPHAN_OBJECTID;
+	return tr->next_ino > ARB_INUM_OBJ_MAX;
 }
 void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 		      struct arb_stat *st);
@@ -423,6 +491,7 @@ bool fs_check_yield(struct arb_fs *fs);
  * inside it.
  */
 struct fs_xslot {
+	struct arb_root *root; /* the inode's tree */
 	struct arb_key k;
 	const char *name;
 	size_t len;

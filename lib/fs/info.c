@@ -25,7 +25,7 @@ int arb_fs_info(struct arb_fs *fs, struct arb_fs_info *info)
 	info->compat = arb_super_s_compat(sb);
 	info->ro_compat = arb_super_s_ro_compat(sb);
 	info->meta_copies = fs->vol->meta_copies;
-	memcpy(info->fs_tree_uuid, fs->root->item.r_uuid,
+	memcpy(info->fs_tree_uuid, fs_tree0(fs)->root->item.r_uuid,
 	       sizeof(info->fs_tree_uuid));
 	info->readonly = fs->readonly;
 	fs_unlock(fs);

@@ -61,7 +61,7 @@ void fs_inode_pack(struct arb_inode_item *d, const struct arb_inode *in)
 
 static void inode_key(struct arb_key *k, uint64_t ino)
 {
-	k->objectid = ino;
+	k->objectid = fs_obj(ino);
 	k->type = ARB_INODE_ITEM;
 	k->offset = 0;
 }
@@ -72,10 +72,10 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 	struct arb_key k;
 	int ret;
 
-	if (ino < ARB_FIRST_INO || ino >= ARB_ORPHAN_OBJECTID)
+	if (!fs_ino_valid(fs, ino))
 		return -ENOENT;
 	inode_key(&k, ino);
-	ret = arb_lookup_item(fs->root, &k, &d, sizeof(d));
+	ret = arb_lookup_item(fs_root_of(fs, ino), &k, &d, sizeof(d));
 	/* after an aborted transaction, its new inodes are gone while the
 	 * kernel may still hold them open: an I/O error for those, not "no
 	 * such file" for a file the caller has open */
@@ -99,10 +99,10 @@ void fs_inode_prefetch(struct arb_fs *fs, uint64_t ino)
 {
 	struct arb_key k;
 
-	if (ino < ARB_FIRST_INO || ino >= ARB_ORPHAN_OBJECTID)
+	if (!fs_ino_valid(fs, ino))
 		return;
 	inode_key(&k, ino);
-	arb_prefetch_leaf(fs->root, &k);
+	arb_prefetch_leaf(fs_root_of(fs, ino), &k);
 }
 
 int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
@@ -114,7 +114,8 @@ int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 	inode_key(&k, in->ino);
 	if (in->nbytes_merge && in->read_seq != fs->commit_seq) {
 		/* a commit ran since this copy was read: keep its nbytes */
-		ret = arb_lookup_item(fs->root, &k, &d, sizeof(d));
+		ret = arb_lookup_item(fs_root_of(fs, in->ino), &k, &d,
+				      sizeof(d));
 		if (ret < 0)
 			return ret;
 		if ((size_t)ret < sizeof(d))
@@ -124,7 +125,7 @@ int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 	}
 	in->transid = t->transid;
 	fs_inode_pack(&d, in);
-	ret = arb_update_item(t, fs->root, &k, &d, sizeof(d));
+	ret = arb_update_item(t, fs_root_of(fs, in->ino), &k, &d, sizeof(d));
 	if (!ret) {
 		in->nbytes_read = in->nbytes;
 		in->read_seq = fs->commit_seq;
@@ -140,19 +141,20 @@ int fs_inode_insert(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 	in->transid = t->transid;
 	fs_inode_pack(&d, in);
 	inode_key(&k, in->ino);
-	return arb_insert_item(t, fs->root, &k, &d, sizeof(d));
+	return arb_insert_item(t, fs_root_of(fs, in->ino), &k, &d, sizeof(d));
 }
 
-int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, uint64_t *ino)
+int fs_ino_new(struct arb_fs *fs, struct arb_txn *t, struct fs_tree *tr,
+	       uint64_t *ino)
 {
 	/* a number handed out again would make a new file look like the
 	 * old one to whatever kept its st_ino (an NFS file handle, a backup
-	 * tool); the objectids from ARB_ORPHAN_OBJECTID up mean something
-	 * else */
-	if (fs_ino_exhausted(fs))
+	 * tool); past ARB_INUM_OBJ_MAX an objectid has no inode number */
+	(void)fs;
+	if (fs_ino_exhausted(tr))
 		return -ENOSPC;
-	*ino = fs->next_ino++;
-	arb_root_note_objectid(t, fs->root, *ino);
+	arb_root_note_objectid(t, tr->root, tr->next_ino);
+	*ino = fs_ino(tr, tr->next_ino++);
 	return 0;
 }
 
@@ -367,23 +369,25 @@ static int inode_delete_items(struct arb_fs *fs, struct arb_txn *t,
 	struct arb_path path;
 	int ret, slot, nr, n;
 	struct arb_node *leaf;
+	struct arb_root *root = fs_root_of(fs, ino);
+	uint64_t obj = fs_obj(ino);
 
 	for (;;) {
-		key.objectid = ino;
+		key.objectid = obj;
 		key.type = 0;
 		key.offset = 0;
-		arb_iter_init(&it, fs->root);
+		arb_iter_init(&it, root);
 		ret = arb_iter_seek(&it, &key);
 		if (ret == 0)
 			arb_iter_key(&it, &k);
 		arb_iter_release(&it);
 		if (ret < 0)
 			return ret;
-		if (ret == 1 || k.objectid != ino)
+		if (ret == 1 || k.objectid != obj)
 			return 0;
 
 		arb_path_init(&path);
-		ret = arb_search_slot(t, fs->root, &k, &path, -1, 1);
+		ret = arb_search_slot(t, root, &k, &path, -1, 1);
 		if (ret) {
 			arb_path_release(fs->vol, &path);
 			return ret < 0 ? ret : -EUCLEAN;
@@ -394,7 +398,7 @@ static int inode_delete_items(struct arb_fs *fs, struct arb_txn *t,
 		for (nr = 0; slot + nr < n; nr++) {
 			struct arb_key ik;
 			arb_node_key(leaf, slot + nr, &ik);
-			if (ik.objectid != ino)
+			if (ik.objectid != obj)
 				break;
 			if (ik.type == ARB_EXTENT_DATA &&
 			    arb_item_size(leaf, slot + nr) >=
@@ -407,7 +411,7 @@ static int inode_delete_items(struct arb_fs *fs, struct arb_txn *t,
 					ret = arb_ref_data(
 						t, arb_file_extent_f_disk_bytenr(fe),
 						arb_file_extent_f_disk_num_bytes(fe),
-						fs->root->id, ino,
+						root->id, obj,
 						ik.offset -
 							arb_file_extent_f_offset(fe),
 						-1);
@@ -418,7 +422,7 @@ static int inode_delete_items(struct arb_fs *fs, struct arb_txn *t,
 				}
 			}
 		}
-		ret = arb_del_items(t, fs->root, &path, slot, nr);
+		ret = arb_del_items(t, root, &path, slot, nr);
 		arb_path_release(fs->vol, &path);
 		if (ret)
 			return ret;
@@ -441,9 +445,9 @@ int fs_inode_free(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
 		return ret;
 	k.objectid = ARB_ORPHAN_OBJECTID;
 	k.type = ARB_ORPHAN_ITEM;
-	k.offset = ino;
-	if (fs_item_exists(fs->root, &k))
-		ret = arb_del_item(t, fs->root, &k);
+	k.offset = fs_obj(ino);
+	if (fs_item_exists(fs_root_of(fs, ino), &k))
+		ret = arb_del_item(t, fs_root_of(fs, ino), &k);
 	return ret;
 }
 
@@ -455,13 +459,15 @@ int fs_inode_unlinked(struct arb_fs *fs, struct arb_txn *t,
 	if (fs_inode_pinned(fs, in->ino)) {
 		/* keep it until the last release; the orphan item makes the
 		 * next mount free it after a crash */
+		struct arb_root *root = fs_root_of(fs, in->ino);
+
 		k.objectid = ARB_ORPHAN_OBJECTID;
 		k.type = ARB_ORPHAN_ITEM;
-		k.offset = in->ino;
-		if (fs_item_exists(fs->root, &k))
+		k.offset = fs_obj(in->ino);
+		if (fs_item_exists(root, &k))
 			return fs_inode_write(fs, t, in);
 		uint8_t dummy = 0;
-		int ret = arb_insert_item(t, fs->root, &k, &dummy, 0);
+		int ret = arb_insert_item(t, root, &k, &dummy, 0);
 		if (ret)
 			return ret;
 		return fs_inode_write(fs, t, in);

@@ -13,20 +13,21 @@
 
 /* ---- orphans ----------------------------------------------------------- */
 
-/* Free the inodes left by unlinks of open files before a crash. */
-int fs_free_orphans(struct arb_fs *fs)
+/* Free the orphans of one tree; *n counts them. */
+static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
+			     uint64_t *n)
 {
 	struct arb_iter it;
 	struct arb_key key, k;
 	struct arb_txn *t;
-	uint64_t n = 0;
+	bool bad;
 	int ret;
 
 	for (;;) {
 		key.objectid = ARB_ORPHAN_OBJECTID;
 		key.type = ARB_ORPHAN_ITEM;
 		key.offset = 0;
-		arb_iter_init(&it, fs->root);
+		arb_iter_init(&it, tr->root);
 		ret = arb_iter_seek(&it, &key);
 		if (ret == 0)
 			arb_iter_key(&it, &k);
@@ -35,19 +36,40 @@ int fs_free_orphans(struct arb_fs *fs)
 			return ret;
 		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
 		    k.type != ARB_ORPHAN_ITEM)
-			break;
+			return 0;
+		bad = k.offset < ARB_FIRST_INO || k.offset > ARB_INUM_OBJ_MAX;
+		if (bad)
+			arb_log(ARB_LOG_WARN,
+				"tree %llu: dropping an orphan item for "
+				"objectid %llu, which no inode can have",
+				(unsigned long long)tr->id,
+				(unsigned long long)k.offset);
 		ret = arb_txn_begin(fs->vol, &t);
 		if (ret)
 			return ret;
-		ret = fs_inode_free(fs, t, k.offset);
-		if (!ret && fs_item_exists(fs->root, &k))
-			ret = arb_del_item(t, fs->root, &k);
+		ret = bad ? 0 : fs_inode_free(fs, t, fs_ino(tr, k.offset));
+		if (!ret && fs_item_exists(tr->root, &k))
+			ret = arb_del_item(t, tr->root, &k);
 		if (ret) {
 			fs_abort(fs, t, ret);
 			return ret;
 		}
 		arb_txn_end(t);
-		n++;
+		(*n)++;
+	}
+}
+
+/* Free the inodes left by unlinks of open files before a crash. */
+int fs_free_orphans(struct arb_fs *fs)
+{
+	uint64_t n = 0;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < fs->nr_trees; i++) {
+		ret = free_tree_orphans(fs, fs->trees[i], &n);
+		if (ret)
+			return ret;
 	}
 	if (n) {
 		arb_log(ARB_LOG_INFO, "freed %llu orphan inode(s)",

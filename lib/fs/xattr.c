@@ -110,7 +110,7 @@ static int entry_value_read(struct arb_fs *fs, const struct fs_xslot *s,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < pieces && !ret; i++) {
 		piece_key(&k, s->k.objectid, arb_xattr_ref_x_id(&r) + i);
-		ret = arb_lookup_item(fs->root, &k, piece, max);
+		ret = arb_lookup_item(s->root, &k, piece, max);
 		if (ret == -ENOENT || (ret >= 0 && (ret == 0 ||
 						    (size_t)ret > len - done)))
 			ret = -EUCLEAN;
@@ -138,11 +138,12 @@ static int entry_pieces_del(struct arb_fs *fs, struct arb_txn *t,
 	struct arb_key k;
 	int ret;
 
+	(void)fs;
 	if (!entry_ref(s, &r))
 		return 0;
 	for (uint32_t i = 0; i < arb_xattr_ref_x_pieces(&r); i++) {
 		piece_key(&k, s->k.objectid, arb_xattr_ref_x_id(&r) + i);
-		ret = arb_del_item(t, fs->root, &k);
+		ret = arb_del_item(t, s->root, &k);
 		if (ret && ret != -ENOENT)
 			return ret;
 	}
@@ -177,7 +178,7 @@ static int pieces_write(struct arb_fs *fs, struct arb_txn *t,
 	 * bits) may hold the place: the next free multiple of 65536 */
 	for (tries = 0; tries < 64; tries++, id += 0x10000) {
 		piece_key(&k, s->k.objectid, id);
-		if (!fs_item_exists(fs->root, &k))
+		if (!fs_item_exists(s->root, &k))
 			break;
 	}
 	if (tries == 64)
@@ -187,7 +188,7 @@ static int pieces_write(struct arb_fs *fs, struct arb_txn *t,
 		size_t len = size - off < psize ? size - off : psize;
 
 		piece_key(&k, s->k.objectid, id + i);
-		ret = arb_insert_item(t, fs->root, &k, value + off,
+		ret = arb_insert_item(t, s->root, &k, value + off,
 				      (uint32_t)len);
 		if (ret)
 			return ret;
@@ -214,10 +215,11 @@ int fs_xslot_load(struct arb_fs *fs, uint64_t ino, const char *name,
 	s->buf = malloc(s->max);
 	if (!s->buf)
 		return -ENOMEM;
-	s->k.objectid = ino;
+	s->root = fs_root_of(fs, ino);
+	s->k.objectid = fs_obj(ino);
 	s->k.type = ARB_XATTR_ITEM;
 	s->k.offset = arb_name_hash(name, len);
-	ret = arb_lookup_item(fs->root, &s->k, s->buf, s->max);
+	ret = arb_lookup_item(s->root, &s->k, s->buf, s->max);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret < 0)
@@ -272,9 +274,9 @@ int fs_xslot_store(struct arb_fs *fs, struct arb_txn *t, struct fs_xslot *s,
 	if (!value) {
 		if (s->isize == 0) {
 			s->item = false;
-			return arb_del_item(t, fs->root, &s->k);
+			return arb_del_item(t, s->root, &s->k);
 		}
-		return arb_update_item(t, fs->root, &s->k, s->buf,
+		return arb_update_item(t, s->root, &s->k, s->buf,
 				       (uint32_t)s->isize);
 	}
 	if (!xslot_inline(s, size)) {
@@ -293,10 +295,10 @@ int fs_xslot_store(struct arb_fs *fs, struct arb_txn *t, struct fs_xslot *s,
 	fs_dent_fill(s->buf + s->isize, 0, t->transid, type, s->name, s->len,
 		     data, dsize);
 	if (s->item)
-		ret = arb_update_item(t, fs->root, &s->k, s->buf,
+		ret = arb_update_item(t, s->root, &s->k, s->buf,
 				      (uint32_t)nsize);
 	else
-		ret = arb_insert_item(t, fs->root, &s->k, s->buf,
+		ret = arb_insert_item(t, s->root, &s->k, s->buf,
 				      (uint32_t)nsize);
 	if (!ret) {
 		s->off = s->isize;
@@ -467,7 +469,7 @@ out:
 ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 			 size_t size)
 {
-	struct arb_key k = { ino, ARB_XATTR_ITEM, 0 };
+	struct arb_key k = { fs_obj(ino), ARB_XATTR_ITEM, 0 };
 	struct arb_inode in;
 	struct arb_iter it;
 	size_t total = 0;
@@ -480,7 +482,7 @@ ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 		ret = r;
 		goto out;
 	}
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, fs_root_of(fs, ino));
 	r = arb_iter_seek(&it, &k);
 	while (r == 0) {
 		const uint8_t *d = arb_iter_data(&it);
@@ -488,7 +490,7 @@ ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 		size_t pos = 0;
 
 		arb_iter_key(&it, &k);
-		if (k.objectid != ino || k.type != ARB_XATTR_ITEM)
+		if (k.objectid != fs_obj(ino) || k.type != ARB_XATTR_ITEM)
 			break;
 		while (pos < isize) {
 			const struct arb_dir_entry *e;

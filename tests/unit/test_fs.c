@@ -347,7 +347,7 @@ static int count_items(struct arb_root *root, uint64_t objectid, uint8_t type)
 /* number of EXTENT_DATA items of ino (internal look) */
 static int count_extents(uint64_t ino)
 {
-	return count_items(fs->root, ino, ARB_EXTENT_DATA);
+	return count_items(fs_tree0(fs)->root, ino, ARB_EXTENT_DATA);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -1805,7 +1805,7 @@ START_TEST(test_csum_error)
 
 	write_pattern(f, 0, 64 * 1024, 1);
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
-	ck_assert_int_eq(arb_lookup_item(fs->root, &k, &fe, sizeof(fe)),
+	ck_assert_int_eq(arb_lookup_item(fs_tree0(fs)->root, &k, &fe, sizeof(fe)),
 			 (int)sizeof(fe));
 	uint64_t disk = arb_file_extent_f_disk_bytenr(&fe);
 	reopen(); /* drop cached state */
@@ -2768,7 +2768,8 @@ START_TEST(test_append_extends_extent)
 		write_pattern(f, (uint64_t)i * 4096, 4096, 7);
 		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
 	}
-	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 2);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, f, ARB_EXTENT_DATA),
+			 2);
 	ck_assert_int_eq(count_items(fs->csum, ARB_EXTENT_CSUM_OBJECTID,
 				     ARB_EXTENT_CSUM), 2);
 	crash_enter(&cv);
@@ -2780,13 +2781,15 @@ START_TEST(test_append_extends_extent)
 	/* a piece in the middle of the first extent: three of it */
 	write_pattern(f, 100 * 4096, 8192, 8);
 	ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
-	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 4);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, f, ARB_EXTENT_DATA),
+			 4);
 	for (i = 300; i < 310; i++) {
 		write_pattern(f, (uint64_t)i * 4096, 4096, 7);
 		ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
 	}
 	/* the 8 KiB lie between: one more extent for the ten appends */
-	ck_assert_int_eq(count_items(fs->root, f, ARB_EXTENT_DATA), 5);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, f, ARB_EXTENT_DATA),
+			 5);
 
 	/* two files appended in turn: nothing to extend */
 	a = mkfile(ROOT, "a");
@@ -2797,8 +2800,10 @@ START_TEST(test_append_extends_extent)
 		write_pattern(b, (uint64_t)i * 4096, 4096, 10);
 		ck_assert_int_eq(arb_fs_fsync(fs, b, false), 0);
 	}
-	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), 20);
-	ck_assert_int_eq(count_items(fs->root, b, ARB_EXTENT_DATA), 20);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, a, ARB_EXTENT_DATA),
+			 20);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, b, ARB_EXTENT_DATA),
+			 20);
 	check_clean();
 
 	crash_enter(&cv);
@@ -2910,7 +2915,8 @@ START_TEST(test_append_grow_crash)
 		end[i] = arb_dev_log_len(log);
 	}
 	/* the appends grew the extent: not one extent per block */
-	ck_assert_int_le(count_items(fs->root, f, ARB_EXTENT_DATA), 2);
+	ck_assert_int_le(count_items(fs_tree0(fs)->root, f, ARB_EXTENT_DATA),
+			 2);
 	len = arb_dev_log_len(log);
 	nf = arb_dev_log_flushes(log, flushes,
 				 sizeof(flushes) / sizeof(flushes[0]));
@@ -3079,7 +3085,7 @@ static struct arb_root *clone_fs_tree(uint64_t id)
 	struct arb_root *c;
 
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
-	ck_assert_int_eq(arb_root_clone(t, fs->root, id, &c), 0);
+	ck_assert_int_eq(arb_root_clone(t, fs_tree0(fs)->root, id, &c), 0);
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
@@ -3143,8 +3149,9 @@ START_TEST(test_append_after_clone)
 	}
 	write_pattern(a, (uint64_t)n * 4096, 4096, 1);
 	ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
-	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 1);
-	ck_assert_int_ge(arb_level(fs->root->node), 1);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, a, ARB_EXTENT_DATA),
+			 n + 1);
+	ck_assert_int_ge(arb_level(fs_tree0(fs)->root->node), 1);
 
 	c = clone_fs_tree(CLONE_ID);
 	write_pattern(a, (uint64_t)(n + 1) * 4096, 4096, 1);
@@ -3163,7 +3170,8 @@ START_TEST(test_append_after_clone)
 		write_pattern(a, (uint64_t)i * 4096, 4096, 1);
 		ck_assert_int_eq(arb_fs_fsync(fs, a, false), 0);
 	}
-	ck_assert_int_eq(count_items(fs->root, a, ARB_EXTENT_DATA), n + 2);
+	ck_assert_int_eq(count_items(fs_tree0(fs)->root, a, ARB_EXTENT_DATA),
+			 n + 2);
 	check_clean();
 
 	drop_tree(CLONE_ID);
@@ -3237,10 +3245,11 @@ static void fs_root_item_age(bool highest, bool uuid)
 
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
 	if (highest)
-		arb_set_root_item_r_highest_objectid(&fs->root->item, 0);
+		arb_set_root_item_r_highest_objectid(&fs_tree0(fs)->root->item,
+						     0);
 	if (uuid)
-		memset(fs->root->item.r_uuid, 0, ARB_UUID_SIZE);
-	fs->root->dirty = true;
+		memset(fs_tree0(fs)->root->item.r_uuid, 0, ARB_UUID_SIZE);
+	fs_tree0(fs)->root->dirty = true;
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
@@ -3253,6 +3262,156 @@ static void fs_root_item_age(bool highest, bool uuid)
  * the next file.  The highest number handed out is now committed in the
  * fs tree's root item with the inode that got it.
  */
+/* inode numbers name (tree, objectid): the packing of arbor.h */
+START_TEST(test_inum_packing)
+{
+	bool ok;
+
+	ck_assert_uint_eq(arb_inum(5, ARB_ROOT_INO), ARB_ROOT_INO);
+	ck_assert_uint_eq(arb_inum(256, 256), (1ULL << 40) | 256);
+	ck_assert_uint_eq(arb_inum_tree((1ULL << 40) | 300), 256);
+	ck_assert_uint_eq(arb_inum_tree(300), 5);
+	ck_assert_uint_eq(arb_inum_obj((7ULL << 40) | 300), 300);
+	ck_assert_uint_eq(arb_inum_tree(arb_inum(1000, 77)), 1000);
+	ck_assert_uint_eq(arb_inum_slot(5, &ok), 0);
+	ck_assert(ok);
+	arb_inum_slot(7, &ok); /* the checksum tree: no inodes */
+	ck_assert(!ok);
+	arb_inum_slot(255, &ok);
+	ck_assert(!ok);
+	ck_assert_uint_eq(arb_inum_slot(ARB_INUM_FIRST_SUBVOL - 1 +
+					ARB_INUM_SLOT_MAX, &ok),
+			  ARB_INUM_SLOT_MAX);
+	ck_assert(ok);
+	arb_inum_slot(ARB_INUM_FIRST_SUBVOL + ARB_INUM_SLOT_MAX, &ok);
+	ck_assert(!ok);
+	/* a tree this mount has not opened: no such inode */
+	struct arb_stat st;
+	ck_assert_int_eq(arb_fs_getattr(fs, arb_inum(300, ARB_ROOT_INO), &st),
+			 -ENOENT);
+	ck_assert_int_eq(arb_fs_lookup(fs, arb_inum(300, ARB_ROOT_INO), "a",
+				       &st),
+			 -ENOENT);
+}
+END_TEST
+
+struct rd_inos {
+	uint64_t ino[8];
+	int n;
+};
+
+static int rd_collect(void *ctx, const char *name, const struct arb_stat *st,
+		      uint64_t next)
+{
+	struct rd_inos *r = ctx;
+
+	(void)name;
+	(void)next;
+	if (r->n < 8)
+		r->ino[r->n++] = st->ino;
+	return 0;
+}
+
+/*
+ * Every path of the POSIX layer through a second tree: a clone of the
+ * filesystem tree opened as tree 256 (what a snapshot will be), its
+ * inodes named by arb_inum(256, objectid).  Reads see the clone's data,
+ * writes, appends, truncates, xattrs, creates and unlinks in either tree
+ * stay there, links and renames across get EXDEV, and the check is clean.
+ */
+START_TEST(test_second_tree)
+{
+	uint64_t a, d, x, croot, ca, cd, cx, n;
+	struct fs_tree *tr;
+	struct arb_stat st;
+	struct rd_inos rd = { .n = 0 };
+	char v[16];
+	int i;
+
+	a = mkfile(ROOT, "a");
+	write_pattern(a, 0, 256 * 1024, 1);
+	ck_assert_int_eq(arb_fs_setxattr(fs, a, "user.k", "v1", 2, 0), 0);
+	d = mkdir_(ROOT, "d");
+	x = mkfile(d, "x");
+	write_pattern(x, 0, 100, 2);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	clone_fs_tree(CLONE_ID);
+	fs_lock(fs);
+	ck_assert_int_eq(fs_tree_open(fs, CLONE_ID, &tr), 0);
+	fs_unlock(fs);
+	ck_assert_uint_eq(tr->slot, 1);
+
+	croot = arb_inum(CLONE_ID, ARB_ROOT_INO);
+	ck_assert_int_eq(arb_fs_getattr(fs, croot, &st), 0);
+	ck_assert_uint_eq(st.ino, croot);
+	ca = lookup(croot, "a");
+	cd = lookup(croot, "d");
+	ck_assert_uint_eq(ca, arb_inum(CLONE_ID, a));
+	ck_assert_uint_eq(cd, arb_inum(CLONE_ID, d));
+	cx = lookup(cd, "x");
+	ck_assert_uint_eq(cx, arb_inum(CLONE_ID, x));
+	expect_pattern(ca, 0, 256 * 1024, 1);
+	expect_pattern(cx, 0, 100, 2);
+	ck_assert_int_eq(arb_fs_getxattr(fs, ca, "user.k", v, sizeof(v)), 2);
+	ck_assert_int_eq(memcmp(v, "v1", 2), 0);
+
+	/* changes to either side stay there, through commits */
+	write_pattern(ca, 4096, 8192, 3);
+	write_pattern(a, 256 * 1024, 4096, 1); /* append to the source */
+	ck_assert_int_eq(arb_fs_fallocate(fs, cx, 0, 0, 1 << 20), 0);
+	ck_assert_int_eq(arb_fs_setxattr(fs, ca, "user.k", "v2", 2, 0), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	expect_pattern(a, 0, 256 * 1024 + 4096, 1);
+	expect_pattern(ca, 0, 4096, 1);
+	expect_pattern(ca, 4096, 8192, 3);
+	expect_pattern(ca, 12288, 256 * 1024 - 12288, 1);
+	ck_assert_int_eq(arb_fs_getattr(fs, ca, &st), 0);
+	ck_assert_uint_eq(st.size, 256 * 1024);
+	ck_assert_int_eq(arb_fs_getattr(fs, x, &st), 0);
+	ck_assert_uint_eq(st.size, 100);
+	ck_assert_int_eq(arb_fs_getxattr(fs, a, "user.k", v, sizeof(v)), 2);
+	ck_assert_int_eq(memcmp(v, "v1", 2), 0);
+
+	/* new inodes take numbers of their tree */
+	n = mkfile(croot, "new");
+	ck_assert_uint_eq(arb_inum_tree(n), CLONE_ID);
+	ck_assert_uint_gt(arb_inum_obj(n), x);
+	ck_assert_uint_eq(lookup(ROOT, "new"), 0);
+	ck_assert_int_eq(arb_fs_readdir(fs, croot, 0, true, rd_collect, &rd),
+			 0);
+	ck_assert_int_ge(rd.n, 5);
+	for (i = 0; i < rd.n; i++)
+		ck_assert_uint_eq(arb_inum_tree(rd.ino[i]), CLONE_ID);
+
+	/* nothing crosses: links and renames between trees */
+	ck_assert_int_eq(arb_fs_link(fs, n, ROOT, "l", &st), -EXDEV);
+	ck_assert_int_eq(arb_fs_rename(fs, croot, "new", ROOT, "new", 0),
+			 -EXDEV);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", cd, "a", 0), -EXDEV);
+	ck_assert_int_eq(arb_fs_rename(fs, croot, "new", cd, "new2", 0), 0);
+	ck_assert_int_eq(arb_fs_link(fs, n, croot, "l", &st), 0);
+
+	/* an unlink in the clone leaves the source's file */
+	ck_assert_int_eq(arb_fs_unlink(fs, croot, "a"), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, cd, "x"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	expect_pattern(a, 0, 256 * 1024 + 4096, 1);
+	expect_pattern(x, 0, 100, 2);
+	ck_assert_uint_eq(lookup(croot, "a"), 0);
+	check_clean();
+	reopen();
+	expect_pattern(a, 0, 256 * 1024 + 4096, 1);
+	/* the reopened mount has not opened tree 256 */
+	ck_assert_int_eq(arb_fs_getattr(fs, croot, &st), -ENOENT);
+	fs_lock(fs);
+	ck_assert_int_eq(fs_tree_open(fs, CLONE_ID, &tr), 0);
+	ck_assert_uint_eq(tr->next_ino, arb_inum_obj(n) + 1);
+	fs_unlock(fs);
+	ck_assert_uint_eq(lookup(cd, "new2"), n);
+	drop_tree(CLONE_ID);
+}
+END_TEST
+
 START_TEST(test_ino_not_reused)
 {
 	struct arb_root_item ri;
@@ -3461,6 +3620,8 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_append_after_clone);
 	tcase_add_test(tc, test_pushdown_commits);
 	tcase_add_test(tc, test_ino_not_reused);
+	tcase_add_test(tc, test_inum_packing);
+	tcase_add_test(tc, test_second_tree);
 	tcase_add_test(tc, test_tree_uuids);
 	suite_add_tcase(s, tc);
 	return s;

@@ -224,7 +224,7 @@ START_TEST(test_tree_refcount_repair)
 	size_t total;
 
 	fs_lock(fs);
-	k.objectid = fs->root->node->bytenr;
+	k.objectid = fs_tree0(fs)->root->node->bytenr;
 	k.type = ARB_EXTENT_ITEM;
 	k.offset = fs->vol->nodesize;
 	ck_assert_int_eq(arb_lookup_item(fs->vol->extent_root, &k, buf,
@@ -266,8 +266,8 @@ START_TEST(test_node_copy_repair)
 	uint32_t ns;
 	size_t total;
 
-	a = fs->root->node->bytenr;
-	m = fs->root->node->mirror;
+	a = fs_tree0(fs)->root->node->bytenr;
+	m = fs_tree0(fs)->root->node->mirror;
 	ns = fs->vol->nodesize;
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	ck_assert_uint_ne(m, 0);
@@ -308,9 +308,9 @@ START_TEST(test_leak_repair)
 	k.objectid = file_ino(fs);
 	k.type = ARB_EXTENT_DATA;
 	k.offset = 0;
-	ck_assert(fs_item_exists(fs->root, &k));
+	ck_assert(fs_item_exists(fs_tree0(fs)->root, &k));
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
-	ck_assert_int_eq(arb_del_item(t, fs->root, &k), 0);
+	ck_assert_int_eq(arb_del_item(t, fs_tree0(fs)->root, &k), 0);
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(fs_commit(fs), 0);
@@ -336,7 +336,7 @@ static void file_extent(struct arb_fs *fs, uint64_t *addr, uint64_t *len)
 	struct arb_key k = { file_ino(fs), ARB_EXTENT_DATA, 0 };
 	struct arb_file_extent fe;
 
-	ck_assert_int_ge(arb_lookup_item(fs->root, &k, &fe, sizeof(fe)),
+	ck_assert_int_ge(arb_lookup_item(fs_tree0(fs)->root, &k, &fe, sizeof(fe)),
 			 (int)sizeof(fe));
 	ck_assert_int_eq(arb_file_extent_f_type(&fe), ARB_FILE_EXTENT_REG);
 	*addr = arb_file_extent_f_disk_bytenr(&fe);
@@ -481,8 +481,8 @@ static void set_highest(uint64_t v)
 
 	fs_lock(fs);
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
-	arb_set_root_item_r_highest_objectid(&fs->root->item, v);
-	fs->root->dirty = true;
+	arb_set_root_item_r_highest_objectid(&fs_tree0(fs)->root->item, v);
+	fs_tree0(fs)->root->dirty = true;
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(fs_commit(fs), 0);
@@ -505,7 +505,7 @@ START_TEST(test_highest_objectid)
 
 	/* setup made d (257) and f (258) */
 	fs = open_fs(false);
-	ck_assert_uint_eq(arb_root_highest_objectid(fs->root), 258);
+	ck_assert_uint_eq(arb_root_highest_objectid(fs_tree0(fs)->root), 258);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
 	ck_assert_uint_eq(total, 0);
@@ -522,7 +522,7 @@ START_TEST(test_highest_objectid)
 	ck_assert_uint_eq(count(ARB_PB_HIGHEST_INO, &total), 0);
 	ck_assert_uint_eq(total, 0);
 	fs = open_fs(false);
-	ck_assert_uint_eq(arb_root_highest_objectid(fs->root), 258);
+	ck_assert_uint_eq(arb_root_highest_objectid(fs_tree0(fs)->root), 258);
 	f = file_ino(fs);
 	ck_assert_uint_eq(f, 258);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
@@ -656,7 +656,7 @@ START_TEST(test_parts_same_problems)
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
 	for (size_t i = 0; i < nkeys; i += 13)
 		set_refs(t, fs, &keys[i], 5);
-	k.objectid = fs->root->node->bytenr;
+	k.objectid = fs_tree0(fs)->root->node->bytenr;
 	k.type = ARB_EXTENT_ITEM;
 	k.offset = fs->vol->nodesize;
 	set_refs(t, fs, &k, 9);
@@ -688,7 +688,7 @@ START_TEST(test_parts_same_problems)
 	k.type = ARB_EXTENT_DATA;
 	k.offset = 0;
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
-	ck_assert_int_eq(arb_del_item(t, fs->root, &k), 0);
+	ck_assert_int_eq(arb_del_item(t, fs_tree0(fs)->root, &k), 0);
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(fs_commit(fs), 0);
@@ -751,7 +751,7 @@ START_TEST(test_compressed_extent)
 	fs_lock(fs);
 	ino = file_ino(fs);
 	k = (struct arb_key){ ino, ARB_EXTENT_DATA, 0 };
-	arb_iter_init(&it, fs->root);
+	arb_iter_init(&it, fs_tree0(fs)->root);
 	ck_assert_int_eq(arb_iter_seek(&it, &k), 0);
 	arb_iter_key(&it, &k);
 	ck_assert_uint_eq(k.objectid, ino);
@@ -762,7 +762,8 @@ START_TEST(test_compressed_extent)
 	ck_assert_uint_eq(arb_file_extent_f_type(&fe), ARB_FILE_EXTENT_REG);
 	arb_set_file_extent_f_compression(&fe, 1);
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
-	ck_assert_int_eq(arb_update_item(t, fs->root, &k, &fe, sizeof(fe)), 0);
+	ck_assert_int_eq(arb_update_item(t, fs_tree0(fs)->root, &k, &fe,
+					 sizeof(fe)), 0);
 	arb_txn_end(t);
 	fs->txn_dirty = true;
 	ck_assert_int_eq(fs_commit(fs), 0);

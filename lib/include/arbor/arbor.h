@@ -26,6 +26,55 @@ extern "C" {
 #endif
 
 #define ARB_ROOT_INO 256ULL
+
+/*
+ * Inode numbers across trees.  A mount has one st_dev, so st_ino alone
+ * must tell apart the inodes of its trees (the filesystem tree and, with
+ * subvolumes, theirs): st_ino = slot << ARB_INUM_SHIFT | objectid, where
+ * objectid is the inode's number inside its tree (the key objectid of its
+ * items, at most ARB_INUM_OBJ_MAX) and the slot names the tree: 0 for
+ * the filesystem tree (id 5, so that its inodes keep the numbers they
+ * had before subvolumes existed), id - 255 for a subvolume tree (ids from
+ * ARB_INUM_FIRST_SUBVOL).  A pure function of (tree, objectid): the same
+ * inode has the same number across remounts and daemon restarts, which
+ * NFS export handles depend on.  Up to 2^24 - 1 subvolume trees and 2^40
+ * inode numbers per tree.  Inode numbers passed to and returned by this
+ * API are these; ARB_ROOT_INO is the filesystem tree's root directory.
+ */
+#define ARB_INUM_SHIFT 40
+#define ARB_INUM_OBJ_MAX ((1ULL << ARB_INUM_SHIFT) - 1)
+#define ARB_INUM_FS_TREE 5ULL
+#define ARB_INUM_FIRST_SUBVOL 256ULL
+#define ARB_INUM_SLOT_MAX ((1ULL << (64 - ARB_INUM_SHIFT)) - 1)
+/* slot of tree id, or 0 with *ok false for an id that has none */
+static inline uint64_t arb_inum_slot(uint64_t tree, bool *ok)
+{
+	*ok = tree == ARB_INUM_FS_TREE ||
+	      (tree >= ARB_INUM_FIRST_SUBVOL &&
+	       tree - (ARB_INUM_FIRST_SUBVOL - 1) <= ARB_INUM_SLOT_MAX);
+	if (!*ok || tree == ARB_INUM_FS_TREE)
+		return 0;
+	return tree - (ARB_INUM_FIRST_SUBVOL - 1);
+}
+/* st_ino of objectid obj in tree (a tree with a slot, obj in range) */
+static inline uint64_t arb_inum(uint64_t tree, uint64_t obj)
+{
+	bool ok;
+	uint64_t slot = arb_inum_slot(tree, &ok);
+
+	return slot << ARB_INUM_SHIFT | (obj & ARB_INUM_OBJ_MAX);
+}
+/* the tree id and the objectid an st_ino names */
+static inline uint64_t arb_inum_tree(uint64_t ino)
+{
+	uint64_t slot = ino >> ARB_INUM_SHIFT;
+
+	return slot ? slot + (ARB_INUM_FIRST_SUBVOL - 1) : ARB_INUM_FS_TREE;
+}
+static inline uint64_t arb_inum_obj(uint64_t ino)
+{
+	return ino & ARB_INUM_OBJ_MAX;
+}
 #define ARB_NAME_MAX 255
 #define ARB_XATTR_NAME_MAX 255
 /* as Linux's XATTR_SIZE_MAX; values past 16,000 bytes (or past what fits
