@@ -96,6 +96,7 @@ enum arb_csum_type {
 	x(EXTENT_DATA, 108, "file extent: inline bytes or disk extent")        \
 	x(EXTENT_CSUM, 128, "data checksums, keyed by disk address")           \
 	x(ROOT_ITEM, 132, "root of a tree")                                    \
+	x(SUBVOL_ITEM, 136, "subvolume: flags, times, receive record")         \
 	x(ROOT_BACKREF, 144, "subvolume -> parent directory")                  \
 	x(ROOT_REF, 156, "parent subvolume -> child subvolume")                \
 	x(EXTENT_ITEM, 168, "allocated extent with refcount")                  \
@@ -188,8 +189,13 @@ const char *arb_item_type_name(unsigned type);
 /* some xattr value is stored out of line (XATTR_DATA items, below): an
  * older reader would return the reference as the value */
 #define ARB_INCOMPAT_XATTR_DATA (1ULL << 1)
+/* some subvolume exists or existed (SUBVOL_ITEM, ROOT_REF, directory
+ * entries with ARB_DENT_SUBVOL, below): an older reader would take a
+ * subvolume's directory entry for an inode of the tree holding it */
+#define ARB_INCOMPAT_SUBVOL (1ULL << 2)
 #define ARB_INCOMPAT_KNOWN                                                     \
-	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA)
+	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA |                \
+	 ARB_INCOMPAT_SUBVOL)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -451,6 +457,91 @@ ARB_LE(root_item, r_root_dirid, 64)
 ARB_LE(root_item, r_highest_objectid, 64)
 ARB_LE(root_item, r_otransid, 64)
 ARB_LE(root_item, r_mirror, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * Subvolumes (ARB_INCOMPAT_SUBVOL).  A subvolume is an fs tree with an id
+ * from ARB_FIRST_SUBVOL_ID whose root directory (objectid ARB_FIRST_INO,
+ * no INODE_REF) is linked under one name in a directory of another fs
+ * tree, its parent:
+ *   - a DIR_ITEM and a DIR_INDEX entry in that directory with d_type
+ *     DT_DIR | ARB_DENT_SUBVOL and d_ino the subvolume's tree id (not an
+ *     inode of the parent tree);
+ *   - ROOT_REF, key (parent tree id, ROOT_REF, subvolume id), and
+ *     ROOT_BACKREF, key (subvolume id, ROOT_BACKREF, parent tree id), in
+ *     the root tree, each a struct arb_root_ref followed by the name;
+ *   - SUBVOL_ITEM, key (subvolume id, SUBVOL_ITEM, 0), in the root tree.
+ * A snapshot is a subvolume whose tree was cloned from another fs tree
+ * (ROOT_ITEM r_parent_uuid, SUBVOL_ITEM s_source).  A deleted subvolume
+ * loses its entry, ROOT_REF and ROOT_BACKREF at once; an ORPHAN_ITEM,
+ * key (ARB_ORPHAN_OBJECTID, ORPHAN_ITEM, subvolume id), in the root tree
+ * keeps its ROOT_ITEM and SUBVOL_ITEM until the cleaner has dropped the
+ * tree, across crashes.
+ */
+#define ARB_DENT_SUBVOL 0x80
+
+/*
+ * ROOT_REF / ROOT_BACKREF: 18 bytes, then the name.
+ *   0   8   objectid of the directory in the parent tree
+ *   8   8   the entry's DIR_INDEX key offset in that directory
+ *   16  2   name length (1..255)
+ */
+struct arb_root_ref {
+	uint64_t rr_dirid;
+	uint64_t rr_sequence;
+	uint16_t rr_name_len;
+} ARB_PACKED;
+ARB_CHECK_SIZE(root_ref, 18);
+ARB_LE(root_ref, rr_dirid, 64)
+ARB_LE(root_ref, rr_sequence, 64)
+ARB_LE(root_ref, rr_name_len, 16)
+
+/*
+ * SUBVOL_ITEM: 96 bytes.
+ *   0   8   flags: ARB_SUBVOL_F_RDONLY
+ *   8   8   creation time, seconds since the epoch
+ *   16  4   nanoseconds of it
+ *   20  4   reserved, 0
+ *   24  8   time of the last change of flags, seconds
+ *   32  4   nanoseconds of it
+ *   36  4   reserved, 0
+ *   40  16  received UUID: the source's r_uuid when this subvolume was
+ *           made by a receive; 0 otherwise (and cleared when a received
+ *           snapshot is made writable)
+ *   56  8   generation of the source when it was sent (receive), else 0
+ *   64  8   generation here when the receive finished, else 0
+ *   72  8   for a snapshot, the id of the tree it was taken of (a hint:
+ *           that tree may be gone); 0 for an empty subvolume
+ *   80  16  reserved, 0
+ * Other sizes: a newer format (refused by fsck repair, as ROOT_ITEM).
+ */
+#define ARB_SUBVOL_F_RDONLY (1ULL << 0)
+#define ARB_SUBVOL_F_KNOWN ARB_SUBVOL_F_RDONLY
+struct arb_subvol_item {
+	uint64_t s_flags;
+	uint64_t s_otime;
+	uint32_t s_otime_ns;
+	uint32_t s_reserved1;
+	uint64_t s_ctime;
+	uint32_t s_ctime_ns;
+	uint32_t s_reserved2;
+	uint8_t s_received_uuid[ARB_UUID_SIZE];
+	uint64_t s_stransid;
+	uint64_t s_rtransid;
+	uint64_t s_source;
+	uint8_t s_reserved3[16];
+} ARB_PACKED;
+ARB_CHECK_SIZE(subvol_item, 96);
+ARB_CHECK_OFF(subvol_item, s_received_uuid, 40);
+ARB_CHECK_OFF(subvol_item, s_source, 72);
+ARB_LE(subvol_item, s_flags, 64)
+ARB_LE(subvol_item, s_otime, 64)
+ARB_LE(subvol_item, s_otime_ns, 32)
+ARB_LE(subvol_item, s_ctime, 64)
+ARB_LE(subvol_item, s_ctime_ns, 32)
+ARB_LE(subvol_item, s_stransid, 64)
+ARB_LE(subvol_item, s_rtransid, 64)
+ARB_LE(subvol_item, s_source, 64)
 
 /* ------------------------------------------------------------------------ */
 /*

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arbor/subvol.h - subvolumes and snapshots of an open filesystem.
+ *
+ * A subvolume is a tree of its own that appears as a directory; a
+ * snapshot is a subvolume that starts as an O(1) copy of another one
+ * (copy-on-write: the two share every block until one of them changes
+ * it).  The filesystem tree (id ARB_INUM_FS_TREE, 5) is a subvolume too:
+ * the one the filesystem starts with.  Inode numbers of a subvolume's
+ * files carry its tree's slot (arbor.h, arb_inum), so they are unique
+ * across the mount; its root directory is arb_inum(id, ARB_ROOT_INO).
+ *
+ * Conventions as arbor.h: 0 or a negative errno.  Besides the usual:
+ *   -EXDEV   link or rename between subvolumes
+ *   -EROFS   a change inside a read-only subvolume
+ *   -ENOTEMPTY / -EPERM  see each call
+ * Permission checks of the caller (who may create or delete where) are
+ * the caller's business, as for every other call of this library.
+ */
+#ifndef ARBOR_SUBVOL_H
+#define ARBOR_SUBVOL_H
+
+#include "arbor/arbor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* arb_subvol_snapshot flags, arb_subvol_info.flags */
+#define ARB_SUBVOL_RDONLY (1u << 0)
+/* info only: deleted, its space still being given back by the cleaner */
+#define ARB_SUBVOL_DELETED (1u << 1)
+
+struct arb_subvol_info {
+	uint64_t id;          /* tree id: 5, or from 256 */
+	uint64_t ino;         /* its root directory: arb_inum(id, 256) */
+	/* where it is linked: the parent subvolume's id and the inode number
+	 * of the directory there (0 for tree 5 and for deleted ones) */
+	uint64_t parent_id, dir_ino;
+	char name[ARB_NAME_MAX + 1];
+	uint8_t uuid[16];
+	uint8_t parent_uuid[16];   /* a snapshot: its source's uuid; else 0 */
+	uint8_t received_uuid[16]; /* made by a receive: the sender's; else 0 */
+	uint64_t source_id;        /* a snapshot: the tree it was taken of */
+	uint64_t otransid;         /* generation that created it */
+	uint64_t gen;              /* generation of its last change */
+	uint64_t stransid, rtransid; /* receive: sent and received generations */
+	struct timespec otime;     /* creation time */
+	struct timespec ctime;     /* last change of its flags */
+	uint32_t flags;            /* ARB_SUBVOL_RDONLY | ARB_SUBVOL_DELETED */
+};
+
+/*
+ * A new empty subvolume name in directory dir (owned by cr, mode 0755
+ * masked as a mkdir's would be by dir's default ACL; set-gid inherited).
+ * st: its root directory.  -EEXIST, -ENOSPC, -EROFS (dir's subvolume is
+ * read-only), -EMLINK as mkdir.
+ */
+int arb_subvol_create(struct arb_fs *fs, uint64_t dir, const char *name,
+		      uint32_t mode, const struct arb_cred *cr,
+		      struct arb_stat *st);
+
+/*
+ * A snapshot of the subvolume whose root directory is src, linked as name
+ * in dir; flags ARB_SUBVOL_RDONLY makes it read-only.  Everything written
+ * to the library before the call is in the snapshot (delayed data is
+ * flushed into the source first); the snapshot is committed when the call
+ * returns.  -EINVAL: src is not the root directory of a subvolume.
+ */
+int arb_subvol_snapshot(struct arb_fs *fs, uint64_t src, uint64_t dir,
+			const char *name, unsigned flags,
+			const struct arb_cred *cr, struct arb_stat *st);
+
+/*
+ * Delete the subvolume linked as name in dir: the link goes at once
+ * (committed on return), the tree's space comes back in the background
+ * (arb_subvol_wait waits for it).  Files of it still open keep working
+ * until released.  -EINVAL: name is not a subvolume; -EBUSY: it is the
+ * filesystem tree or the subvolume this mount shows as its root;
+ * -ENOTEMPTY: it holds a subvolume link.
+ */
+int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name);
+
+/* The subvolume holding inode ino (any of its inodes). */
+int arb_subvol_info(struct arb_fs *fs, uint64_t ino,
+		    struct arb_subvol_info *info);
+/* The subvolume with tree id (deleted ones too, while being cleaned). */
+int arb_subvol_info_id(struct arb_fs *fs, uint64_t id,
+		       struct arb_subvol_info *info);
+
+/*
+ * Every subvolume, tree 5 first then by id, the deleted ones being
+ * cleaned too (flags ARB_SUBVOL_DELETED).  fn returns non-zero to stop
+ * (returned).  Called without the library's lock held.
+ */
+typedef int (*arb_subvol_fn)(void *ctx, const struct arb_subvol_info *info);
+int arb_subvol_list(struct arb_fs *fs, arb_subvol_fn fn, void *ctx);
+
+/* Path of subvolume id's root from the filesystem's root directory (tree
+ * 5's), without a leading slash ("" for tree 5).  -ERANGE if it does not
+ * fit size bytes; -ENOENT for a deleted one. */
+int arb_subvol_path(struct arb_fs *fs, uint64_t id, char *buf, size_t size);
+
+/*
+ * Make the subvolume holding ino read-only or writable.  Making a received
+ * snapshot writable clears its received UUID (*cleared_received says so):
+ * an incremental receive must not trust it any more.  -EINVAL for tree 5
+ * made read-only.
+ */
+int arb_subvol_set_rdonly(struct arb_fs *fs, uint64_t ino, bool rdonly,
+			  bool *cleared_received);
+
+/*
+ * Wait until the deleted subvolume id (0: every deleted one) has been
+ * cleaned; its space is free then.  -ENOENT: no such deleted subvolume
+ * (already cleaned counts as done: 0).
+ */
+int arb_subvol_wait(struct arb_fs *fs, uint64_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
