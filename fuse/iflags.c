@@ -278,10 +278,12 @@ int afs_iflags_getattr_fh(struct afs *afs, fuse_req_t req, uint64_t nodeid)
 	long nr;
 
 	if (arb_fs_getattr(afs->fs, node_to_ino(nodeid), &st) ||
-	    !(st.flags & (ARB_FL_IMMUTABLE | ARB_FL_APPEND)))
+	    (!(st.flags & (ARB_FL_IMMUTABLE | ARB_FL_APPEND)) && !st.rdonly))
 		return 0;
 	if (caller_syscall(ctx->pid, &nr, &fd) || !is_write_syscall(nr))
 		return 0;
+	if (st.rdonly)
+		return -EROFS; /* a read-only subvolume, opens declined */
 	if (st.flags & ARB_FL_IMMUTABLE)
 		return -EPERM;
 	/* append-only: only through an O_APPEND descriptor */
@@ -293,6 +295,10 @@ int afs_iflags_getattr_fh(struct afs *afs, fuse_req_t req, uint64_t nodeid)
 double afs_iflags_attr_timeout(const struct afs *afs, const struct arb_stat *st)
 {
 	if (st->flags & (ARB_FL_IMMUTABLE | ARB_FL_APPEND))
+		return 0;
+	/* a read-only subvolume's write-opens are refused at OPEN; when
+	 * opens are declined, only write(2)'s GETATTR can refuse them */
+	if (st->rdonly && afs->no_open)
 		return 0;
 	return afs->attr_timeout;
 }

@@ -182,6 +182,8 @@ int arb_fs_may_open(struct arb_fs *fs, uint64_t ino, int oflags)
 	if (ret)
 		return ret;
 	/* as may_open() (inode_permission(MAY_WRITE) for immutable) */
+	if (fs_tree_of(fs, ino)->rdonly && (write || (oflags & O_TRUNC)))
+		return -EROFS;
 	if ((in.flags & ARB_INODE_IMMUTABLE) && (write || (oflags & O_TRUNC)))
 		return -EPERM;
 	if ((in.flags & ARB_INODE_APPEND) &&
@@ -195,8 +197,10 @@ bool arb_fs_has_protected_inodes(struct arb_fs *fs)
 	bool ret;
 
 	fs_lock(fs);
-	ret = arb_super_s_compat(&fs->vol->super) &
-	      ARB_COMPAT_PROTECTED_INODES;
+	/* read-only subvolumes count: their write-opens fail too */
+	ret = (arb_super_s_compat(&fs->vol->super) &
+	       ARB_COMPAT_PROTECTED_INODES) ||
+	      (arb_super_s_incompat(&fs->vol->super) & ARB_INCOMPAT_SUBVOL);
 	fs_unlock(fs);
 	return ret;
 }

@@ -193,6 +193,7 @@ void fs_inode_to_stat(struct arb_fs *fs, const struct arb_inode *in,
 	st->ctime = in->ctime;
 	st->btime = in->btime;
 	st->flags = fs_iflags_to_fl(in->flags);
+	st->rdonly = fs_tree_of(fs, in->ino)->rdonly;
 }
 
 int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st)

@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,17 @@ START_TEST(test_snapshot_independent)
 	ck_assert_int_eq(arb_fs_setxattr(fs, lookup(s2, "a"), "user.k", "x",
 					 1, 0),
 			 -EROFS);
+	/* write-opens are refused at open (the daemon asks before it opens) */
+	ck_assert_int_eq(arb_fs_may_open(fs, lookup(s2, "a"), O_RDWR), -EROFS);
+	ck_assert_int_eq(arb_fs_may_open(fs, lookup(s2, "a"), O_RDONLY |
+					 O_TRUNC),
+			 -EROFS);
+	ck_assert_int_eq(arb_fs_may_open(fs, lookup(s2, "a"), O_RDONLY), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, lookup(s2, "a"), &st), 0);
+	ck_assert(st.rdonly);
+	ck_assert_int_eq(arb_fs_getattr(fs, sa, &st), 0);
+	ck_assert(!st.rdonly);
+	ck_assert(arb_fs_has_protected_inodes(fs));
 	/* renames and links between subvolumes */
 	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "a", s1, "a2", 0), -EXDEV);
 	ck_assert_int_eq(arb_fs_link(fs, a, s1, "a2", &st), -EXDEV);

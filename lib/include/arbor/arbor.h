@@ -199,6 +199,9 @@ struct arb_stat {
 	struct timespec atime, mtime, ctime, btime;
 	/* file attributes, ARB_FL_* (arb_fs_set_flags) */
 	uint32_t flags;
+	/* in a read-only subvolume (arbor/subvol.h): every change fails
+	 * with EROFS, write-opens too (arb_fs_may_open) */
+	bool rdonly;
 };
 
 /* setattr: which fields of struct arb_setattr to apply */
