@@ -1189,6 +1189,62 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 	return arb_fs_rename_cred(fs, dir, name, newdir, newname, flags, NULL);
 }
 
+/*
+ * Move the link of the subvolume whose root is sub from od/name to
+ * nd/newname (same tree, the new name free): the two entries, and the
+ * ROOT_REF and ROOT_BACKREF that record where it is linked.
+ */
+static int rename_subvol_link(struct arb_fs *fs, struct arb_inode *od,
+			      const char *name, size_t len,
+			      struct arb_inode *nd, const char *newname,
+			      size_t nlen, uint64_t sub)
+{
+	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	struct arb_root_ref *rr = (struct arb_root_ref *)buf;
+	uint64_t id = fs_tree_of(fs, sub)->id, parent, seq, index, ino;
+	struct arb_key k;
+	struct arb_txn *t;
+	struct timespec now;
+	int ret;
+
+	parent = fs_tree_of(fs, od->ino)->id;
+	ret = fs_dir_find(fs, od->ino, name, len, &ino, &seq, NULL);
+	if (ret)
+		return ret;
+	ret = fs_op_begin(fs, &t, od->ino, 0, 0);
+	if (ret)
+		return ret;
+	fs_now(&now);
+	ret = fs_dent_del(fs, t, od, name, len, seq, &now);
+	if (!ret)
+		ret = fs_dent_add(fs, t, nd, newname, nlen, id,
+				  DT_DIR | ARB_DENT_SUBVOL, &now, &index);
+	if (ret)
+		goto out;
+	if (od != nd) {
+		if (od->nlink > 2)
+			od->nlink--;
+		nd->nlink++;
+	}
+	arb_set_root_ref_rr_dirid(rr, fs_obj(nd->ino));
+	arb_set_root_ref_rr_sequence(rr, index);
+	arb_set_root_ref_rr_name_len(rr, (uint16_t)nlen);
+	memcpy(buf + sizeof(*rr), newname, nlen);
+	k = (struct arb_key){ parent, ARB_ROOT_REF, id };
+	ret = arb_update_item(t, fs->vol->tree_root, &k, buf,
+			      (uint32_t)(sizeof(*rr) + nlen));
+	k = (struct arb_key){ id, ARB_ROOT_BACKREF, parent };
+	if (!ret)
+		ret = arb_update_item(t, fs->vol->tree_root, &k, buf,
+				      (uint32_t)(sizeof(*rr) + nlen));
+	if (!ret)
+		ret = fs_inode_write(fs, t, od);
+	if (!ret && od != nd)
+		ret = fs_inode_write(fs, t, nd);
+out:
+	return fs_op_end(fs, t, ret);
+}
+
 int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		       uint64_t newdir, const char *newname, unsigned flags,
 		       const struct arb_cred *cr)
@@ -1257,11 +1313,22 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		ret = -EBUSY; /* a stale subvolume link holds the name */
 	if (ret && ret != -ENOENT)
 		goto out;
-	/* subvolume links are not renamed yet: not by moving their
-	 * entries (no INODE_REF to move), never across trees */
-	if (fs_tree_of(fs, src_ino) != fs_tree_of(fs, dir) ||
-	    (ret == 0 && fs_tree_of(fs, dst_ino) != fs_tree_of(fs, newdir))) {
+	/* a subvolume link moves to a free name of its tree (no exchange,
+	 * no whiteout, never over another name, never onto a link) */
+	if (ret == 0 && fs_tree_of(fs, dst_ino) != fs_tree_of(fs, newdir)) {
 		ret = -EPERM;
+		goto out;
+	}
+	if (fs_tree_of(fs, src_ino) != fs_tree_of(fs, dir)) {
+		if (ret == 0)
+			ret = -EEXIST;
+		else if (flags & (RENAME_EXCHANGE | RENAME_WHITEOUT))
+			ret = -EPERM;
+		else
+			ret = fs_iflags_may_rename(od, &src, nd, NULL);
+		if (!ret)
+			ret = rename_subvol_link(fs, od, name, len, nd, newname,
+						 nlen, src_ino);
 		goto out;
 	}
 	have_dst = ret == 0;

@@ -16,6 +16,10 @@
 #include "fs/fs_int.h"
 #include "testutil.h"
 
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
 #define ROOT ARB_ROOT_INO
 #define MiB (1024ULL * 1024)
 #define USED(u) ((u).data + (u).metadata)
@@ -189,8 +193,24 @@ START_TEST(test_create)
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "sv", 0755, &cred, &st),
 			 -EEXIST);
 	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -EPERM);
-	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "sv2", 0),
+	/* a link moves within its tree, to a free name only */
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0),
+			 -EEXIST);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", lookup(ROOT, "here"),
+				       "sv2", 0),
+			 0);
+	ck_assert_uint_eq(lookup(ROOT, "sv"), 0);
+	ck_assert_uint_eq(lookup(lookup(ROOT, "here"), "sv2"), sv);
+	ck_assert_int_eq(arb_fs_lookup(fs, sv, "..", &st), 0);
+	ck_assert_uint_eq(st.ino, lookup(ROOT, "here"));
+	ck_assert_int_eq(arb_fs_rename(fs, lookup(ROOT, "here"), "sv2", ROOT,
+				       "sv", RENAME_EXCHANGE),
 			 -EPERM);
+	ck_assert_int_eq(arb_fs_rename(fs, lookup(ROOT, "here"), "sv2", ROOT,
+				       "sv", 0),
+			 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "here"), 0);
 
 	ck_assert_int_eq(arb_subvol_info(fs, f, &info), 0);
 	ck_assert_uint_eq(info.id, 256);
