@@ -298,6 +298,9 @@ static void *commit_thread(void *arg)
 		uint64_t now, wait_ns, due;
 		bool dirty;
 
+		/* orphans of subvolumes opened since the last look */
+		if (!fs->readonly)
+			(void)fs_free_tree_orphans(fs);
 		/* deleted subvolumes: one at a time, then look again */
 		if (fs->clean_pending && !fs->readonly) {
 			int r = fs_subvol_clean(fs);

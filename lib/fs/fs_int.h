@@ -103,6 +103,9 @@ struct fs_tree {
 	bool deleted;
 	/* how many of its inodes are pinned (arb_fs_open_inode) */
 	uint64_t pinned;
+	/* opened during the mount: its orphans (unlinked while open before
+	 * a crash) are still to free (fs_free_tree_orphans) */
+	bool orphans_pending;
 };
 
 /* In-memory twin of struct arb_inode_item (format.h). */
@@ -388,6 +391,9 @@ void fs_now(struct timespec *ts);
 /* ---- orphan.c ---- */
 /* Free the inodes left by unlinks of open files before a crash. */
 int fs_free_orphans(struct arb_fs *fs);
+/* The same for the subvolume trees opened since (orphans_pending): the
+ * commit thread runs it, outside any operation. */
+int fs_free_tree_orphans(struct arb_fs *fs);
 /* At close: drop every pin; free the pinned inodes with no link left. */
 int fs_free_unlinked_pinned(struct arb_fs *fs);
 

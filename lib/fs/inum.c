@@ -147,6 +147,7 @@ int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 	if (arb_root_highest_objectid(tr->root) > max_obj)
 		max_obj = arb_root_highest_objectid(tr->root);
 	tr->next_ino = max_obj + 1;
+	tr->orphans_pending = !fs->readonly;
 	fs->trees[fs->nr_trees++] = tr;
 	*out = tr;
 	return 0;

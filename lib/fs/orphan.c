@@ -13,7 +13,8 @@
 
 /* ---- orphans ----------------------------------------------------------- */
 
-/* Free the orphans of one tree; *n counts them. */
+/* Free the orphans of one tree; *n counts them.  Inodes pinned in this
+ * mount are orphans of this mount (unlinked while open): they stay. */
 static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 			     uint64_t *n)
 {
@@ -23,10 +24,10 @@ static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 	bool bad;
 	int ret;
 
-	for (;;) {
+	key.offset = 0;
+	for (;; key.offset = k.offset + 1) {
 		key.objectid = ARB_ORPHAN_OBJECTID;
 		key.type = ARB_ORPHAN_ITEM;
-		key.offset = 0;
 		arb_iter_init(&it, tr->root);
 		ret = arb_iter_seek(&it, &key);
 		if (ret == 0)
@@ -44,6 +45,8 @@ static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 				"objectid %llu, which no inode can have",
 				(unsigned long long)tr->id,
 				(unsigned long long)k.offset);
+		if (!bad && fs_inode_pinned(fs, fs_ino(tr, k.offset)))
+			continue;
 		ret = arb_txn_begin(fs->vol, &t);
 		if (ret)
 			return ret;
@@ -57,6 +60,29 @@ static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 		arb_txn_end(t);
 		(*n)++;
 	}
+}
+
+int fs_free_tree_orphans(struct arb_fs *fs)
+{
+	uint64_t n = 0;
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < fs->nr_trees && !ret; i++) {
+		struct fs_tree *tr = fs->trees[i];
+
+		if (!tr->orphans_pending)
+			continue;
+		tr->orphans_pending = false;
+		if (!tr->rdonly && !tr->deleted)
+			ret = free_tree_orphans(fs, tr, &n);
+	}
+	if (!ret && n) {
+		arb_log(ARB_LOG_INFO, "freed %llu orphan inode(s) of subvolumes",
+			(unsigned long long)n);
+		ret = fs_commit(fs);
+	}
+	return ret;
 }
 
 /* Free the inodes left by unlinks of open files before a crash. */

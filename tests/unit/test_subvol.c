@@ -458,6 +458,58 @@ START_TEST(test_clean_after_remount)
 }
 END_TEST
 
+/* an orphan of a subvolume (unlinked while open, then a crash) is freed
+ * once the tree is opened again; one of the running mount is kept */
+START_TEST(test_subvol_orphans)
+{
+	struct arb_fs_usage u0, u1;
+	struct arb_dev *c, *savemem;
+	struct arb_fs *savefs;
+	uint64_t sv, f, g;
+	struct arb_stat st;
+	char big[4096];
+	int i;
+
+	memset(big, 'o', sizeof(big));
+	sv = subvol(ROOT, "sv");
+	f = mkfile(sv, "f", NULL);
+	for (i = 0; i < 64; i++)
+		ck_assert_int_eq(arb_fs_write(fs, f, big, sizeof(big),
+					      (uint64_t)i * 4096),
+				 4096);
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, sv, "f"), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	/* this mount's own orphan stays while pinned */
+	fs->trees[1]->orphans_pending = true;
+	ck_assert_int_eq(fs_free_tree_orphans(fs), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.size, 64 * 4096);
+
+	/* crash: a copy of the image as it is now */
+	ck_assert_int_eq(arb_dev_open_mem(mem->size, &c), 0);
+	memcpy(arb_dev_mem_data(c), arb_dev_mem_data(mem), mem->size);
+	savemem = mem;
+	savefs = fs;
+	mem = c;
+	fs_open_now();
+	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
+	sv = lookup(ROOT, "sv");
+	g = mkfile(sv, "g", "after");
+	ck_assert_uint_gt(arb_inum_obj(g), arb_inum_obj(f));
+	ck_assert_int_eq(fs_free_tree_orphans(fs), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	ck_assert_uint_lt(USED(u1) + 200 * 1024, USED(u0) + 64 * 1024);
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	arb_dev_destroy(mem);
+	mem = savemem;
+	fs = savefs;
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+}
+END_TEST
+
 static Suite *subvol_suite(void)
 {
 	Suite *s = suite_create("subvol");
@@ -470,6 +522,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_nested_link_in_snapshot);
 	tcase_add_test(tc, test_delete_and_clean);
 	tcase_add_test(tc, test_clean_after_remount);
+	tcase_add_test(tc, test_subvol_orphans);
 	suite_add_tcase(s, tc);
 	return s;
 }
