@@ -510,6 +510,178 @@ START_TEST(test_subvol_orphans)
 }
 END_TEST
 
+/* ---- crash safety of snapshot, delete and clean commits -------------- */
+
+#define CR_NAMES 4
+static const char *cr_names[CR_NAMES] = { "s1", "s2", "s3", "s4" };
+
+/* what ROOT shows: for each name, the content of its "a" ("" if absent) */
+struct cr_state {
+	uint64_t gen;
+	size_t start, end; /* log positions around the step */
+	char a[CR_NAMES + 1][32]; /* [CR_NAMES]: ROOT/a itself */
+};
+
+static void cr_read(struct arb_fs *f, char out[CR_NAMES + 1][32])
+{
+	struct arb_stat st, sa;
+	ssize_t n;
+
+	for (int i = 0; i <= CR_NAMES; i++) {
+		uint64_t dir = ROOT;
+		out[i][0] = 0;
+		if (i < CR_NAMES) {
+			if (arb_fs_lookup(f, ROOT, cr_names[i], &st))
+				continue;
+			dir = st.ino;
+		}
+		if (arb_fs_lookup(f, dir, "a", &sa)) {
+			strcpy(out[i], "-");
+			continue;
+		}
+		n = arb_fs_read(f, sa.ino, out[i], 31, 0);
+		out[i][n > 0 ? n : 0] = 0;
+	}
+}
+
+START_TEST(test_crash_points)
+{
+	struct cr_state st[32];
+	size_t nst = 0, nflush, *fl, len;
+	struct arb_dev *log;
+	uint64_t a, seed = tu_seed("subvol crash");
+	unsigned points = 0;
+	int step;
+
+	/* the fixture's filesystem is closed; a small one that logs every
+	 * write takes its place (each crash point copies the image) */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	arb_dev_destroy(mem);
+	{
+		struct arb_mkfs_opts mo;
+		struct arb_dev *d;
+
+		ck_assert_int_eq(arb_dev_open_mem(32 * MiB, &mem), 0);
+		arb_mkfs_opts_default(&mo);
+		d = tu_dev_borrow(mem);
+		ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+		arb_dev_destroy(d);
+	}
+	ck_assert_int_eq(arb_dev_log_wrap(mem, &log), 0);
+	mem = log;
+	fs_open_now();
+	a = mkfile(ROOT, "a", "v0");
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	for (step = 0; step < 9; step++) {
+		struct arb_fs_usage u;
+		struct cr_state *c = &st[nst++];
+		char v[8];
+
+		c->start = arb_dev_log_len(log);
+		snprintf(v, sizeof(v), "v%d", step + 1);
+		ck_assert_int_eq(arb_fs_write(fs, a, v, 2, 0), 2);
+		switch (step) {
+		case 0: snap(ROOT, ROOT, "s1", 0); break;
+		case 1: snap(ROOT, ROOT, "s2", ARB_SUBVOL_RDONLY); break;
+		case 2:
+			ck_assert_int_eq(arb_fs_write(fs,
+				lookup(lookup(ROOT, "s1"), "a"), "w1", 2, 0), 2);
+			snap(lookup(ROOT, "s1"), ROOT, "s3", 0);
+			break;
+		case 3:
+			ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s2"), 0);
+			break;
+		case 4: ck_assert_int_eq(arb_subvol_wait(fs, 0), 0); break;
+		case 5: subvol(ROOT, "s4"); break;
+		case 6:
+			mkfile(lookup(ROOT, "s4"), "a", "in4");
+			ck_assert_int_eq(arb_fs_sync(fs), 0);
+			break;
+		case 7:
+			ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s1"), 0);
+			ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+			break;
+		default: ck_assert_int_eq(arb_fs_sync(fs), 0); break;
+		}
+		ck_assert_int_eq(arb_fs_usage(fs, &u), 0);
+		c->gen = u.generation;
+		c->end = arb_dev_log_len(log);
+		cr_read(fs, c->a);
+	}
+	len = arb_dev_log_len(log);
+	nflush = arb_dev_log_flushes(log, NULL, 0);
+	fl = calloc(nflush, sizeof(*fl));
+	ck_assert_uint_eq(arb_dev_log_flushes(log, fl, nflush), nflush);
+	/* every flush point as a clean prefix; dropped and torn writes
+	 * after every few of them (each, at full scale) */
+	for (size_t i = 0; i < nflush; i++) {
+		for (int mode = 0; mode < 3; mode++) {
+			size_t n = mode == 0 ? fl[i] + 1 : fl[i];
+			struct arb_dev *dev;
+			struct arb_fs *f = NULL;
+			const char *why = NULL;
+			char got[CR_NAMES + 1][32];
+			struct arb_fs_usage u;
+			uint64_t lo = 0;
+			const struct cr_state *want = NULL;
+
+			if (n < st[0].start || n > len ||
+			    (mode && i % TU_SCALE(4, 1)))
+				continue;
+			if (mode && i + 1 < nflush)
+				n = fl[i] + 1 + tu_rand_range(&seed,
+						fl[i + 1] - fl[i]);
+			ck_assert_int_eq(arb_dev_log_replay(log, n, mode, seed,
+							    &dev),
+					 0);
+			ck_assert_msg(arb_fs_open(dev, &fopts, &f, &why) == 0,
+				      "point %zu mode %d: open: %s", n, mode,
+				      why ? why : "");
+			ck_assert_msg(arb_fs_check(f, stderr) == 0,
+				      "point %zu mode %d: check", n, mode);
+			ck_assert_int_eq(arb_fs_usage(f, &u), 0);
+			for (size_t k = 0; k < nst; k++) {
+				if (st[k].end <= n)
+					lo = st[k].gen;
+				if (st[k].gen == u.generation)
+					want = &st[k];
+			}
+			ck_assert_msg(u.generation >= lo,
+				      "point %zu: generation %llu < %llu", n,
+				      (unsigned long long)u.generation,
+				      (unsigned long long)lo);
+			if (want) {
+				cr_read(f, got);
+				for (int j = 0; j <= CR_NAMES; j++)
+					ck_assert_msg(!strcmp(got[j],
+							      want->a[j]),
+						      "point %zu gen %llu: %s "
+						      "holds '%s', not '%s'",
+						      n,
+						      (unsigned long long)
+							      u.generation,
+						      j < CR_NAMES
+							      ? cr_names[j]
+							      : "root",
+						      got[j], want->a[j]);
+			}
+			/* the cleaner finishes what was left */
+			if (points % TU_SCALE(3, 1) == 0) {
+				ck_assert_int_eq(arb_subvol_wait(f, 0), 0);
+				ck_assert_int_eq(arb_fs_check(f, stderr), 0);
+			}
+			ck_assert_int_eq(arb_fs_close(f), 0);
+			points++;
+		}
+	}
+	free(fl);
+	fprintf(stderr, "subvol crash: %u points, %zu flushes\n", points,
+		nflush);
+	ck_assert_uint_ge(points, nflush);
+}
+END_TEST
+
 static Suite *subvol_suite(void)
 {
 	Suite *s = suite_create("subvol");
@@ -523,6 +695,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_delete_and_clean);
 	tcase_add_test(tc, test_clean_after_remount);
 	tcase_add_test(tc, test_subvol_orphans);
+	tcase_add_test(tc, test_crash_points);
 	suite_add_tcase(s, tc);
 	return s;
 }
