@@ -138,8 +138,13 @@ static bool op_has_space(struct arb_fs *fs, uint64_t need, unsigned flags)
 			txn_meta_bytes(fs) + dref_meta_bytes(fs) +
 			fs->dirty_bytes + fs->dirty_bytes / 256;
 
-	if (!(flags & ARB_OP_RESERVE))
+	/* the last half of the reserve is kept for deleting a subvolume:
+	 * with snapshots, unlinks copy shared leaves and can use up the
+	 * rest, and only dropping a snapshot gives space back then */
+	if (!(flags & (ARB_OP_RESERVE | ARB_OP_LAST)))
 		want += fs->reserve;
+	else if (!(flags & ARB_OP_LAST))
+		want += fs->reserve / 2;
 	return free_b >= want;
 }
 

@@ -277,8 +277,11 @@ static inline void fs_unlock(struct arb_fs *fs)
 
 /* ---- fs.c ---- */
 enum arb_op_flags {
-	/* the operation frees space: it may dip into the reserve */
+	/* the operation frees space: it may dip into the reserve, down to
+	 * its last half */
 	ARB_OP_RESERVE = 1 << 0,
+	/* deleting a subvolume: it may use all of the reserve */
+	ARB_OP_LAST = 1 << 1,
 };
 /* Check space (need data bytes + metadata) and join the transaction.
  * ino: an inode of the tree the operation changes (-EROFS when that tree

@@ -413,7 +413,7 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 		ret = fs_iflags_may_delete(&din, &in);
 	if (ret)
 		goto out;
-	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_RESERVE);
+	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_LAST);
 	if (ret)
 		goto out;
 	fs_now(&now);

@@ -682,6 +682,84 @@ START_TEST(test_crash_points)
 }
 END_TEST
 
+/*
+ * A full filesystem with a snapshot: unlinking every file needs space
+ * (the snapshot keeps the old leaves, the source's are copied).  Those
+ * that cannot be served fail with ENOSPC, the filesystem never turns
+ * read-only, and deleting the snapshot lets the rest succeed.
+ */
+START_TEST(test_full_with_snapshot)
+{
+	struct arb_mkfs_opts mo;
+	struct arb_dev *d;
+	struct arb_stat st;
+	char name[32];
+	int n, i, ok = 0, nospc = 0, ret;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	arb_dev_destroy(mem);
+	ck_assert_int_eq(arb_dev_open_mem(64 * MiB, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	d = tu_dev_borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	fs_open_now();
+
+	for (n = 0;; n++) {
+		snprintf(name, sizeof(name), "f%06d", n);
+		ret = arb_fs_mknod(fs, ROOT, name, S_IFREG | 0644, 0, &cred,
+				   &st);
+		if (ret == -ENOSPC)
+			break;
+		ck_assert_int_eq(ret, 0);
+		ret = arb_fs_write(fs, st.ino, name, 7, 0);
+		if (ret == -ENOSPC)
+			break;
+		ck_assert_int_eq(ret, 7);
+	}
+	ck_assert_int_gt(n, 1000);
+	ret = arb_fs_sync(fs);
+	ck_assert(ret == 0 || ret == -ENOSPC);
+	ret = arb_subvol_snapshot(fs, ROOT, ROOT, "snap", 0, &cred, &st);
+	if (ret == -ENOSPC) {
+		/* full to the last node: make room for the snapshot */
+		for (i = 0; i < 200; i++) {
+			snprintf(name, sizeof(name), "f%06d", i);
+			ck_assert_int_eq(arb_fs_unlink(fs, ROOT, name), 0);
+		}
+		ck_assert_int_eq(arb_subvol_snapshot(fs, ROOT, ROOT, "snap",
+						     0, &cred, &st),
+				 0);
+	} else {
+		ck_assert_int_eq(ret, 0);
+		i = 0;
+	}
+	for (; i < n; i++) {
+		snprintf(name, sizeof(name), "f%06d", i);
+		ret = arb_fs_unlink(fs, ROOT, name);
+		if (ret == 0)
+			ok++;
+		else {
+			ck_assert_int_eq(ret, -ENOSPC);
+			nospc++;
+		}
+	}
+	fprintf(stderr, "full with snapshot: %d files, %d unlinked, %d "
+		"ENOSPC\n", n, ok, nospc);
+	ck_assert(!fs->readonly);
+	check_clean();
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "snap"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%06d", i);
+		ret = arb_fs_unlink(fs, ROOT, name);
+		ck_assert(ret == 0 || ret == -ENOENT);
+	}
+	ck_assert(!fs->readonly);
+}
+END_TEST
+
 static Suite *subvol_suite(void)
 {
 	Suite *s = suite_create("subvol");
@@ -696,6 +774,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_clean_after_remount);
 	tcase_add_test(tc, test_subvol_orphans);
 	tcase_add_test(tc, test_crash_points);
+	tcase_add_test(tc, test_full_with_snapshot);
 	suite_add_tcase(s, tc);
 	return s;
 }
