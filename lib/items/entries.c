@@ -212,7 +212,7 @@ ARB_ITEM_PRINT_FN(arb_dent_item)
 	while (arb_dent_next(d, size, &pos, &e, NULL) == 0) {
 		fputs(n++ ? "\n      " : " ", out);
 		if (k->type != ARB_XATTR_ITEM) {
-			fprintf(out, "-> %" PRIu64 " type %u '", e.ino, e.type);
+			fprintf(out, "type %u -> %" PRIu64 " '", e.type, e.ino);
 			arb_item_print_bytes(out, e.name, e.name_len);
 			fputc('\'', out);
 			continue;
