@@ -30,35 +30,54 @@
 
 /* ---- walking ----------------------------------------------------------- */
 
+/*
+ * The bounds of an entry at pos with left bytes from there to the item's
+ * end: first its header of hdr bytes (name_len not read yet: pass 0),
+ * then its name length and its whole length len.
+ */
+static int entry_bounds(const char *what, size_t pos, size_t left, size_t hdr,
+			size_t name_len, size_t len, const char **why)
+{
+	if (left < hdr)
+		return arb_item_why(why, -EUCLEAN,
+				    "%s at byte %zu: %zu bytes left, its "
+				    "header takes %zu",
+				    what, pos, left, hdr);
+	if (!len)
+		return 0;
+	if (name_len == 0 || name_len > ARB_NAME_MAX)
+		return arb_item_why(why, -EUCLEAN,
+				    "%s at byte %zu: name length %zu, not "
+				    "1..%d",
+				    what, pos, name_len, ARB_NAME_MAX);
+	if (len > left)
+		return arb_item_why(why, -EUCLEAN,
+				    "%s at byte %zu: %zu bytes in all, past "
+				    "the item's end (%zu bytes left)",
+				    what, pos, len, left);
+	return 0;
+}
+
 int arb_dent_next(const void *item, size_t size, size_t *pos,
 		  struct arb_dent *e, const char **why)
 {
 	const uint8_t *p = (const uint8_t *)item + *pos;
 	const struct arb_dir_entry *de = (const struct arb_dir_entry *)p;
-	size_t left = size - *pos;
+	int ret;
 
 	if (*pos >= size)
 		return 1;
-	if (left < sizeof(*de))
-		return arb_item_why(why, -EUCLEAN,
-				    "entry at byte %zu: %zu bytes left, its "
-				    "header takes %zu",
-				    *pos, left, sizeof(*de));
+	ret = entry_bounds("entry", *pos, size - *pos, sizeof(*de), 0, 0, why);
+	if (ret)
+		return ret;
 	e->off = *pos;
 	e->name_len = arb_dir_entry_d_name_len(de);
 	e->data_len = arb_dir_entry_d_data_len(de);
 	e->len = sizeof(*de) + e->name_len + e->data_len;
-	if (e->name_len == 0 || e->name_len > ARB_NAME_MAX)
-		return arb_item_why(why, -EUCLEAN,
-				    "entry at byte %zu: name length %zu, not "
-				    "1..%d",
-				    *pos, e->name_len, ARB_NAME_MAX);
-	if (e->len > left)
-		return arb_item_why(why, -EUCLEAN,
-				    "entry at byte %zu: %zu bytes with name "
-				    "and data, past the item's end (%zu bytes "
-				    "left)",
-				    *pos, e->len, left);
+	ret = entry_bounds("entry", *pos, size - *pos, sizeof(*de),
+			   e->name_len, e->len, why);
+	if (ret)
+		return ret;
 	e->ino = arb_dir_entry_d_ino(de);
 	e->transid = arb_dir_entry_d_transid(de);
 	e->type = arb_dir_entry_d_type(de);
@@ -68,79 +87,84 @@ int arb_dent_next(const void *item, size_t size, size_t *pos,
 	return 0;
 }
 
-int arb_dent_find(const void *item, size_t size, const char *name,
-		  size_t name_len, size_t *off, size_t *len)
-{
-	struct arb_dent e;
-	size_t pos = 0;
-	bool found = false;
-	int ret;
-
-	while ((ret = arb_dent_next(item, size, &pos, &e, NULL)) == 0) {
-		if (!found && e.name_len == name_len &&
-		    memcmp(e.name, name, name_len) == 0) {
-			*off = e.off;
-			*len = e.len;
-			found = true;
-		}
-	}
-	if (ret < 0)
-		return ret;
-	return found ? 0 : -ENOENT;
-}
-
 int arb_iref_next(const void *item, size_t size, size_t *pos,
 		  struct arb_iref *r, const char **why)
 {
 	const uint8_t *p = (const uint8_t *)item + *pos;
 	const struct arb_inode_ref *ir = (const struct arb_inode_ref *)p;
-	size_t left = size - *pos;
+	int ret;
 
 	if (*pos >= size)
 		return 1;
-	if (left < sizeof(*ir))
-		return arb_item_why(why, -EUCLEAN,
-				    "inode ref entry at byte %zu: %zu bytes "
-				    "left, its header takes %zu",
-				    *pos, left, sizeof(*ir));
+	ret = entry_bounds("inode ref entry", *pos, size - *pos, sizeof(*ir),
+			   0, 0, why);
+	if (ret)
+		return ret;
 	r->off = *pos;
 	r->name_len = arb_inode_ref_r_name_len(ir);
 	r->len = sizeof(*ir) + r->name_len;
-	if (r->name_len == 0 || r->name_len > ARB_NAME_MAX)
-		return arb_item_why(why, -EUCLEAN,
-				    "inode ref entry at byte %zu: name length "
-				    "%zu, not 1..%d",
-				    *pos, r->name_len, ARB_NAME_MAX);
-	if (r->len > left)
-		return arb_item_why(why, -EUCLEAN,
-				    "inode ref entry at byte %zu: %zu bytes "
-				    "with its name, past the item's end (%zu "
-				    "bytes left)",
-				    *pos, r->len, left);
+	ret = entry_bounds("inode ref entry", *pos, size - *pos, sizeof(*ir),
+			   r->name_len, r->len, why);
+	if (ret)
+		return ret;
 	r->index = arb_inode_ref_r_index(ir);
 	r->name = (const char *)(p + sizeof(*ir));
 	*pos += r->len;
 	return 0;
 }
 
-int arb_iref_find(const void *item, size_t size, const char *name,
-		  size_t name_len, struct arb_iref *r)
+/* the entry called name of a directory/xattr item (dent) or an INODE_REF
+ * (ir), checking the whole chain */
+static int find_entry(const void *item, size_t size, const char *name,
+		      size_t name_len, struct arb_dent *dent,
+		      struct arb_iref *ir)
 {
-	struct arb_iref e;
 	size_t pos = 0;
 	bool found = false;
 	int ret;
 
-	while ((ret = arb_iref_next(item, size, &pos, &e, NULL)) == 0) {
-		if (!found && e.name_len == name_len &&
-		    memcmp(e.name, name, name_len) == 0) {
-			*r = e;
-			found = true;
-		}
+	for (;;) {
+		struct arb_dent e;
+		struct arb_iref r;
+		const char *n;
+		size_t nl;
+
+		ret = ir ? arb_iref_next(item, size, &pos, &r, NULL)
+			 : arb_dent_next(item, size, &pos, &e, NULL);
+		if (ret)
+			break;
+		n = ir ? r.name : e.name;
+		nl = ir ? r.name_len : e.name_len;
+		if (found || nl != name_len || memcmp(n, name, nl))
+			continue;
+		found = true;
+		if (ir)
+			*ir = r;
+		else
+			*dent = e;
 	}
 	if (ret < 0)
 		return ret;
 	return found ? 0 : -ENOENT;
+}
+
+int arb_dent_find(const void *item, size_t size, const char *name,
+		  size_t name_len, size_t *off, size_t *len)
+{
+	struct arb_dent e;
+	int ret = find_entry(item, size, name, name_len, &e, NULL);
+
+	if (!ret) {
+		*off = e.off;
+		*len = e.len;
+	}
+	return ret;
+}
+
+int arb_iref_find(const void *item, size_t size, const char *name,
+		  size_t name_len, struct arb_iref *r)
+{
+	return find_entry(item, size, name, name_len, NULL, r);
 }
 
 /* ---- DIR_ITEM, DIR_INDEX, XATTR_ITEM ----------------------------------- */

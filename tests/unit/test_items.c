@@ -413,7 +413,7 @@ START_TEST(test_csum_root_extent_tree)
 
 	memset(buf, 0xab, sizeof(buf));
 	expect_ok(&c, buf, 8);
-	expect_ok(&c, buf, 4096);
+	expect_ok(&c, buf, sizeof(buf));
 	expect_bad(&c, buf, 0, "multiple of 4");
 	expect_bad(&c, buf, 7, "7 bytes");
 	text = print(&c, buf, 8);
