@@ -29,6 +29,7 @@
 
 #include "arbor_cli.h"
 #include "arbor_help.h"
+#include "arbor/dump.h"
 #include "core.h"
 #include "usage.h"
 
@@ -76,96 +77,27 @@ static int open_image(const char *path, struct arb_dev **dev,
 	return ret ? 1 : 0;
 }
 
-static void print_item(const struct arb_key *k, const void *data,
-		       uint32_t size)
+/* arbor dump: through the public entry point (arbor/dump.h) */
+static int dump_image(const char *path, uint64_t tree)
 {
-	printf("  (%" PRIu64 " %s %" PRIu64 ") size %u", k->objectid,
-	       arb_item_type_name(k->type), k->offset, size);
-	if (k->type == ARB_INODE_ITEM && size >= sizeof(struct arb_inode_item)) {
-		const struct arb_inode_item *in = data;
-		printf(" mode %o nlink %u size %" PRIu64 " gen %" PRIu64,
-		       arb_inode_item_i_mode(in), arb_inode_item_i_nlink(in),
-		       arb_inode_item_i_size(in),
-		       arb_inode_item_i_generation(in));
-	} else if (k->type == ARB_EXTENT_ITEM &&
-		   size >= sizeof(struct arb_extent_item)) {
-		const struct arb_extent_item *e = data;
-		printf(" refs %" PRIu64 " gen %" PRIu64 " %s",
-		       arb_extent_item_e_refs(e), arb_extent_item_e_generation(e),
-		       arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK
-			       ? "tree"
-			       : "data");
-		if ((arb_extent_item_e_flags(e) & ARB_EXTENT_FLAG_TREE_BLOCK) &&
-		    size >= sizeof(*e) + sizeof(struct arb_tree_block_ref)) {
-			const struct arb_tree_block_ref *tr =
-				(const void *)(e + 1);
-			printf(" owner %" PRIu64 " level %u",
-			       arb_tree_block_ref_t_owner(tr),
-			       arb_tree_block_ref_t_level(tr));
-			if (arb_tree_block_ref_t_mirror(tr))
-				printf(" copy %" PRIu64,
-				       arb_tree_block_ref_t_mirror(tr));
-		}
-	} else if (k->type == ARB_EXTENT_DATA &&
-		   size >= ARB_FILE_EXTENT_INLINE_HDR) {
-		const struct arb_file_extent *f = data;
-		if (arb_file_extent_f_type(f) == ARB_FILE_EXTENT_INLINE ||
-		    size < sizeof(*f))
-			printf(" inline %u bytes", size - ARB_FILE_EXTENT_INLINE_HDR);
-		else
-			printf(" %s disk %" PRIu64 "+%" PRIu64 " off %" PRIu64
-			       " len %" PRIu64,
-			       arb_file_extent_f_type(f) == ARB_FILE_EXTENT_PREALLOC
-				       ? "prealloc"
-				       : "reg",
-			       arb_file_extent_f_disk_bytenr(f),
-			       arb_file_extent_f_disk_num_bytes(f),
-			       arb_file_extent_f_offset(f),
-			       arb_file_extent_f_num_bytes(f));
-	} else if ((k->type == ARB_DIR_ITEM || k->type == ARB_DIR_INDEX) &&
-		   size >= sizeof(struct arb_dir_entry)) {
-		const struct arb_dir_entry *d = data;
-		uint32_t n = arb_dir_entry_d_name_len(d);
-		if (n > size - sizeof(*d))
-			n = size - sizeof(*d);
-		printf(" -> %" PRIu64 " '%.*s'", arb_dir_entry_d_ino(d), (int)n,
-		       (const char *)(d + 1));
-	}
-	putchar('\n');
-}
-
-static int dump_tree(struct arb_vol *vol, uint64_t id)
-{
-	struct arb_root *root;
-	struct arb_iter it;
-	struct arb_key k = { 0, 0, 0 };
-	uint64_t n = 0;
+	struct arb_dev *dev;
+	const char *why;
 	int ret;
 
-	ret = arb_root_get(vol, id, &root);
+	arb_log_hold(true);
+	ret = arb_dev_open_file(path, true, 0, &dev);
 	if (ret) {
-		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
-			arb_reason(ret, NULL));
+		fprintf(stderr, "arbor: %s: %s\n", path,
+			ret == -EBUSY ? ARB_BUSY_HINT : arb_reason(ret, NULL));
+		arb_log_hold(false);
 		return 1;
 	}
-	printf("tree %" PRIu64 ": root node %" PRIu64 " level %d gen %" PRIu64
-	       "\n",
-	       id, root->node->bytenr, arb_level(root->node),
-	       arb_node_gen(root->node));
-	arb_iter_init(&it, root);
-	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
-		arb_iter_key(&it, &k);
-		print_item(&k, arb_iter_data(&it), arb_iter_size(&it));
-		n++;
-	}
-	arb_iter_release(&it);
-	printf("tree %" PRIu64 ": %" PRIu64 " items\n", id, n);
-	if (ret < 0) {
-		fprintf(stderr, "arbor: tree %" PRIu64 ": %s\n", id,
-			arb_reason(ret, NULL));
-		return 1;
-	}
-	return 0;
+	arb_log_hold(false);
+	ret = arb_dump_tree(dev, tree, stdout, &why);
+	if (ret && why)
+		fprintf(stderr, "arbor: %s: cannot open: %s\n", path, why);
+	arb_dev_destroy(dev);
+	return ret ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -258,9 +190,23 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
+	if (!strcmp(cmd, "dump")) {
+		uint64_t id = ARB_DUMP_ALL;
+		char *end;
+
+		if (optind < argc) {
+			id = strtoull(argv[optind], &end, 0);
+			if (*end || id == ARB_DUMP_ALL) {
+				fprintf(stderr, "arbor: bad tree id '%s'\n",
+					argv[optind]);
+				return 2;
+			}
+		}
+		return dump_image(image, id);
+	}
 	if (open_image(image, &dev, &vol))
 		return 1;
-	if (!strcmp(cmd, "usage")) {
+	{
 		struct arb_space_usage u;
 
 		printf("generation   %" PRIu64 "\n", vol->generation);
@@ -279,21 +225,6 @@ int main(int argc, char **argv)
 			printf("system       %" PRIu64 " bytes\n", u.system);
 		}
 		printf("free         %" PRIu64 " bytes\n", arb_free_bytes(vol));
-	} else if (optind < argc) {
-		char *end;
-		uint64_t id = strtoull(argv[optind], &end, 0);
-		if (*end) {
-			fprintf(stderr, "arbor: bad tree id '%s'\n", argv[optind]);
-			rc = 2;
-		} else {
-			rc = dump_tree(vol, id);
-		}
-	} else {
-		static const uint64_t ids[] = { ARB_ROOT_TREE_ID,
-						ARB_EXTENT_TREE_ID,
-						ARB_CSUM_TREE_ID, ARB_FS_TREE_ID };
-		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
-			rc |= dump_tree(vol, ids[i]);
 	}
 	arb_vol_close(vol);
 	arb_dev_destroy(dev);

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "items/items.h"
 
 struct target {
 	uint64_t dir, ino, index;
@@ -118,7 +119,8 @@ static int cut_entry(struct arb_fs *fs, struct arb_txn *t,
 {
 	uint32_t max = arb_max_item_size(fs->vol);
 	uint8_t *buf = malloc(max);
-	size_t nl = strlen(name), pos = 0, off = 0, len = 0;
+	size_t nl = strlen(name), off = 0, len = 0;
+	struct arb_iref r;
 	int ret;
 
 	if (!buf)
@@ -129,18 +131,10 @@ static int cut_entry(struct arb_fs *fs, struct arb_txn *t,
 	if (!iref) {
 		ret = fs_dent_find(buf, (size_t)ret, name, nl, &off, &len);
 	} else {
-		size_t size = (size_t)ret;
-		ret = -ENOENT;
-		while (pos + sizeof(struct arb_inode_ref) <= size) {
-			const struct arb_inode_ref *r = (const void *)(buf + pos);
-			size_t l = arb_inode_ref_r_name_len(r);
-			if (l == nl && !memcmp(buf + pos + sizeof(*r), name, nl)) {
-				off = pos;
-				len = sizeof(*r) + l;
-				ret = 0;
-				break;
-			}
-			pos += sizeof(*r) + l;
+		ret = arb_iref_find(buf, (size_t)ret, name, nl, &r);
+		if (!ret) {
+			off = r.off;
+			len = r.len;
 		}
 	}
 	if (!ret)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "file_int.h"
+#include "items/items.h"
 
 /* ---- checksums --------------------------------------------------------- */
 
@@ -32,12 +33,19 @@ int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 	while (ret == 0) {
 		uint32_t size = arb_iter_size(&it);
 		const uint8_t *d = arb_iter_data(&it);
+		const char *why;
 		uint64_t iend, s;
 
 		arb_iter_key(&it, &k);
 		if (k.objectid != ARB_EXTENT_CSUM_OBJECTID ||
 		    k.type != ARB_EXTENT_CSUM || k.offset >= end)
 			break;
+		if (arb_item_validate(&k, d, size, &why)) {
+			arb_log(ARB_LOG_ERR, "checksum item at %llu: %s",
+				(unsigned long long)k.offset, why);
+			ret = -EUCLEAN;
+			break;
+		}
 		iend = k.offset + (size / 4) * (uint64_t)fs->bs;
 		for (s = k.offset > bytenr ? k.offset : bytenr; s < iend && s < end;
 		     s += fs->bs) {
@@ -90,7 +98,8 @@ static int csum_extend(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		size = arb_iter_size(&it);
 		have = size / 4;
 		if (k.objectid == ARB_EXTENT_CSUM_OBJECTID &&
-		    k.type == ARB_EXTENT_CSUM && size % 4 == 0 &&
+		    k.type == ARB_EXTENT_CSUM &&
+		    arb_item_validate(&k, arb_iter_data(&it), size, NULL) == 0 &&
 		    have < ARB_CSUMS_PER_ITEM &&
 		    k.offset + have * (uint64_t)fs->bs == bytenr) {
 			take = ARB_CSUMS_PER_ITEM - have;

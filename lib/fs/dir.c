@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "fs_int.h"
+#include "items/items.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -54,29 +55,7 @@ void fs_dent_fill(uint8_t *p, uint64_t ino, uint64_t transid, uint8_t type,
 int fs_dent_find(const uint8_t *buf, size_t size, const char *name,
 		 size_t name_len, size_t *off, size_t *len)
 {
-	size_t pos = 0;
-
-	while (pos < size) {
-		const struct arb_dir_entry *e;
-		size_t nl, dl, el;
-
-		if (size - pos < sizeof(*e))
-			return -EUCLEAN;
-		e = (const struct arb_dir_entry *)(buf + pos);
-		nl = arb_dir_entry_d_name_len(e);
-		dl = arb_dir_entry_d_data_len(e);
-		el = fs_dent_size(nl, dl);
-		if (el > size - pos)
-			return -EUCLEAN;
-		if (nl == name_len &&
-		    memcmp(buf + pos + sizeof(*e), name, nl) == 0) {
-			*off = pos;
-			*len = el;
-			return 0;
-		}
-		pos += el;
-	}
-	return -ENOENT;
+	return arb_dent_find(buf, size, name, name_len, off, len);
 }
 
 int fs_item_append(struct arb_txn *t, struct arb_root *root,
@@ -139,29 +118,16 @@ int fs_item_cut(struct arb_txn *t, struct arb_root *root,
 static int iref_find(const uint8_t *buf, size_t size, const char *name,
 		     size_t name_len, size_t *off, size_t *len, uint64_t *index)
 {
-	size_t pos = 0;
+	struct arb_iref r;
+	int ret = arb_iref_find(buf, size, name, name_len, &r);
 
-	while (pos < size) {
-		const struct arb_inode_ref *r;
-		size_t nl;
-
-		if (size - pos < sizeof(*r))
-			return -EUCLEAN;
-		r = (const struct arb_inode_ref *)(buf + pos);
-		nl = arb_inode_ref_r_name_len(r);
-		if (nl > size - pos - sizeof(*r))
-			return -EUCLEAN;
-		if (nl == name_len &&
-		    memcmp(buf + pos + sizeof(*r), name, nl) == 0) {
-			*off = pos;
-			*len = sizeof(*r) + nl;
-			if (index)
-				*index = arb_inode_ref_r_index(r);
-			return 0;
-		}
-		pos += sizeof(*r) + nl;
-	}
-	return -ENOENT;
+	if (ret)
+		return ret;
+	*off = r.off;
+	*len = r.len;
+	if (index)
+		*index = r.index;
+	return 0;
 }
 
 /* would one more entry of name_len fit C's INODE_REF item for parent D? */
@@ -219,6 +185,7 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 	uint32_t max = arb_max_item_size(fs->vol);
 	const struct arb_dir_entry *e;
 	size_t off, elen;
+	const char *why;
 	uint8_t *buf;
 	int ret;
 
@@ -228,6 +195,13 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 	ret = arb_lookup_item(tr->root, &k, buf, max);
 	if (ret < 0)
 		goto out;
+	if (arb_item_validate(&k, buf, (uint32_t)ret, &why)) {
+		arb_log(ARB_LOG_ERR, "dir %llu: bad dir item %llu: %s",
+			(unsigned long long)dir, (unsigned long long)k.offset,
+			why);
+		ret = -EUCLEAN;
+		goto out;
+	}
 	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
 	if (ret)
 		goto out;
@@ -697,6 +671,7 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		while (ret == 0 && n < RD_BATCH) {
 			const struct arb_dir_entry *e;
 			uint32_t size = arb_iter_size(&it);
+			const char *why;
 			size_t nl;
 
 			arb_iter_key(&it, &k);
@@ -707,16 +682,15 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 				break;
 			}
 			e = arb_iter_data(&it);
-			if (size < sizeof(*e) ||
-			    (nl = arb_dir_entry_d_name_len(e)) == 0 ||
-			    nl > ARB_NAME_MAX || nl + sizeof(*e) > size) {
+			if (arb_item_validate(&k, e, size, &why)) {
 				arb_log(ARB_LOG_ERR,
-					"dir %llu: bad DIR_INDEX %llu",
+					"dir %llu: bad DIR_INDEX %llu: %s",
 					(unsigned long long)dir,
-					(unsigned long long)k.offset);
+					(unsigned long long)k.offset, why);
 				ret = -EUCLEAN;
 				break;
 			}
+			nl = arb_dir_entry_d_name_len(e);
 			ents[n].ino = fs_ino(tr, arb_dir_entry_d_ino(e));
 			ents[n].type = arb_dir_entry_d_type(e);
 			/* a subvolume link: resolved below, unlocked */
@@ -970,6 +944,7 @@ int arb_fs_readlink(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 			      ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX + 1);
 	if (ret < 0 || ret <= ARB_FILE_EXTENT_INLINE_HDR ||
 	    ret > ARB_FILE_EXTENT_INLINE_HDR + ARB_SYMLINK_MAX ||
+	    arb_item_validate(&k, item, (uint32_t)ret, NULL) ||
 	    arb_file_extent_f_type((struct arb_file_extent *)item) !=
 		    ARB_FILE_EXTENT_INLINE) {
 		arb_log(ARB_LOG_ERR, "symlink %llu: bad target item (%d)",

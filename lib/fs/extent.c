@@ -12,55 +12,41 @@
 #include <unistd.h>
 
 #include "file_int.h"
+#include "items/items.h"
 
 /* ---- extents ----------------------------------------------------------- */
 
-/* parse an EXTENT_DATA item; -EUCLEAN if malformed */
+/* parse an EXTENT_DATA item; -EUCLEAN if malformed (lib/items says how) */
 int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 		 uint32_t size, struct fs_ext *e)
 {
 	const struct arb_file_extent *fe = data;
+	const char *why;
 
-	if (size < ARB_FILE_EXTENT_INLINE_HDR)
-		goto bad;
+	/* lib/items: a compressed item is refused there (its bytes read raw
+	 * would be garbage returned as data, and an overwrite that splits
+	 * the item (ext_to_item) would drop the field) */
+	if (arb_item_validate(k, data, size, &why)) {
+		arb_log(ARB_LOG_ERR,
+			"inode %llu: bad file extent item at %llu: %s",
+			(unsigned long long)ino, (unsigned long long)k->offset,
+			why);
+		return -EUCLEAN;
+	}
 	memset(e, 0, sizeof(*e));
 	e->start = k->offset;
 	e->type = arb_file_extent_f_type(fe);
-	if (arb_file_extent_f_compression(fe)) {
-		/* no compression exists yet: its bytes read raw would be
-		 * garbage returned as data, and an overwrite that splits the
-		 * item (ext_to_item) would drop the field */
-		arb_log(ARB_LOG_ERR,
-			"inode %llu: file extent item at %llu is compressed "
-			"(method %u), which this arborfs cannot read",
-			(unsigned long long)ino, (unsigned long long)k->offset,
-			arb_file_extent_f_compression(fe));
-		return -EUCLEAN;
-	}
 	e->gen = arb_file_extent_f_generation(fe);
 	e->ram_bytes = arb_file_extent_f_ram_bytes(fe);
 	if (e->type == ARB_FILE_EXTENT_INLINE) {
-		if (k->offset != 0)
-			goto bad;
 		e->end = size - ARB_FILE_EXTENT_INLINE_HDR;
 		return 0;
 	}
-	if ((e->type != ARB_FILE_EXTENT_REG &&
-	     e->type != ARB_FILE_EXTENT_PREALLOC) ||
-	    size < FE_SIZE)
-		goto bad;
 	e->disk_bytenr = arb_file_extent_f_disk_bytenr(fe);
 	e->disk_num_bytes = arb_file_extent_f_disk_num_bytes(fe);
 	e->offset = arb_file_extent_f_offset(fe);
 	e->end = e->start + arb_file_extent_f_num_bytes(fe);
-	if (e->end <= e->start || e->offset > e->disk_num_bytes ||
-	    e->end - e->start > e->disk_num_bytes - e->offset)
-		goto bad;
 	return 0;
-bad:
-	arb_log(ARB_LOG_ERR, "inode %llu: bad file extent item at %llu",
-		(unsigned long long)ino, (unsigned long long)k->offset);
-	return -EUCLEAN;
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fs_int.h"
+#include "items/items.h"
 
 void fs_inode_unpack(struct arb_inode *in, uint64_t ino,
 		     const struct arb_inode_item *d)
@@ -70,6 +71,7 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 {
 	struct arb_inode_item d;
 	struct arb_key k;
+	const char *why;
 	int ret;
 
 	if (!fs_ino_valid(fs, ino))
@@ -83,9 +85,11 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 		return -EIO;
 	if (ret < 0)
 		return ret;
-	if ((size_t)ret < sizeof(d)) {
-		arb_log(ARB_LOG_ERR, "inode %llu: inode item of %d bytes",
-			(unsigned long long)ino, ret);
+	if (arb_item_validate(&k, &d, (size_t)ret < sizeof(d) ? (uint32_t)ret
+							       : sizeof(d),
+			      &why)) {
+		arb_log(ARB_LOG_ERR, "inode %llu: %s", (unsigned long long)ino,
+			why);
 		return -EUCLEAN;
 	}
 	fs_inode_unpack(in, ino, &d);
@@ -118,7 +122,10 @@ int fs_inode_write(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in)
 				      sizeof(d));
 		if (ret < 0)
 			return ret;
-		if ((size_t)ret < sizeof(d))
+		if (arb_item_validate(&k, &d,
+				      (size_t)ret < sizeof(d) ? (uint32_t)ret
+							      : sizeof(d),
+				      NULL))
 			return -EUCLEAN;
 		in->nbytes = arb_inode_item_i_nbytes(&d) +
 			     (in->nbytes - in->nbytes_read);

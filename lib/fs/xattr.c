@@ -22,6 +22,7 @@
 #include <sys/xattr.h>
 
 #include "fs_int.h"
+#include "items/items.h"
 
 static int xattr_check_name(const char *name, size_t *len)
 {
@@ -70,7 +71,7 @@ static bool entry_ref(const struct fs_xslot *s, struct arb_xattr_ref *r)
 	return true;
 }
 
-/* the entry's value length, or -EUCLEAN for a bad reference */
+/* the entry's value length (fs_xslot_load validated the reference) */
 static ssize_t entry_value_len(const struct fs_xslot *s)
 {
 	const struct arb_dir_entry *e =
@@ -79,9 +80,6 @@ static ssize_t entry_value_len(const struct fs_xslot *s)
 
 	if (!entry_ref(s, &r))
 		return arb_dir_entry_d_data_len(e);
-	if (arb_dir_entry_d_data_len(e) != sizeof(r) ||
-	    arb_xattr_ref_x_len(&r) > ARB_XATTR_SIZE_MAX)
-		return -EUCLEAN;
 	return arb_xattr_ref_x_len(&r);
 }
 
@@ -111,8 +109,10 @@ static int entry_value_read(struct arb_fs *fs, const struct fs_xslot *s,
 	for (uint32_t i = 0; i < pieces && !ret; i++) {
 		piece_key(&k, s->k.objectid, arb_xattr_ref_x_id(&r) + i);
 		ret = arb_lookup_item(s->root, &k, piece, max);
-		if (ret == -ENOENT || (ret >= 0 && (ret == 0 ||
-						    (size_t)ret > len - done)))
+		if (ret == -ENOENT ||
+		    (ret >= 0 && (arb_item_validate(&k, piece, (uint32_t)ret,
+						    NULL) ||
+				  (size_t)ret > len - done)))
 			ret = -EUCLEAN;
 		if (ret < 0)
 			break;
@@ -206,6 +206,7 @@ static int pieces_write(struct arb_fs *fs, struct arb_txn *t,
 int fs_xslot_load(struct arb_fs *fs, uint64_t ino, const char *name,
 		  size_t len, struct fs_xslot *s)
 {
+	const char *why;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -226,6 +227,13 @@ int fs_xslot_load(struct arb_fs *fs, uint64_t ino, const char *name,
 		goto fail;
 	s->item = true;
 	s->isize = (size_t)ret;
+	if (arb_item_validate(&s->k, s->buf, (uint32_t)s->isize, &why)) {
+		arb_log(ARB_LOG_ERR, "inode %llu: bad xattr item %llu: %s",
+			(unsigned long long)ino,
+			(unsigned long long)s->k.offset, why);
+		ret = -EUCLEAN;
+		goto fail;
+	}
 	ret = fs_dent_find(s->buf, s->isize, name, len, &s->off, &s->elen);
 	if (ret == -ENOENT)
 		return 0;
@@ -487,32 +495,19 @@ ssize_t arb_fs_listxattr(struct arb_fs *fs, uint64_t ino, char *list,
 	while (r == 0) {
 		const uint8_t *d = arb_iter_data(&it);
 		uint32_t isize = arb_iter_size(&it);
+		struct arb_dent e;
 		size_t pos = 0;
 
 		arb_iter_key(&it, &k);
 		if (k.objectid != fs_obj(ino) || k.type != ARB_XATTR_ITEM)
 			break;
-		while (pos < isize) {
-			const struct arb_dir_entry *e;
-			size_t nl, el;
-
-			if (isize - pos < sizeof(*e)) {
-				r = -EUCLEAN;
-				break;
+		r = arb_item_validate(&k, d, isize, NULL) ? -EUCLEAN : 0;
+		while (!r && arb_dent_next(d, isize, &pos, &e, NULL) == 0) {
+			if (size && total + e.name_len + 1 <= size) {
+				memcpy(list + total, e.name, e.name_len);
+				list[total + e.name_len] = 0;
 			}
-			e = (const struct arb_dir_entry *)(d + pos);
-			nl = arb_dir_entry_d_name_len(e);
-			el = fs_dent_size(nl, arb_dir_entry_d_data_len(e));
-			if (el > isize - pos) {
-				r = -EUCLEAN;
-				break;
-			}
-			if (size && total + nl + 1 <= size) {
-				memcpy(list + total, d + pos + sizeof(*e), nl);
-				list[total + nl] = 0;
-			}
-			total += nl + 1;
-			pos += el;
+			total += e.name_len + 1;
 		}
 		if (r)
 			break;
