@@ -312,6 +312,9 @@ void fs_trees_free(struct arb_fs *fs);
  * its inodes can be named from then on; -EINVAL for an id with no slot,
  * -ENOENT when the root tree has no such tree */
 int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out);
+/* the tree of ino, opened if it exists and is not deleted: 0 or -ENOENT
+ * (lock held) */
+int fs_tree_open_ino(struct arb_fs *fs, uint64_t ino);
 /* take a dropped tree out of the table (lock held) */
 void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr);
 /* lib/subvol: drop one deleted subvolume none of whose inodes is pinned

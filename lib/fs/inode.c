@@ -74,8 +74,13 @@ int fs_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in)
 	const char *why;
 	int ret;
 
-	if (!fs_ino_valid(fs, ino))
-		return -ENOENT;
+	if (!fs_ino_valid(fs, ino)) {
+		/* a subvolume's inode named before any lookup reached it (a
+		 * daemon restarted, an NFS handle): its tree opens now */
+		ret = fs_tree_open_ino(fs, ino);
+		if (ret)
+			return ret;
+	}
 	inode_key(&k, ino);
 	ret = arb_lookup_item(fs_root_of(fs, ino), &k, &d, sizeof(d));
 	/* after an aborted transaction, its new inodes are gone while the

@@ -172,6 +172,25 @@ struct fs_tree *fs_tree_find(const struct arb_fs *fs, uint64_t ino)
 	return find_slot(fs, ino >> ARB_INUM_SHIFT);
 }
 
+int fs_tree_open_ino(struct arb_fs *fs, uint64_t ino)
+{
+	uint64_t obj = fs_obj(ino), id = arb_inum_tree(ino);
+	struct fs_tree *tr;
+	int ret;
+
+	if (obj < ARB_FIRST_INO || fs_tree_find(fs, ino))
+		return obj < ARB_FIRST_INO ? -ENOENT : 0;
+	ret = fs_tree_open(fs, id, &tr);
+	if (ret)
+		return ret == -EINVAL || ret == -ENOENT ? -ENOENT : ret;
+	if (tr->deleted && !tr->pinned) {
+		/* deleted: nothing of it can be named any more */
+		fs_tree_forget(fs, tr);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 bool fs_ino_valid(const struct arb_fs *fs, uint64_t ino)
 {
 	uint64_t obj = fs_obj(ino);

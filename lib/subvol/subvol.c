@@ -653,7 +653,7 @@ int arb_subvol_info(struct arb_fs *fs, uint64_t ino,
 	int ret;
 
 	fs_lock(fs);
-	ret = fs_ino_valid(fs, ino) ? 0 : -ENOENT;
+	ret = fs_ino_valid(fs, ino) ? 0 : fs_tree_open_ino(fs, ino);
 	if (!ret)
 		ret = info_fill(fs, fs_tree_of(fs, ino)->id, info);
 	fs_unlock(fs);
@@ -826,7 +826,7 @@ int arb_subvol_set_rdonly(struct arb_fs *fs, uint64_t ino, bool rdonly,
 	if (cleared_received)
 		*cleared_received = false;
 	fs_lock(fs);
-	ret = fs_ino_valid(fs, ino) ? 0 : -ENOENT;
+	ret = fs_ino_valid(fs, ino) ? 0 : fs_tree_open_ino(fs, ino);
 	if (ret)
 		goto out;
 	tr = fs_tree_of(fs, ino);

@@ -234,6 +234,12 @@ START_TEST(test_create)
 	mkfile(ino, "g", "in inner");
 
 	reopen();
+	/* a subvolume's inode is found by its number alone after a
+	 * remount (NFS handles, a restarted daemon) */
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.ino, f);
+	ck_assert_int_eq(arb_fs_getattr(fs, arb_inum(900, ROOT), &st),
+			 -ENOENT);
 	sv = lookup(ROOT, "sv");
 	ck_assert_uint_eq(sv, arb_inum(256, ROOT));
 	expect(lookup(sv, "f"), "in sv");
