@@ -214,6 +214,12 @@ static void entry_from_info(struct arb_ioc_subvol_entry *e,
 	snprintf(e->name, sizeof(e->name), "%s", i->name);
 }
 
+/* how a message names subvolume e */
+static const char *sv_name(const struct arb_ioc_subvol_entry *e)
+{
+	return e->id == ARB_INUM_FS_TREE ? "the top-level subvolume" : e->name;
+}
+
 /* ---- mounts ------------------------------------------------------------- */
 
 /* the subvolume holding the inode fd names */
@@ -228,7 +234,6 @@ static void ioc_error(const char *path, const char *what, int e)
 {
 	switch (e) {
 	case ENOTTY:
-	case ENOSYS:
 		err("%s: not on a mounted arborfs (or its daemon is too old "
 		    "for subvolumes)", path);
 		break;
@@ -338,8 +343,8 @@ static int mount_create(const char *src, const char *dest, bool snapshot,
 			goto out;
 		if (si.e.ino != sst.st_ino) {
 			err("%s: source is not a subvolume (a directory of "
-			    "subvolume %llu '%s')",
-			    src, (unsigned long long)si.e.id, si.e.name);
+			    "subvolume %llu, %s)",
+			    src, (unsigned long long)si.e.id, sv_name(&si.e));
 			goto out;
 		}
 	}
@@ -425,8 +430,10 @@ static int image_create(struct target *t, const char *src, const char *dest,
 		}
 		if (si.ino != sino) {
 			err("%s: %s: source is not a subvolume (a directory of "
-			    "subvolume %llu '%s')",
-			    t->image, src, (unsigned long long)si.id, si.name);
+			    "subvolume %llu, %s)",
+			    t->image, src, (unsigned long long)si.id,
+			    si.id == ARB_INUM_FS_TREE ? "the top-level subvolume"
+						      : si.name);
 			goto out;
 		}
 		dest_dir = image_resolve(t->fs, dest, &dino) == 0 &&
@@ -507,8 +514,8 @@ static int mount_delete(const char *path, uint64_t *id)
 	if (fstat(fd, &st) || mount_info(fd, path, &si))
 		goto out;
 	if (si.e.ino != st.st_ino) {
-		err("%s: not a subvolume (a directory of subvolume %llu '%s')",
-		    path, (unsigned long long)si.e.id, si.e.name);
+		err("%s: not a subvolume (a directory of subvolume %llu, %s)",
+		    path, (unsigned long long)si.e.id, sv_name(&si.e));
 		goto out;
 	}
 	if (si.e.id == ARB_INUM_FS_TREE) {
@@ -560,9 +567,10 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 		return 1;
 	}
 	if (si.ino != ino) {
-		err("%s: %s: not a subvolume (a directory of subvolume %llu "
-		    "'%s')", t->image, path, (unsigned long long)si.id,
-		    si.name);
+		err("%s: %s: not a subvolume (a directory of subvolume %llu, "
+		    "%s)", t->image, path, (unsigned long long)si.id,
+		    si.id == ARB_INUM_FS_TREE ? "the top-level subvolume"
+					      : si.name);
 		return 1;
 	}
 	if (si.id == ARB_INUM_FS_TREE) {
