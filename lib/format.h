@@ -512,8 +512,11 @@ ARB_LE(root_ref, rr_name_len, 16)
  *   64  8   generation here when the receive finished, else 0
  *   72  8   for a snapshot, the id of the tree it was taken of (a hint:
  *           that tree may be gone); 0 for an empty subvolume
- *   80  16  reserved, 0
- * Other sizes: a newer format (refused by fsck repair, as ROOT_ITEM).
+ *   80  8   in tree 5's item only: the highest subvolume id ever handed
+ *           out (ids are never reused: they are part of inode numbers)
+ *   88  8   reserved, 0
+ * Tree 5 gets a SUBVOL_ITEM with the first subvolume.  Other sizes: a
+ * newer format (refused by fsck repair, as ROOT_ITEM).
  */
 #define ARB_SUBVOL_F_RDONLY (1ULL << 0)
 #define ARB_SUBVOL_F_KNOWN ARB_SUBVOL_F_RDONLY
@@ -529,7 +532,8 @@ struct arb_subvol_item {
 	uint64_t s_stransid;
 	uint64_t s_rtransid;
 	uint64_t s_source;
-	uint8_t s_reserved3[16];
+	uint64_t s_last_id;
+	uint64_t s_reserved3;
 } ARB_PACKED;
 ARB_CHECK_SIZE(subvol_item, 96);
 ARB_CHECK_OFF(subvol_item, s_received_uuid, 40);
@@ -542,6 +546,7 @@ ARB_LE(subvol_item, s_ctime_ns, 32)
 ARB_LE(subvol_item, s_stransid, 64)
 ARB_LE(subvol_item, s_rtransid, 64)
 ARB_LE(subvol_item, s_source, 64)
+ARB_LE(subvol_item, s_last_id, 64)
 
 /* ------------------------------------------------------------------------ */
 /*

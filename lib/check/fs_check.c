@@ -364,6 +364,30 @@ static void check_xattr_piece(struct chk *c, const struct arb_key *k)
 		(unsigned long long)k->offset);
 }
 
+/* a link of subvolume id in this tree (5): its ROOT_BACKREF names it */
+static void check_subvol_link(struct chk *c, const struct arb_key *k,
+			      uint64_t id, const char *name, size_t nl)
+{
+	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	const struct arb_root_ref *rr = (const void *)buf;
+	struct arb_key bk = { id, ARB_ROOT_BACKREF, ARB_FS_TREE_ID };
+	int ret = arb_lookup_item(c->fs->vol->tree_root, &bk, buf,
+				  sizeof(buf));
+
+	if (ret == -ENOENT || (ret >= (int)sizeof(*rr) &&
+			       (arb_root_ref_rr_dirid(rr) != k->objectid ||
+				arb_root_ref_rr_name_len(rr) != nl ||
+				memcmp(buf + sizeof(*rr), name, nl))))
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"subvolume link '%s' -> %llu: the subvolume's "
+			"ROOT_BACKREF does not name it",
+			name, (unsigned long long)id);
+	else if (ret >= 0 && ret < (int)sizeof(*rr))
+		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
+			"subvolume link '%s' -> %llu: bad ROOT_BACKREF", name,
+			(unsigned long long)id);
+}
+
 static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			      const uint8_t *d, uint32_t size)
 {
@@ -402,6 +426,20 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 		    arb_dir_entry_d_type(e) == ARB_XATTR_OUT_OF_LINE)
 			check_xattr_ref(c, k, d + pos + sizeof(*e) + nl,
 					arb_dir_entry_d_data_len(e), name);
+		if (k->type != ARB_XATTR_ITEM &&
+		    (arb_dir_entry_d_type(e) & ARB_DENT_SUBVOL)) {
+			/* a subvolume link: no inode of this tree; its root's
+			 * ".." counts as a subdirectory (fs_dent_add) */
+			if (k->type == ARB_DIR_INDEX) {
+				c->name_bytes += nl;
+				if (k->offset > c->max_index)
+					c->max_index = k->offset;
+				c->subdirs++;
+			}
+			check_subvol_link(c, k, child, name, nl);
+			pos += el;
+			continue;
+		}
 		if (k->type == ARB_DIR_INDEX) {
 			c->name_bytes += nl;
 			if (k->offset > c->max_index)

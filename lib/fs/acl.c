@@ -474,7 +474,7 @@ int fs_acl_setxattr(struct arb_fs *fs, uint64_t ino, int type,
 	if (val)
 		ret = fs_xslot_fits(&slot, vsize);
 	if (!ret)
-		ret = fs_op_begin(fs, &t, vsize, val ? 0 : ARB_OP_RESERVE);
+		ret = fs_op_begin(fs, &t, ino, vsize, val ? 0 : ARB_OP_RESERVE);
 	if (ret) {
 		fs_xslot_release(&slot);
 		goto out;

@@ -232,6 +232,20 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 	if (ret)
 		goto out;
 	e = (const struct arb_dir_entry *)(buf + off);
+	if (arb_dir_entry_d_type(e) & ARB_DENT_SUBVOL) {
+		/* a subvolume: its root directory, in its own tree */
+		uint64_t id = arb_dir_entry_d_ino(e), seq;
+
+		if (type)
+			*type = arb_dir_entry_d_type(e) & ~ARB_DENT_SUBVOL;
+		ret = fs_subvol_resolve(fs, tr, fs_obj(dir), id, name, len,
+					ino, &seq);
+		if (ret == -ENOENT)
+			ret = -ESTALE;
+		if (!ret && index)
+			*index = seq;
+		goto out;
+	}
 	*ino = fs_ino(tr, arb_dir_entry_d_ino(e));
 	if (type)
 		*type = arb_dir_entry_d_type(e);
@@ -268,6 +282,8 @@ int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent)
 		*parent = dir;
 		return 0;
 	}
+	if (fs_obj(dir) == ARB_FIRST_INO && tr->slot != 0)
+		return fs_subvol_parent(fs, tr, parent);
 	arb_iter_init(&it, tr->root);
 	ret = arb_iter_seek(&it, &k);
 	if (ret == 0)
@@ -306,21 +322,89 @@ static int dir_is_under(struct arb_fs *fs, uint64_t dir, uint64_t anc,
 	}
 }
 
+/*
+ * Empty: no entry but stale subvolume links (copies of nested links a
+ * snapshot took along, fs_subvol_resolve): those do not count, and go
+ * with the directory's items.
+ */
 static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
 {
+	struct fs_tree *tr = fs_tree_of(fs, dir);
+	struct arb_key k = { fs_obj(dir), ARB_DIR_INDEX, 0 };
+	char name[ARB_NAME_MAX];
 	struct arb_iter it;
-	struct arb_key k = { fs_obj(dir), ARB_DIR_ITEM, 0 };
+	uint64_t id = 0, ino;
+	size_t nl = 0;
 	int ret;
 
-	arb_iter_init(&it, fs_root_of(fs, dir));
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
-	if (ret < 0)
+	*empty = true;
+	for (;;) {
+		const struct arb_dir_entry *e;
+
+		arb_iter_init(&it, tr->root);
+		ret = arb_iter_seek(&it, &k);
+		if (ret == 0)
+			arb_iter_key(&it, &k);
+		if (ret == 0 && k.objectid == fs_obj(dir) &&
+		    k.type == ARB_DIR_INDEX) {
+			e = arb_iter_data(&it);
+			if (arb_iter_size(&it) < sizeof(*e) ||
+			    (nl = arb_dir_entry_d_name_len(e)) >
+				    ARB_NAME_MAX ||
+			    sizeof(*e) + nl > arb_iter_size(&it)) {
+				ret = -EUCLEAN;
+			} else if (!(arb_dir_entry_d_type(e) &
+				     ARB_DENT_SUBVOL)) {
+				*empty = false;
+			} else {
+				id = arb_dir_entry_d_ino(e);
+				memcpy(name, e + 1, nl);
+				ret = 2; /* look the link up unlocked */
+			}
+		} else if (ret == 0) {
+			ret = 1;
+		}
+		arb_iter_release(&it);
+		if (ret < 0 || ret == 1 || !*empty)
+			return ret < 0 ? ret : 0;
+		ret = fs_subvol_resolve(fs, tr, fs_obj(dir), id, name, nl,
+					&ino, NULL);
+		if (ret == 0) {
+			*empty = false;
+			return 0;
+		}
+		if (ret != -ENOENT)
+			return ret;
+		k.offset++;
+	}
+}
+
+int fs_dent_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t raw_ino, uint8_t type,
+		const struct timespec *now, uint64_t *index)
+{
+	size_t elen = fs_dent_size(len, 0);
+	uint8_t ent[sizeof(struct arb_dir_entry) + ARB_NAME_MAX];
+	struct arb_root *root = fs_root_of(fs, din->ino);
+	struct arb_key k;
+	int ret;
+
+	*index = din->seq < 2 ? 2 : din->seq;
+	din->seq = *index + 1;
+	fs_dent_fill(ent, raw_ino, t->transid, type, name, len, NULL, 0);
+	k.objectid = fs_obj(din->ino);
+	k.type = ARB_DIR_ITEM;
+	k.offset = arb_name_hash(name, len);
+	ret = fs_item_append(t, root, &k, ent, elen);
+	if (ret)
 		return ret;
-	*empty = ret == 1 || k.objectid != fs_obj(dir) ||
-		 (k.type != ARB_DIR_ITEM && k.type != ARB_DIR_INDEX);
+	k.type = ARB_DIR_INDEX;
+	k.offset = *index;
+	ret = arb_insert_item(t, root, &k, ent, (uint32_t)elen);
+	if (ret)
+		return ret;
+	din->size += 2 * len;
+	din->mtime = din->ctime = *now;
 	return 0;
 }
 
@@ -330,28 +414,15 @@ int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 		const char *name, size_t len, uint64_t ino, uint8_t type,
 		const struct timespec *now)
 {
-	size_t elen = fs_dent_size(len, 0);
-	uint8_t ent[sizeof(struct arb_dir_entry) + ARB_NAME_MAX];
 	uint8_t ref[sizeof(struct arb_inode_ref) + ARB_NAME_MAX];
 	struct arb_key k;
-	uint64_t index = din->seq < 2 ? 2 : din->seq;
-	struct arb_root *root = fs_root_of(fs, din->ino);
+	uint64_t index;
 	int ret;
 
 	/* one tree: links across trees are refused before (EXDEV) */
 	ARB_ASSERT(fs_tree_of(fs, ino) == fs_tree_of(fs, din->ino));
-
-	din->seq = index + 1;
-	fs_dent_fill(ent, fs_obj(ino), t->transid, type, name, len, NULL, 0);
-	k.objectid = fs_obj(din->ino);
-	k.type = ARB_DIR_ITEM;
-	k.offset = arb_name_hash(name, len);
-	ret = fs_item_append(t, root, &k, ent, elen);
-	if (ret)
-		return ret;
-	k.type = ARB_DIR_INDEX;
-	k.offset = index;
-	ret = arb_insert_item(t, root, &k, ent, (uint32_t)elen);
+	ret = fs_dent_add(fs, t, din, name, len, fs_obj(ino), type, now,
+			  &index);
 	if (ret)
 		return ret;
 	arb_set_inode_ref_r_index((struct arb_inode_ref *)ref, index);
@@ -361,11 +432,44 @@ int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 	k.objectid = fs_obj(ino);
 	k.type = ARB_INODE_REF;
 	k.offset = fs_obj(din->ino);
-	ret = fs_item_append(t, root, &k, ref,
-			     sizeof(struct arb_inode_ref) + len);
+	return fs_item_append(t, fs_root_of(fs, din->ino), &k, ref,
+			      sizeof(struct arb_inode_ref) + len);
+}
+
+int fs_dent_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t index,
+		const struct timespec *now)
+{
+	uint32_t max = arb_max_item_size(fs->vol);
+	struct arb_root *root = fs_root_of(fs, din->ino);
+	struct arb_key k;
+	size_t off, elen;
+	uint8_t *buf;
+	int ret;
+
+	k.objectid = fs_obj(din->ino);
+	k.type = ARB_DIR_INDEX;
+	k.offset = index;
+	ret = arb_del_item(t, root, &k);
 	if (ret)
 		return ret;
-	din->size += 2 * len;
+	buf = malloc(max);
+	if (!buf)
+		return -ENOMEM;
+	k.type = ARB_DIR_ITEM;
+	k.offset = arb_name_hash(name, len);
+	ret = arb_lookup_item(root, &k, buf, max);
+	if (ret >= 0) {
+		ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
+		if (ret == -ENOENT)
+			ret = -EUCLEAN;
+	}
+	if (!ret)
+		ret = fs_item_cut(t, root, &k, off, elen);
+	free(buf);
+	if (ret)
+		return ret;
+	din->size = din->size >= 2 * len ? din->size - 2 * len : 0;
 	din->mtime = din->ctime = *now;
 	return 0;
 }
@@ -399,27 +503,9 @@ static int link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 	ret = fs_item_cut(t, root, &k, off, elen);
 	if (ret)
 		goto out;
-
-	k.objectid = fs_obj(din->ino);
-	k.type = ARB_DIR_INDEX;
-	k.offset = index;
-	ret = arb_del_item(t, root, &k);
-	if (ret)
-		goto out;
-
-	k.type = ARB_DIR_ITEM;
-	k.offset = arb_name_hash(name, len);
-	ret = arb_lookup_item(root, &k, buf, max);
-	if (ret < 0)
-		goto out;
-	ret = fs_dent_find(buf, (size_t)ret, name, len, &off, &elen);
-	if (ret)
+	ret = fs_dent_del(fs, t, din, name, len, index, now);
+	if (ret == -EUCLEAN || ret == -ENOENT)
 		goto out_corrupt;
-	ret = fs_item_cut(t, root, &k, off, elen);
-	if (ret)
-		goto out;
-	din->size = din->size >= 2 * len ? din->size - 2 * len : 0;
-	din->mtime = din->ctime = *now;
 	goto out;
 out_corrupt:
 	arb_log(ARB_LOG_ERR, "dir %llu: link '%.*s' -> %llu is incomplete",
@@ -458,6 +544,8 @@ int arb_fs_lookup(struct arb_fs *fs, uint64_t dir, const char *name,
 		ret = fs_dir_parent(fs, dir, &ino);
 	else
 		ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret == -ESTALE)
+		ret = -ENOENT; /* a stale subvolume link is no entry */
 	if (ret)
 		goto out;
 	ret = fs_inode_read(fs, ino, &in);
@@ -524,6 +612,7 @@ static bool rd_cookie_decode(uint64_t off, uint64_t *bound, uint64_t *pos)
 struct rd_ent {
 	uint64_t ino, next_pos;
 	uint8_t type;
+	bool subvol; /* ino is the tree id of a subvolume link */
 	char name[ARB_NAME_MAX + 1];
 };
 
@@ -630,6 +719,12 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 			}
 			ents[n].ino = fs_ino(tr, arb_dir_entry_d_ino(e));
 			ents[n].type = arb_dir_entry_d_type(e);
+			/* a subvolume link: resolved below, unlocked */
+			ents[n].subvol = ents[n].type & ARB_DENT_SUBVOL;
+			if (ents[n].subvol) {
+				ents[n].ino = arb_dir_entry_d_ino(e);
+				ents[n].type &= ~ARB_DENT_SUBVOL;
+			}
 			memcpy(ents[n].name, (const char *)(e + 1), nl);
 			ents[n].name[nl] = 0;
 			ents[n].next_pos = k.offset + 1;
@@ -643,8 +738,19 @@ int arb_fs_readdir(struct arb_fs *fs, uint64_t dir, uint64_t off, bool plus,
 		 * others (untar): ask for all their leaves at once, then
 		 * read them one by one */
 		for (i = 0; plus && i < n; i++)
-			fs_inode_prefetch(fs, ents[i].ino);
+			if (!ents[i].subvol)
+				fs_inode_prefetch(fs, ents[i].ino);
 		for (i = 0; i < n; i++) {
+			if (ents[i].subvol) {
+				ret = fs_subvol_resolve(
+					fs, tr, fs_obj(dir), ents[i].ino,
+					ents[i].name, strlen(ents[i].name),
+					&ents[i].ino, NULL);
+				if (ret == -ENOENT)
+					continue; /* a stale link: not shown */
+				if (ret)
+					goto out;
+			}
 			if (plus) {
 				ret = fs_inode_read(fs, ents[i].ino, &in);
 				if (ret)
@@ -679,7 +785,7 @@ out:
  * A new name may go into dir: dir is a live directory (read into *din)
  * and has no entry name.  0, -ENOTDIR, -ENOENT, -EEXIST or an error.
  */
-static int new_name_ok(struct arb_fs *fs, uint64_t dir, const char *name,
+int fs_new_name_ok(struct arb_fs *fs, uint64_t dir, const char *name,
 		       size_t len, struct arb_inode *din)
 {
 	uint64_t ino;
@@ -692,8 +798,9 @@ static int new_name_ok(struct arb_fs *fs, uint64_t dir, const char *name,
 	if (din->nlink == 0)
 		return -ENOENT;
 	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	/* a stale subvolume link holds its name too */
 	if (ret != -ENOENT)
-		return ret ? ret : -EEXIST;
+		return ret && ret != -ESTALE ? ret : -EEXIST;
 	return 0;
 }
 
@@ -721,7 +828,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			return -ENAMETOOLONG;
 	}
 	fs_lock(fs);
-	ret = new_name_ok(fs, dir, name, len, &din);
+	ret = fs_new_name_ok(fs, dir, name, len, &din);
 	if (!ret)
 		ret = fs_iflags_may_create(&din);
 	if (ret)
@@ -743,7 +850,7 @@ static int create_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		ret = -ENOSPC;
 		goto out;
 	}
-	ret = fs_op_begin(fs, &t, tlen + acl.acc_size + acl.def_size, 0);
+	ret = fs_op_begin(fs, &t, dir, tlen + acl.acc_size + acl.def_size, 0);
 	if (ret)
 		goto out;
 	fs_now(&now);
@@ -917,7 +1024,7 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		ret = -EMLINK;
 		goto out;
 	}
-	ret = new_name_ok(fs, newdir, newname, len, &din);
+	ret = fs_new_name_ok(fs, newdir, newname, len, &din);
 	/* a hard link stays in its tree (ln, then cp, as btrfs) */
 	if (!ret && fs_tree_of(fs, newdir) != fs_tree_of(fs, ino))
 		ret = -EXDEV;
@@ -925,7 +1032,7 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		ret = fs_iflags_may_link(&in, &din);
 	if (ret)
 		goto out;
-	ret = fs_op_begin(fs, &t, 0, 0);
+	ret = fs_op_begin(fs, &t, newdir, 0, 0);
 	if (ret)
 		goto out;
 	fs_now(&now);
@@ -971,11 +1078,17 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	}
 	ret = fs_dir_find(fs, dir, name, len, &ino, NULL, NULL);
+	if (ret == -ESTALE)
+		ret = -ENOENT;
 	if (ret)
 		goto out;
 	ret = fs_inode_read(fs, ino, &in);
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
+	/* a subvolume goes through arb_subvol_delete (as btrfs before 4.18:
+	 * an rmdir of one is refused) */
+	if (!ret && rmdir && fs_tree_of(fs, ino) != fs_tree_of(fs, dir))
+		ret = -EPERM;
 	if (ret)
 		goto out;
 	if (rmdir) {
@@ -994,7 +1107,7 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 		ret = -EISDIR;
 		goto out;
 	}
-	ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_RESERVE);
 	if (ret)
 		goto out;
 	fs_now(&now);
@@ -1131,6 +1244,8 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	}
 	ret = fs_dir_find(fs, dir, name, len, &src_ino, NULL, NULL);
+	if (ret == -ESTALE)
+		ret = -ENOENT;
 	if (ret)
 		goto out;
 	ret = fs_inode_read(fs, src_ino, &src);
@@ -1138,8 +1253,17 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	src_dir = S_ISDIR(src.mode);
 	ret = fs_dir_find(fs, newdir, newname, nlen, &dst_ino, NULL, NULL);
+	if (ret == -ESTALE)
+		ret = -EBUSY; /* a stale subvolume link holds the name */
 	if (ret && ret != -ENOENT)
 		goto out;
+	/* subvolume links are not renamed yet: not by moving their
+	 * entries (no INODE_REF to move), never across trees */
+	if (fs_tree_of(fs, src_ino) != fs_tree_of(fs, dir) ||
+	    (ret == 0 && fs_tree_of(fs, dst_ino) != fs_tree_of(fs, newdir))) {
+		ret = -EPERM;
+		goto out;
+	}
 	have_dst = ret == 0;
 	ret = 0;
 	if (have_dst && (flags & RENAME_NOREPLACE)) {
@@ -1220,7 +1344,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 	}
 
 	/* a whiteout is a new inode: not from the reserve for deletes */
-	ret = fs_op_begin(fs, &t, 0,
+	ret = fs_op_begin(fs, &t, dir, 0,
 			  flags & RENAME_WHITEOUT ? 0 : ARB_OP_RESERVE);
 	if (ret)
 		goto out;

@@ -153,7 +153,7 @@ int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
 		ret = -EROFS;
 		goto out;
 	}
-	ret = fs_op_begin(fs, &t, punch ? 0 : round_up_bs(len, bs) + bs,
+	ret = fs_op_begin(fs, &t, ino, punch ? 0 : round_up_bs(len, bs) + bs,
 			  punch ? ARB_OP_RESERVE : 0);
 	if (ret)
 		goto out;

@@ -189,13 +189,16 @@ int fs_commit(struct arb_fs *fs)
 	return 0;
 }
 
-int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
-		unsigned flags)
+int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t ino,
+		uint64_t need, unsigned flags)
 {
 	int ret;
 
 	if (fs->readonly)
 		return fs->shutdown ? -EIO : -EROFS;
+	/* a read-only subvolume (its tree is open: ino was read) */
+	if (ino && fs_tree_of(fs, ino)->rdonly)
+		return -EROFS;
 	if (!op_has_space(fs, need, flags)) {
 		/* space freed since the last commit is usable only once that
 		 * commit is durable; delayed data may also shrink when it is
@@ -292,8 +295,22 @@ static void *commit_thread(void *arg)
 
 	fs_lock(fs);
 	while (!fs->stop) {
-		uint64_t now = arb_mono_ns(), wait_ns, due = last + period_ns;
-		bool dirty = fs->txn_dirty || fs->dirty_bytes;
+		uint64_t now, wait_ns, due;
+		bool dirty;
+
+		/* deleted subvolumes: one at a time, then look again */
+		if (fs->clean_pending && !fs->readonly) {
+			int r = fs_subvol_clean(fs);
+
+			if (r == 1) {
+				last = arb_mono_ns(); /* it committed */
+				continue;
+			}
+			fs->clean_pending = false;
+		}
+		now = arb_mono_ns();
+		due = last + period_ns;
+		dirty = fs->txn_dirty || fs->dirty_bytes;
 
 		if (dirty && idle_ns && fs->last_change_ns + idle_ns < due)
 			due = fs->last_change_ns + idle_ns;
@@ -537,6 +554,8 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 
 	fs->vol->pre_commit = fs_pre_commit;
 	fs->vol->pre_commit_arg = fs;
+	/* deleted subvolumes left by the last mount: the cleaner looks */
+	fs->clean_pending = !fs->readonly;
 
 	if (!fs->readonly) {
 		fs_lock(fs);

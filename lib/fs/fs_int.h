@@ -96,6 +96,13 @@ struct fs_tree {
 	/* next objectid to hand out (fs_ino_new): above every inode present
 	 * and above the tree's r_highest_objectid */
 	uint64_t next_ino;
+	/* a read-only subvolume (SUBVOL_ITEM): fs_op_begin refuses changes */
+	bool rdonly;
+	/* deleted: its link is gone, the cleaner drops it once none of its
+	 * inodes is pinned */
+	bool deleted;
+	/* how many of its inodes are pinned (arb_fs_open_inode) */
+	uint64_t pinned;
 };
 
 /* In-memory twin of struct arb_inode_item (format.h). */
@@ -239,6 +246,9 @@ struct arb_fs {
 	 * that the POSIX layer never calls into the checker) */
 	bool (*space_yield)(struct arb_fs *fs);
 
+	/* a deleted subvolume may be ready for the cleaner (commit thread) */
+	bool clean_pending;
+
 	/* commit thread */
 	pthread_t thread;
 	bool thread_running;
@@ -267,9 +277,11 @@ enum arb_op_flags {
 	/* the operation frees space: it may dip into the reserve */
 	ARB_OP_RESERVE = 1 << 0,
 };
-/* Check space (need data bytes + metadata) and join the transaction. */
-int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t need,
-		unsigned flags);
+/* Check space (need data bytes + metadata) and join the transaction.
+ * ino: an inode of the tree the operation changes (-EROFS when that tree
+ * is a read-only subvolume), 0 for none. */
+int fs_op_begin(struct arb_fs *fs, struct arb_txn **t, uint64_t ino,
+		uint64_t need, unsigned flags);
 /* Leave the transaction; err != 0 aborts it (see the header comment).
  * Returns err. */
 int fs_op_end(struct arb_fs *fs, struct arb_txn *t, int err);
@@ -294,8 +306,27 @@ void fs_trees_free(struct arb_fs *fs);
  * its inodes can be named from then on; -EINVAL for an id with no slot,
  * -ENOENT when the root tree has no such tree */
 int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out);
+/* take a dropped tree out of the table (lock held) */
+void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr);
+/* lib/subvol: drop one deleted subvolume none of whose inodes is pinned
+ * (lock held): 1 done, 0 none, <0 error */
+int fs_subvol_clean(struct arb_fs *fs);
 /* highest inode objectid present in tr (fs.c) */
 int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
+/*
+ * A directory entry of objectid dirobj in tree parent links subvolume id
+ * (ARB_DENT_SUBVOL) under name: 0 with *ino its root directory (its tree
+ * opened) and *seq the link's DIR_INDEX offset (seq may be NULL), or
+ * -ENOENT when the subvolume is linked elsewhere or gone (the entry is a
+ * copy a snapshot of the parent took along: a stale link).
+ */
+int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
+		      uint64_t dirobj, uint64_t id, const char *name,
+		      size_t len, uint64_t *ino, uint64_t *seq);
+/* the directory a subvolume's root is linked in (opening its tree);
+ * -ENOENT when it is not linked (deleted) */
+int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
+		     uint64_t *parent);
 /* the open tree of an inode number's slot, NULL when there is none */
 struct fs_tree *fs_tree_find(const struct arb_fs *fs, uint64_t ino);
 /* the filesystem tree (ARB_FS_TREE_ID) */
@@ -332,6 +363,11 @@ static inline uint64_t fs_obj(uint64_t ino)
 static inline uint64_t fs_ino(const struct fs_tree *tr, uint64_t obj)
 {
 	return tr->slot << ARB_INUM_SHIFT | obj;
+}
+/* is ino the root directory of a subvolume (not of tree 5)? */
+static inline bool fs_is_subvol_root(const struct arb_fs *fs, uint64_t ino)
+{
+	return fs_obj(ino) == ARB_FIRST_INO && fs_tree_of(fs, ino)->slot != 0;
 }
 
 /* ---- imem.c ---- */
@@ -434,6 +470,20 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
 int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 		const char *name, size_t len, uint64_t ino, uint8_t type,
 		const struct timespec *now);
+/* Add a DIR_ITEM and a DIR_INDEX entry (raw_ino as stored: an objectid of
+ * din's tree, or a subvolume id with type ARB_DENT_SUBVOL); *index is the
+ * DIR_INDEX offset.  Updates din (size, seq, times); the caller writes it. */
+int fs_dent_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t raw_ino, uint8_t type,
+		const struct timespec *now, uint64_t *index);
+/* Remove them (din updated as by fs_dent_add). */
+int fs_dent_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t index,
+		const struct timespec *now);
+/* dir (read into din) is a live directory without an entry name:
+ * 0, -ENOTDIR, -ENOENT, -EEXIST or an error */
+int fs_new_name_ok(struct arb_fs *fs, uint64_t dir, const char *name,
+		   size_t len, struct arb_inode *din);
 /* parent of a directory (itself for the root) */
 int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent);
 

@@ -155,7 +155,7 @@ int arb_fs_set_flags(struct arb_fs *fs, uint64_t ino, uint32_t flags)
 	}
 	/* as chmod: the reserve, so that a full filesystem can still be
 	 * cleaned up after chattr -i */
-	ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+	ret = fs_op_begin(fs, &t, ino, 0, ARB_OP_RESERVE);
 	if (ret)
 		goto out;
 	in.flags = (in.flags & ~ARB_INODE_SETTABLE) | fl_to_iflags(flags);

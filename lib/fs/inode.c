@@ -288,7 +288,7 @@ int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa
 	}
 	/* only growing a file takes space for good: chmod, chown, times and
 	 * shrinking may use the reserve, so they work on a full filesystem */
-	ret = fs_op_begin(fs, &t, 0,
+	ret = fs_op_begin(fs, &t, ino, 0,
 			  (valid & ARB_SET_SIZE) && !shrink && sa->size != in.size
 				  ? 0
 				  : ARB_OP_RESERVE);

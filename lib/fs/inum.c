@@ -15,8 +15,31 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fs_int.h"
+
+/* a subvolume's read-only flag (SUBVOL_ITEM) and whether it is deleted
+ * (an ORPHAN_ITEM of the root tree names it) */
+static int tree_load_flags(struct arb_fs *fs, struct fs_tree *tr)
+{
+	struct arb_key k = { tr->id, ARB_SUBVOL_ITEM, 0 };
+	struct arb_subvol_item si;
+	int ret;
+
+	ret = arb_lookup_item(fs->vol->tree_root, &k, &si, sizeof(si));
+	if (ret >= 0 && ret != (int)sizeof(si))
+		return -EUCLEAN;
+	if (ret >= 0)
+		tr->rdonly = arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_RDONLY;
+	else if (ret != -ENOENT)
+		return ret;
+	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, tr->id };
+	ret = arb_lookup_item(fs->vol->tree_root, &k, &si, 0);
+	if (ret >= 0)
+		tr->deleted = true;
+	return ret == -ENOENT || ret >= 0 ? 0 : ret;
+}
 
 static int tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 {
@@ -31,6 +54,8 @@ static int tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 	tr->slot = arb_inum_slot(id, &ok);
 	ARB_ASSERT(ok);
 	ret = arb_root_get(fs->vol, id, &tr->root);
+	if (!ret && id != ARB_FS_TREE_ID)
+		ret = tree_load_flags(fs, tr);
 	if (ret) {
 		free(tr);
 		return ret;
@@ -127,6 +152,20 @@ int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 	return 0;
 }
 
+void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr)
+{
+	size_t i;
+
+	ARB_ASSERT(tr != fs->trees[0]);
+	for (i = 1; i < fs->nr_trees; i++) {
+		if (fs->trees[i] == tr) {
+			fs->trees[i] = fs->trees[--fs->nr_trees];
+			free(tr);
+			return;
+		}
+	}
+}
+
 struct fs_tree *fs_tree_find(const struct arb_fs *fs, uint64_t ino)
 {
 	return find_slot(fs, ino >> ARB_INUM_SHIFT);
@@ -139,3 +178,78 @@ bool fs_ino_valid(const struct arb_fs *fs, uint64_t ino)
 	return obj >= ARB_FIRST_INO && obj <= ARB_INUM_OBJ_MAX &&
 	       fs_tree_find(fs, ino) != NULL;
 }
+
+int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
+		      uint64_t dirobj, uint64_t id, const char *name,
+		      size_t len, uint64_t *ino, uint64_t *seq)
+{
+	struct arb_key k = { id, ARB_ROOT_BACKREF, parent->id };
+	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	const struct arb_root_ref *rr = (const struct arb_root_ref *)buf;
+	struct fs_tree *tr;
+	bool ok;
+	int ret;
+
+	(void)arb_inum_slot(id, &ok);
+	if (!ok || id == ARB_FS_TREE_ID)
+		return -ENOENT;
+	ret = arb_lookup_item(fs->vol->tree_root, &k, buf, sizeof(buf));
+	if (ret == -ENOENT)
+		return -ENOENT; /* a snapshot's copy of a nested link */
+	if (ret < 0)
+		return ret;
+	if ((size_t)ret < sizeof(*rr) ||
+	    arb_root_ref_rr_name_len(rr) != (size_t)ret - sizeof(*rr)) {
+		arb_log(ARB_LOG_ERR, "subvolume %llu: bad ROOT_BACKREF",
+			(unsigned long long)id);
+		return -EUCLEAN;
+	}
+	/* the link of record is another one: this entry is a copy that a
+	 * snapshot of the parent took along */
+	if (arb_root_ref_rr_dirid(rr) != dirobj ||
+	    arb_root_ref_rr_name_len(rr) != len ||
+	    memcmp(buf + sizeof(*rr), name, len))
+		return -ENOENT;
+	ret = fs_tree_open(fs, id, &tr);
+	if (ret)
+		return ret == -ENOENT ? -EUCLEAN : ret;
+	*ino = fs_ino(tr, ARB_FIRST_INO);
+	if (seq)
+		*seq = arb_root_ref_rr_sequence(rr);
+	return 0;
+}
+
+int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
+		     uint64_t *parent)
+{
+	struct arb_key key = { tr->id, ARB_ROOT_BACKREF, 0 }, k;
+	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	struct fs_tree *ptr;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, fs->vol->tree_root);
+	ret = arb_iter_seek(&it, &key);
+	if (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != tr->id || k.type != ARB_ROOT_BACKREF)
+			ret = 1;
+		else if (arb_iter_size(&it) < sizeof(struct arb_root_ref))
+			ret = -EUCLEAN;
+		else
+			memcpy(buf, arb_iter_data(&it),
+			       sizeof(struct arb_root_ref));
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		return -ENOENT; /* deleted */
+	ret = fs_tree_open(fs, k.offset, &ptr);
+	if (ret)
+		return ret == -ENOENT || ret == -EINVAL ? -EUCLEAN : ret;
+	*parent = fs_ino(ptr, arb_root_ref_rr_dirid(
+				      (const struct arb_root_ref *)buf));
+	return 0;
+}
+

@@ -133,8 +133,10 @@ int arb_fs_open_inode(struct arb_fs *fs, uint64_t ino)
 	if (ret)
 		goto out;
 	ret = arb_idcount_add(&fs->pins, ino, 1);
-	if (ret > 0)
+	if (ret > 0) {
+		fs_tree_of(fs, ino)->pinned++; /* a new pinned inode */
 		ret = 0;
+	}
 out:
 	fs_unlock(fs);
 	return ret;
@@ -142,6 +144,7 @@ out:
 
 int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
 {
+	struct fs_tree *tr;
 	struct arb_imem *im;
 	struct arb_inode in;
 	struct arb_txn *t;
@@ -154,9 +157,15 @@ int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
 	}
 	if (arb_idcount_sub(&fs->pins, ino, 1))
 		goto out;
+	tr = fs_tree_of(fs, ino);
+	if (--tr->pinned == 0 && tr->deleted) {
+		/* the last inode of a deleted subvolume: clean it now */
+		fs->clean_pending = true;
+		pthread_cond_signal(&fs->cond);
+	}
 	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
 	    in.nlink == 0) {
-		ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+		ret = fs_op_begin(fs, &t, 0, 0, ARB_OP_RESERVE);
 		if (ret)
 			goto out;
 		ret = fs_op_end(fs, t, fs_inode_free(fs, t, ino));

@@ -404,7 +404,7 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 	fs_now(&now);
 	if (!fs->opts.noatime && !(in.flags & ARB_INODE_NOATIME) &&
 	    !fs->readonly && relatime_due(&in, &now) &&
-	    fs_op_begin(fs, &t, 0, 0) == 0) {
+	    fs_op_begin(fs, &t, ino, 0, 0) == 0) {
 		in.atime = now;
 		r = fs_op_end(fs, t, fs_inode_write(fs, t, &in));
 		if (r)

@@ -49,7 +49,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	first = off / bs;
 	last = (end - 1) / bs;
 	/* may commit, which frees idle imem entries: look im up after it */
-	r = fs_op_begin(fs, &t, (last - first + 2) * bs, 0);
+	r = fs_op_begin(fs, &t, ino, (last - first + 2) * bs, 0);
 	if (r) {
 		ret = r;
 		goto out;

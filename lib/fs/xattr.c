@@ -409,7 +409,7 @@ int arb_fs_setxattr(struct arb_fs *fs, uint64_t ino, const char *name,
 	else
 		ret = fs_xslot_fits(&s, size);
 	if (!ret)
-		ret = fs_op_begin(fs, &t, size, 0);
+		ret = fs_op_begin(fs, &t, ino, size, 0);
 	if (ret)
 		goto out_release;
 	/* an empty value is stored as one (value may be NULL then) */
@@ -560,7 +560,7 @@ int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name)
 	else if (fs->readonly)
 		ret = -EROFS;
 	else
-		ret = fs_op_begin(fs, &t, 0, ARB_OP_RESERVE);
+		ret = fs_op_begin(fs, &t, ino, 0, ARB_OP_RESERVE);
 	if (ret)
 		goto out_release;
 	/* removing an access ACL leaves the mode as it is (as the kernel's

@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * subvol.c - subvolumes and snapshots (arbor/subvol.h): create, snapshot,
+ * delete and the cleaner, list, info, path, the read-only flag.
+ *
+ * The shape on disk is in format.h ("Subvolumes"): a link in a directory
+ * of the parent tree (ARB_DENT_SUBVOL), ROOT_REF and ROOT_BACKREF in the
+ * root tree, a SUBVOL_ITEM.  The POSIX layer crosses links itself
+ * (fs_subvol_resolve in lib/fs/inum.c); this file makes and removes them.
+ *
+ * Each call that changes something does it in one operation of the POSIX
+ * layer (fs_op_begin/fs_op_end: validated first, so a failure inside is
+ * a transaction abort) and commits before it returns: a snapshot or a
+ * deletion that a caller saw succeed survives a crash.
+ *
+ * Deleting is two steps.  The call removes the link and records an
+ * ORPHAN_ITEM (ARB_ORPHAN_OBJECTID, ORPHAN_ITEM, id) in the root tree;
+ * the cleaner (fs_subvol_clean, run by the commit thread and by
+ * arb_subvol_wait) drops the tree once none of its inodes is pinned,
+ * then deletes the orphan and SUBVOL_ITEM, and commits.  A crash between
+ * the two leaves the orphan, and the next mount's cleaner goes on.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arbor/subvol.h"
+#include "fs_int.h"
+
+#define RR_MAX (sizeof(struct arb_root_ref) + ARB_NAME_MAX)
+
+/* ---- items of the root tree -------------------------------------------- */
+
+static int sv_item_read(struct arb_fs *fs, uint64_t id,
+			struct arb_subvol_item *si)
+{
+	struct arb_key k = { id, ARB_SUBVOL_ITEM, 0 };
+	int ret;
+
+	memset(si, 0, sizeof(*si));
+	ret = arb_lookup_item(fs->vol->tree_root, &k, si, sizeof(*si));
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(*si)) {
+		arb_log(ARB_LOG_ERR, "subvolume %llu: SUBVOL_ITEM of %d bytes",
+			(unsigned long long)id, ret);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static int sv_item_write(struct arb_txn *t, struct arb_fs *fs, uint64_t id,
+			 const struct arb_subvol_item *si)
+{
+	struct arb_key k = { id, ARB_SUBVOL_ITEM, 0 };
+
+	if (fs_item_exists(fs->vol->tree_root, &k))
+		return arb_update_item(t, fs->vol->tree_root, &k, si,
+				       sizeof(*si));
+	return arb_insert_item(t, fs->vol->tree_root, &k, si, sizeof(*si));
+}
+
+static bool orphan_exists(struct arb_fs *fs, uint64_t id)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
+
+	return fs_item_exists(fs->vol->tree_root, &k);
+}
+
+/* the link of subvolume id: parent tree, directory objectid, sequence,
+ * name.  -ENOENT when it has none (tree 5, deleted). */
+static int backref_read(struct arb_fs *fs, uint64_t id, uint64_t *parent,
+			uint64_t *dirobj, uint64_t *seq, char *name)
+{
+	struct arb_key key = { id, ARB_ROOT_BACKREF, 0 }, k;
+	uint8_t buf[RR_MAX];
+	const struct arb_root_ref *rr = (const void *)buf;
+	struct arb_iter it;
+	uint32_t size = 0;
+	int ret;
+
+	arb_iter_init(&it, fs->vol->tree_root);
+	ret = arb_iter_seek(&it, &key);
+	if (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != id || k.type != ARB_ROOT_BACKREF) {
+			ret = 1;
+		} else {
+			size = arb_iter_size(&it);
+			if (size > sizeof(buf))
+				ret = -EUCLEAN;
+			else
+				memcpy(buf, arb_iter_data(&it), size);
+		}
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		return -ENOENT;
+	if (size < sizeof(*rr) ||
+	    arb_root_ref_rr_name_len(rr) != size - sizeof(*rr) ||
+	    arb_root_ref_rr_name_len(rr) == 0) {
+		arb_log(ARB_LOG_ERR, "subvolume %llu: bad ROOT_BACKREF",
+			(unsigned long long)id);
+		return -EUCLEAN;
+	}
+	*parent = k.offset;
+	*dirobj = arb_root_ref_rr_dirid(rr);
+	*seq = arb_root_ref_rr_sequence(rr);
+	memcpy(name, buf + sizeof(*rr), size - sizeof(*rr));
+	name[size - sizeof(*rr)] = 0;
+	return 0;
+}
+
+/* ROOT_REF and ROOT_BACKREF of a new link */
+static int refs_insert(struct arb_txn *t, struct arb_fs *fs, uint64_t parent,
+		       uint64_t id, uint64_t dirobj, uint64_t seq,
+		       const char *name, size_t len)
+{
+	uint8_t buf[RR_MAX];
+	struct arb_root_ref *rr = (struct arb_root_ref *)buf;
+	struct arb_key k = { parent, ARB_ROOT_REF, id };
+	int ret;
+
+	arb_set_root_ref_rr_dirid(rr, dirobj);
+	arb_set_root_ref_rr_sequence(rr, seq);
+	arb_set_root_ref_rr_name_len(rr, (uint16_t)len);
+	memcpy(buf + sizeof(*rr), name, len);
+	ret = arb_insert_item(t, fs->vol->tree_root, &k, buf,
+			      (uint32_t)(sizeof(*rr) + len));
+	if (ret)
+		return ret;
+	k = (struct arb_key){ id, ARB_ROOT_BACKREF, parent };
+	return arb_insert_item(t, fs->vol->tree_root, &k, buf,
+			       (uint32_t)(sizeof(*rr) + len));
+}
+
+/* does tree id link a subvolume (a ROOT_REF from it)? */
+static int has_children(struct arb_fs *fs, uint64_t id, bool *yes)
+{
+	struct arb_key k = { id, ARB_ROOT_REF, 0 };
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, fs->vol->tree_root);
+	ret = arb_iter_seek(&it, &k);
+	if (ret == 0)
+		arb_iter_key(&it, &k);
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	*yes = ret == 0 && k.objectid == id && k.type == ARB_ROOT_REF;
+	return 0;
+}
+
+/*
+ * The id the next subvolume gets: above every tree present and every id
+ * ever handed out (tree 5's SUBVOL_ITEM s_last_id), so that no inode
+ * number of a deleted subvolume comes back.
+ */
+static int next_id(struct arb_fs *fs, uint64_t *id)
+{
+	struct arb_key key = { ARB_ORPHAN_OBJECTID - 1, ARB_ROOT_ITEM, 0 }, k;
+	struct arb_subvol_item si;
+	uint64_t max = ARB_FIRST_SUBVOL_ID - 1;
+	struct arb_iter it;
+	bool ok;
+	int ret;
+
+	/* the last tree id below the reserved objectids */
+	arb_iter_init(&it, fs->vol->tree_root);
+	ret = arb_iter_seek_le(&it, &key);
+	while (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.type == ARB_ROOT_ITEM) {
+			if (k.objectid > max)
+				max = k.objectid;
+			break;
+		}
+		ret = arb_iter_prev(&it);
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	ret = sv_item_read(fs, ARB_FS_TREE_ID, &si);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!ret && arb_subvol_item_s_last_id(&si) > max)
+		max = arb_subvol_item_s_last_id(&si);
+	*id = max + 1;
+	(void)arb_inum_slot(*id, &ok);
+	return ok ? 0 : -ENOSPC;
+}
+
+static int note_id(struct arb_txn *t, struct arb_fs *fs, uint64_t id)
+{
+	struct arb_subvol_item si;
+	int ret = sv_item_read(fs, ARB_FS_TREE_ID, &si);
+
+	if (ret && ret != -ENOENT)
+		return ret;
+	arb_set_subvol_item_s_last_id(&si, id);
+	return sv_item_write(t, fs, ARB_FS_TREE_ID, &si);
+}
+
+static void sv_item_new(struct arb_subvol_item *si, unsigned flags,
+			uint64_t source)
+{
+	struct timespec now;
+
+	fs_now(&now);
+	memset(si, 0, sizeof(*si));
+	arb_set_subvol_item_s_flags(si, (flags & ARB_SUBVOL_RDONLY)
+						? ARB_SUBVOL_F_RDONLY
+						: 0);
+	arb_set_subvol_item_s_otime(si, (uint64_t)now.tv_sec);
+	arb_set_subvol_item_s_otime_ns(si, (uint32_t)now.tv_nsec);
+	arb_set_subvol_item_s_ctime(si, (uint64_t)now.tv_sec);
+	arb_set_subvol_item_s_ctime_ns(si, (uint32_t)now.tv_nsec);
+	arb_set_subvol_item_s_source(si, source);
+}
+
+/* ---- create and snapshot ---------------------------------------------- */
+
+/* the root directory of a new empty subvolume */
+static int root_dir_insert(struct arb_txn *t, struct arb_root *r,
+			   const struct arb_inode *din, uint32_t mode,
+			   const struct arb_cred *cr)
+{
+	struct arb_key k = { ARB_FIRST_INO, ARB_INODE_ITEM, 0 };
+	struct arb_inode_item d;
+	struct arb_inode in;
+
+	memset(&in, 0, sizeof(in));
+	in.ino = ARB_FIRST_INO;
+	in.generation = t->transid;
+	in.transid = t->transid;
+	in.seq = 2;
+	in.nlink = 2;
+	in.uid = cr ? cr->uid : 0;
+	in.gid = cr ? cr->gid : 0;
+	in.mode = S_IFDIR | (mode & 07777);
+	if (din->mode & S_ISGID) {
+		in.gid = din->gid;
+		in.mode |= S_ISGID;
+	}
+	in.flags = din->flags & ARB_INODE_INHERITED;
+	fs_now(&in.atime);
+	in.mtime = in.ctime = in.btime = in.atime;
+	fs_inode_pack(&d, &in);
+	arb_root_note_objectid(t, r, ARB_FIRST_INO);
+	return arb_insert_item(t, r, &k, &d, sizeof(d));
+}
+
+/* create (src 0) or snapshot (src: the source's root directory) */
+static int make_subvol(struct arb_fs *fs, uint64_t src, uint64_t dir,
+		       const char *name, uint32_t mode, unsigned flags,
+		       const struct arb_cred *cr, struct arb_stat *st)
+{
+	struct arb_inode din, sin, rin;
+	struct arb_subvol_item si;
+	struct fs_tree *stree = NULL, *ntree;
+	struct arb_root *r;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t id, index;
+	size_t len;
+	int ret;
+
+	if (flags & ~ARB_SUBVOL_RDONLY)
+		return -EINVAL;
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	if ((len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EEXIST;
+	fs_lock(fs);
+	if (src) {
+		ret = fs_inode_read(fs, src, &sin);
+		if (ret)
+			goto out;
+		/* only a whole subvolume: its root directory */
+		if (fs_obj(src) != ARB_FIRST_INO) {
+			ret = -EINVAL;
+			goto out;
+		}
+		stree = fs_tree_of(fs, src);
+		if (stree->deleted) {
+			ret = -ENOENT;
+			goto out;
+		}
+	}
+	ret = fs_new_name_ok(fs, dir, name, len, &din);
+	if (!ret)
+		ret = fs_iflags_may_create(&din);
+	if (!ret && din.nlink >= ARB_LINK_MAX)
+		ret = -EMLINK;
+	if (!ret)
+		ret = next_id(fs, &id);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, dir, 0, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	if (src) {
+		/* everything written so far goes into the source first */
+		ret = fs_flush_all(fs, t);
+		if (!ret)
+			ret = arb_root_clone(t, stree->root, id, &r);
+	} else {
+		ret = arb_root_create(t, id, &r);
+		if (!ret)
+			ret = root_dir_insert(t, r, &din, mode, cr);
+	}
+	if (ret)
+		goto out_end;
+	ret = fs_dent_add(fs, t, &din, name, len, id,
+			  DT_DIR | ARB_DENT_SUBVOL, &now, &index);
+	if (ret)
+		goto out_end;
+	din.nlink++; /* the subvolume root's ".." */
+	ret = refs_insert(t, fs, fs_tree_of(fs, dir)->id, id, fs_obj(dir),
+			  index, name, len);
+	if (ret)
+		goto out_end;
+	sv_item_new(&si, flags, src ? stree->id : 0);
+	ret = sv_item_write(t, fs, id, &si);
+	if (!ret)
+		ret = note_id(t, fs, id);
+	if (!ret)
+		ret = fs_inode_write(fs, t, &din);
+	if (ret)
+		goto out_end;
+	arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_SUBVOL);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (ret)
+		goto out;
+	ret = fs_tree_open(fs, id, &ntree);
+	if (!ret)
+		ret = fs_inode_read(fs, fs_ino(ntree, ARB_FIRST_INO), &rin);
+	if (!ret && st)
+		fs_inode_to_stat(fs, &rin, st);
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_create(struct arb_fs *fs, uint64_t dir, const char *name,
+		      uint32_t mode, const struct arb_cred *cr,
+		      struct arb_stat *st)
+{
+	return make_subvol(fs, 0, dir, name, mode, 0, cr, st);
+}
+
+int arb_subvol_snapshot(struct arb_fs *fs, uint64_t src, uint64_t dir,
+			const char *name, unsigned flags,
+			const struct arb_cred *cr, struct arb_stat *st)
+{
+	if (!src)
+		return -EINVAL;
+	return make_subvol(fs, src, dir, name, 0, flags, cr, st);
+}
+
+/* ---- delete and the cleaner -------------------------------------------- */
+
+int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, 0 };
+	struct arb_inode din, in;
+	struct fs_tree *tr;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t ino, seq, parent;
+	uint8_t dummy = 0;
+	bool children;
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	fs_lock(fs);
+	ret = fs_inode_read(fs, dir, &din);
+	if (!ret && !S_ISDIR(din.mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = fs_dir_find(fs, dir, name, len, &ino, &seq, NULL);
+	if (ret == -ESTALE)
+		ret = -ENOENT;
+	if (ret)
+		goto out;
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	tr = fs_tree_of(fs, ino);
+	parent = fs_tree_of(fs, dir)->id;
+	if (tr == fs_tree_of(fs, dir) || fs_obj(ino) != ARB_FIRST_INO) {
+		ret = -EINVAL; /* not a subvolume */
+		goto out;
+	}
+	ret = has_children(fs, tr->id, &children);
+	if (!ret && children)
+		ret = -ENOTEMPTY;
+	if (!ret)
+		ret = fs_iflags_may_delete(&din, &in);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_RESERVE);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	ret = fs_dent_del(fs, t, &din, name, len, seq, &now);
+	if (ret)
+		goto out_end;
+	if (din.nlink > 2)
+		din.nlink--;
+	k = (struct arb_key){ parent, ARB_ROOT_REF, tr->id };
+	ret = arb_del_item(t, fs->vol->tree_root, &k);
+	if (!ret) {
+		k = (struct arb_key){ tr->id, ARB_ROOT_BACKREF, parent };
+		ret = arb_del_item(t, fs->vol->tree_root, &k);
+	}
+	if (!ret) {
+		k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM,
+				      tr->id };
+		ret = arb_insert_item(t, fs->vol->tree_root, &k, &dummy, 0);
+	}
+	if (!ret)
+		ret = fs_inode_write(fs, t, &din);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (!ret) {
+		tr->deleted = true;
+		fs->clean_pending = true;
+		pthread_cond_signal(&fs->cond); /* the cleaner */
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+/* the first deleted subvolume at or after id still to clean, or 0 */
+static int next_orphan(struct arb_fs *fs, uint64_t from, uint64_t *id)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, from };
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, fs->vol->tree_root);
+	ret = arb_iter_seek(&it, &k);
+	if (ret == 0)
+		arb_iter_key(&it, &k);
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	*id = ret == 0 && k.objectid == ARB_ORPHAN_OBJECTID &&
+			      k.type == ARB_ORPHAN_ITEM
+		      ? k.offset
+		      : 0;
+	return 0;
+}
+
+/* the tree table entry of id, if open */
+static struct fs_tree *open_tree(struct arb_fs *fs, uint64_t id)
+{
+	bool ok;
+	uint64_t slot = arb_inum_slot(id, &ok);
+
+	return ok ? fs_tree_find(fs, slot << ARB_INUM_SHIFT) : NULL;
+}
+
+/* delayed data of a dropped tree's inodes goes with it */
+static void drop_tree_data(struct arb_fs *fs, struct arb_imem *im, void *arg)
+{
+	const uint64_t *slot = arg;
+
+	if ((im->ino >> ARB_INUM_SHIFT) == *slot) {
+		fs_imem_drop_blocks(fs, im, 0);
+		fs_imem_put_if_idle(fs, im);
+	}
+}
+
+/*
+ * Drop one deleted subvolume (only (want) when want != 0) whose inodes
+ * are not pinned: 1 done, 0 nothing to do now, <0 error.  Lock held.
+ */
+static int clean_one(struct arb_fs *fs, uint64_t want)
+{
+	struct arb_key k;
+	struct arb_root *r;
+	struct fs_tree *tr;
+	struct arb_txn *t;
+	uint64_t id = want ? want : ARB_FIRST_SUBVOL_ID;
+	int ret;
+
+	if (fs->readonly)
+		return 0;
+	for (;;) {
+		ret = next_orphan(fs, id, &id);
+		if (ret || !id || (want && id != want))
+			return ret;
+		tr = open_tree(fs, id);
+		if (!tr || !tr->pinned)
+			break;
+		tr->deleted = true;
+		if (want)
+			return 0; /* still in use */
+		id++;
+	}
+	if (tr)
+		fs_imem_for_each(fs, drop_tree_data, &tr->slot);
+	ret = arb_txn_begin(fs->vol, &t);
+	if (ret)
+		return ret;
+	ret = arb_root_get(fs->vol, id, &r);
+	if (!ret)
+		ret = arb_root_drop(t, r);
+	else if (ret == -ENOENT)
+		ret = 0; /* dropped already: only the items were left */
+	k = (struct arb_key){ id, ARB_SUBVOL_ITEM, 0 };
+	if (!ret && fs_item_exists(fs->vol->tree_root, &k))
+		ret = arb_del_item(t, fs->vol->tree_root, &k);
+	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
+	if (!ret)
+		ret = arb_del_item(t, fs->vol->tree_root, &k);
+	if (ret) {
+		fs_abort(fs, t, ret);
+		return ret;
+	}
+	arb_txn_end(t);
+	if (tr)
+		fs_tree_forget(fs, tr);
+	fs->txn_dirty = true;
+	ret = fs_commit(fs);
+	if (ret)
+		return ret;
+	arb_log(ARB_LOG_INFO, "subvolume %llu cleaned", (unsigned long long)id);
+	return 1;
+}
+
+int fs_subvol_clean(struct arb_fs *fs)
+{
+	return clean_one(fs, 0);
+}
+
+int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	uint64_t next;
+	int ret;
+
+	for (;;) {
+		fs_lock(fs);
+		ret = next_orphan(fs, id ? id : ARB_FIRST_SUBVOL_ID, &next);
+		if (!ret && next && (!id || next == id))
+			ret = clean_one(fs, next);
+		else if (!ret)
+			ret = 2; /* nothing left */
+		if (fs->failed)
+			ret = -EIO;
+		fs_unlock(fs);
+		if (ret < 0)
+			return ret;
+		if (ret == 2)
+			return 0;
+		if (ret == 0)
+			nanosleep(&ts, NULL); /* pinned: wait for releases */
+	}
+}
+
+/* ---- information ------------------------------------------------------- */
+
+static int info_fill(struct arb_fs *fs, uint64_t id,
+		     struct arb_subvol_info *info)
+{
+	struct arb_key k = { id, ARB_ROOT_ITEM, 0 };
+	struct arb_root_item ri;
+	struct arb_subvol_item si;
+	struct fs_tree *ptr;
+	uint64_t parent, dirobj, seq;
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	ret = arb_lookup_item(fs->vol->tree_root, &k, &ri, sizeof(ri));
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(ri))
+		return -EUCLEAN;
+	info->id = id;
+	info->ino = arb_inum(id, ARB_FIRST_INO);
+	memcpy(info->uuid, ri.r_uuid, 16);
+	memcpy(info->parent_uuid, ri.r_parent_uuid, 16);
+	info->otransid = arb_root_item_r_otransid(&ri);
+	info->gen = arb_root_item_r_generation(&ri);
+	ret = sv_item_read(fs, id, &si);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!ret) {
+		if (arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_RDONLY)
+			info->flags |= ARB_SUBVOL_RDONLY;
+		memcpy(info->received_uuid, si.s_received_uuid, 16);
+		info->stransid = arb_subvol_item_s_stransid(&si);
+		info->rtransid = arb_subvol_item_s_rtransid(&si);
+		info->source_id = arb_subvol_item_s_source(&si);
+		info->otime.tv_sec = (time_t)arb_subvol_item_s_otime(&si);
+		info->otime.tv_nsec = arb_subvol_item_s_otime_ns(&si);
+		info->ctime.tv_sec = (time_t)arb_subvol_item_s_ctime(&si);
+		info->ctime.tv_nsec = arb_subvol_item_s_ctime_ns(&si);
+	}
+	if (id != ARB_FS_TREE_ID && orphan_exists(fs, id))
+		info->flags |= ARB_SUBVOL_DELETED;
+	ret = backref_read(fs, id, &parent, &dirobj, &seq, info->name);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	info->parent_id = parent;
+	ret = fs_tree_open(fs, parent, &ptr);
+	if (ret)
+		return ret == -ENOENT ? -EUCLEAN : ret;
+	info->dir_ino = fs_ino(ptr, dirobj);
+	return 0;
+}
+
+int arb_subvol_info_id(struct arb_fs *fs, uint64_t id,
+		       struct arb_subvol_info *info)
+{
+	bool ok;
+	int ret;
+
+	(void)arb_inum_slot(id, &ok);
+	if (!ok)
+		return -ENOENT;
+	fs_lock(fs);
+	ret = info_fill(fs, id, info);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_info(struct arb_fs *fs, uint64_t ino,
+		    struct arb_subvol_info *info)
+{
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_ino_valid(fs, ino) ? 0 : -ENOENT;
+	if (!ret)
+		ret = info_fill(fs, fs_tree_of(fs, ino)->id, info);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_list(struct arb_fs *fs, arb_subvol_fn fn, void *ctx)
+{
+	struct arb_subvol_info info;
+	struct arb_key k;
+	struct arb_iter it;
+	uint64_t id = ARB_FS_TREE_ID, next;
+	int ret;
+
+	for (;;) {
+		fs_lock(fs);
+		/* the next ROOT_ITEM of an fs tree at or after id */
+		k = (struct arb_key){ id, ARB_ROOT_ITEM, 0 };
+		arb_iter_init(&it, fs->vol->tree_root);
+		ret = arb_iter_seek(&it, &k);
+		next = 0;
+		while (ret == 0) {
+			arb_iter_key(&it, &k);
+			if (k.objectid >= ARB_ORPHAN_OBJECTID - 16) {
+				ret = 1;
+				break;
+			}
+			if (k.type == ARB_ROOT_ITEM &&
+			    (k.objectid == ARB_FS_TREE_ID ||
+			     k.objectid >= ARB_FIRST_SUBVOL_ID)) {
+				next = k.objectid;
+				break;
+			}
+			ret = arb_iter_next(&it);
+		}
+		arb_iter_release(&it);
+		if (ret == 0 && next)
+			ret = info_fill(fs, next, &info);
+		fs_unlock(fs);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || !next)
+			return 0;
+		ret = fn(ctx, &info);
+		if (ret)
+			return ret;
+		id = next + 1;
+		if (id < ARB_FIRST_SUBVOL_ID)
+			id = ARB_FIRST_SUBVOL_ID;
+	}
+}
+
+/* name of directory objectid obj of tree tr in its parent; *up the
+ * parent's objectid.  -ENOENT for an unlinked one. */
+static int dir_name(struct arb_fs *fs, struct fs_tree *tr, uint64_t obj,
+		    char *name, uint64_t *up)
+{
+	struct arb_key key = { obj, ARB_INODE_REF, 0 }, k;
+	const struct arb_inode_ref *r;
+	struct arb_iter it;
+	size_t nl = 0;
+	int ret;
+
+	(void)fs;
+	arb_iter_init(&it, tr->root);
+	ret = arb_iter_seek(&it, &key);
+	if (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != obj || k.type != ARB_INODE_REF) {
+			ret = 1;
+		} else if (arb_iter_size(&it) < sizeof(*r)) {
+			ret = -EUCLEAN;
+		} else {
+			r = arb_iter_data(&it);
+			nl = arb_inode_ref_r_name_len(r);
+			if (nl == 0 || nl > ARB_NAME_MAX ||
+			    sizeof(*r) + nl > arb_iter_size(&it))
+				ret = -EUCLEAN;
+			else
+				memcpy(name, r + 1, nl);
+		}
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		return -ENOENT;
+	name[nl] = 0;
+	*up = k.offset;
+	return 0;
+}
+
+/* prepend "/name" (or "name" at the start) to the path built backwards
+ * from buf + *pos */
+static int prepend(char *buf, size_t *pos, const char *name)
+{
+	size_t nl = strlen(name), need = nl + (buf[*pos] ? 1 : 0);
+
+	if (need > *pos)
+		return -ERANGE;
+	if (buf[*pos])
+		buf[--*pos] = '/';
+	*pos -= nl;
+	memcpy(buf + *pos, name, nl);
+	return 0;
+}
+
+static int path_locked(struct arb_fs *fs, uint64_t id, char *buf, size_t size)
+{
+	char name[ARB_NAME_MAX + 1];
+	uint64_t parent, dirobj, seq, up;
+	struct fs_tree *tr;
+	size_t pos = size - 1;
+	unsigned depth = 0;
+	int ret;
+
+	if (size == 0)
+		return -ERANGE;
+	buf[pos] = 0;
+	while (id != ARB_FS_TREE_ID) {
+		ret = backref_read(fs, id, &parent, &dirobj, &seq, name);
+		if (ret)
+			return ret;
+		ret = prepend(buf, &pos, name);
+		if (ret)
+			return ret;
+		ret = fs_tree_open(fs, parent, &tr);
+		if (ret)
+			return ret == -ENOENT ? -EUCLEAN : ret;
+		while (dirobj != ARB_FIRST_INO) {
+			ret = dir_name(fs, tr, dirobj, name, &up);
+			if (ret)
+				return ret;
+			ret = prepend(buf, &pos, name);
+			if (ret)
+				return ret;
+			dirobj = up;
+			if (++depth > 100000)
+				return -EUCLEAN;
+		}
+		id = parent;
+		if (++depth > 100000)
+			return -EUCLEAN;
+	}
+	memmove(buf, buf + pos, size - pos);
+	return 0;
+}
+
+int arb_subvol_path(struct arb_fs *fs, uint64_t id, char *buf, size_t size)
+{
+	int ret;
+
+	fs_lock(fs);
+	ret = path_locked(fs, id, buf, size);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_set_rdonly(struct arb_fs *fs, uint64_t ino, bool rdonly,
+			  bool *cleared_received)
+{
+	static const uint8_t zero[ARB_UUID_SIZE];
+	struct arb_subvol_item si;
+	struct fs_tree *tr;
+	struct arb_txn *t;
+	struct timespec now;
+	bool cleared = false;
+	int ret;
+
+	if (cleared_received)
+		*cleared_received = false;
+	fs_lock(fs);
+	ret = fs_ino_valid(fs, ino) ? 0 : -ENOENT;
+	if (ret)
+		goto out;
+	tr = fs_tree_of(fs, ino);
+	if (tr->id == ARB_FS_TREE_ID) {
+		ret = rdonly ? -EINVAL : 0;
+		goto out;
+	}
+	if (tr->rdonly == rdonly)
+		goto out;
+	ret = sv_item_read(fs, tr->id, &si);
+	if (ret == -ENOENT)
+		sv_item_new(&si, 0, 0);
+	else if (ret)
+		goto out;
+	/* the flag itself may change on a read-only tree: no ino given */
+	ret = fs_op_begin(fs, &t, 0, 0, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	arb_set_subvol_item_s_flags(
+		&si, (arb_subvol_item_s_flags(&si) & ~ARB_SUBVOL_F_RDONLY) |
+			     (rdonly ? ARB_SUBVOL_F_RDONLY : 0));
+	arb_set_subvol_item_s_ctime(&si, (uint64_t)now.tv_sec);
+	arb_set_subvol_item_s_ctime_ns(&si, (uint32_t)now.tv_nsec);
+	if (!rdonly && memcmp(si.s_received_uuid, zero, ARB_UUID_SIZE)) {
+		/* changed from now on: no longer what was received */
+		memset(si.s_received_uuid, 0, ARB_UUID_SIZE);
+		arb_set_subvol_item_s_stransid(&si, 0);
+		arb_set_subvol_item_s_rtransid(&si, 0);
+		cleared = true;
+	}
+	ret = sv_item_write(t, fs, tr->id, &si);
+	if (!ret)
+		arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_SUBVOL);
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (!ret) {
+		tr->rdonly = rdonly;
+		if (cleared_received)
+			*cleared_received = cleared;
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}
