@@ -245,6 +245,26 @@ int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 				id, strerror(-ret));
 			return 1;
 		}
+		/*
+		 * The library opens a subvolume's tree when a lookup crosses
+		 * its link (lib/fs/inum.c): before that its inode numbers
+		 * are refused (ENOENT).  So walk its path, as subvol= does.
+		 */
+		if (id != ARB_INUM_FS_TREE) {
+			char p[PATH_MAX];
+
+			ret = arb_subvol_path(afs->fs, id, p, sizeof(p));
+			if (!ret)
+				ret = resolve_path(afs->fs, p, &ino);
+			if (!ret && ino != info.ino)
+				ret = -EIO;
+			if (ret) {
+				fprintf(stderr, "arborfs: subvolid=%" PRIu64
+					": cannot reach its root: %s\n",
+					id, strerror(-ret));
+				return 1;
+			}
+		}
 	} else {
 		return 0;
 	}

@@ -132,7 +132,7 @@ check_ro() {
 	erofs "os.open('$d/tree/f1', os.O_RDONLY | os.O_TRUNC)"
 	# the shell's way, as a user would
 	touch "$MNT/$d/new" 2>/dev/null && soft_fail "touch created $d/new"
-	rm -f "$MNT/$d/tree/f2" 2>/dev/null
+	rm -f "$MNT/$d/tree/f2" 2>/dev/null || true
 	[ -e "$MNT/$d/tree/f2" ] || soft_fail "rm removed $d/tree/f2"
 	mv "$MNT/$d/tree/f3" "$MNT/$d/tree/f3.mv" 2>/dev/null && soft_fail "mv renamed in $d"
 	if command -v setfattr >/dev/null; then
@@ -153,7 +153,16 @@ check_ro() {
 	*) soft_fail "mmap write to $d/tree/f6: refused at '$w'" ;;
 	esac
 	[ "$(cat "$MNT/$d/tree/f4")" = "file 4" ] || soft_fail "$d/tree/f4 changed: $(head -c 50 "$MNT/$d/tree/f4")"
-	[ "$(cat "$MNT/$d/tree/f6")" = "file 6" ] || soft_fail "$d/tree/f6 changed"
+	# Where the shared mapping was written (OPEN requests declined: the
+	# write could only fail at writeback), the kernel keeps the page it
+	# could not write back: this mount shows it until the page cache
+	# drops it, and the first call that asks for the attributes gets
+	# the writeback's error (fuse/wberr.c).  The image is unchanged.
+	if [ "${w% *}" = mmap ]; then
+		cat "$MNT/$d/tree/f6" >/dev/null 2>&1 || true
+		echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+	fi
+	[ "$(cat "$MNT/$d/tree/f6")" = "file 6" ] || soft_fail "$d/tree/f6 changed: $(head -c 50 "$MNT/$d/tree/f6")"
 	# atime does not change
 	local a1 a2
 	a1=$(stat -c %X "$MNT/$d/tree/f7")
@@ -209,7 +218,8 @@ manifest "$MNT/sv" >"$TMP/m-src"
 grep -q "snapshot" "$TMP/out" || soft_fail "snapshot says: $(cat "$TMP/out")"
 manifest "$MNT/snap1" >"$TMP/m-snap1"
 same_manifest "$TMP/m-src" "$TMP/m-snap1"
-diff -r "$MNT/sv" "$MNT/snap1" >/dev/null 2>&1 || soft_fail "diff -r sv snap1 differs"
+# (diff calls two FIFOs different whatever they are)
+diff -r -x fifo "$MNT/sv" "$MNT/snap1" >/dev/null 2>&1 || soft_fail "diff -r sv snap1 differs"
 cmp "$TMP/unsynced" "$MNT/snap1/tree/unsynced" || soft_fail "unsynced data missing from the snapshot"
 SNAP1_ID=$(id_of "$MNT/snap1")
 [ "$(json "$TMP/id.json" "j['source_id']")" = "$SV_ID" ] || soft_fail "snap1's source_id is not $SV_ID"
@@ -294,11 +304,14 @@ watch=$!
 sleep 0.3
 "$ARBOR" sub snapshot "$MNT/sv" "$MNT/late" >/dev/null || fail "snapshot late failed"
 [ -d "$MNT/late/tree" ] || soft_fail "new snapshot not seen by the next command"
- grep -qx late| grep -qx late || soft_fail "new snapshot not listed by ls"
+# readdir is what is tested (grep without -q: no SIGPIPE for ls)
+# shellcheck disable=SC2010
+ls "$MNT" | grep -x late >/dev/null || soft_fail "new snapshot not listed by ls"
 wait "$watch" || soft_fail "another process did not see the new snapshot: $(cat "$TMP/watch")"
 "$ARBOR" sub delete "$MNT/late" >/dev/null || fail "delete late failed"
 stat "$MNT/late" >/dev/null 2>&1 && soft_fail "deleted subvolume still seen by stat"
- grep -qx late| grep -qx late && soft_fail "deleted subvolume still listed by ls"
+# shellcheck disable=SC2010
+ls "$MNT" | grep -x late >/dev/null && soft_fail "deleted subvolume still listed by ls"
 
 log "list"
 "$ARBOR" sub list "$MNT" >"$TMP/list" || fail "list failed"
@@ -346,7 +359,9 @@ expect_fail 2 "not an option" "$ARBOR" sub create --wait "$MNT/x"
 expect_fail 2 "true or false" "$ARBOR" property set "$MNT/sv" ro maybe
 expect_fail 2 "unknown property" "$ARBOR" property get "$MNT/sv" compression
 expect_fail 1 "destination exists" "$ARBOR" sub create "$MNT/sv"
-expect_fail 1 "destination exists" "$ARBOR" sub snapshot "$MNT/sv" "$MNT/snap1"
+# DEST a directory: basename(SOURCE) in it, as btrfs (snaps/sv exists)
+expect_fail 1 "destination exists" "$ARBOR" sub snapshot "$MNT/sv" "$MNT/snaps"
+expect_fail 1 "destination exists" "$ARBOR" sub snapshot "$MNT/sv" "$MNT/snaps/sv/tree/f1"
 expect_fail 1 "not a subvolume" "$ARBOR" sub snapshot "$MNT/sv/tree" "$MNT/x"
 expect_fail 1 "not a subvolume" "$ARBOR" sub delete "$MNT/sv/tree"
 expect_fail 1 "top-level" "$ARBOR" sub delete "$MNT"
