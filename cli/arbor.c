@@ -17,8 +17,12 @@
  *   arbor filesystem generation [--json] PATH
  *   arbor check [-q] PATH | --status PATH   (check.c)
  *
- * Subvolumes, snapshots, find-new and send/receive come later: those
- * commands say so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
+ * On both (a mount through the ioctls, an image with --image):
+ *
+ *   arbor subvolume|sub create|snapshot|delete|list|show|sync ...
+ *   arbor property get|set PATH ro [true|false]        (subvol.c)
+ *
+ * find-new and send/receive come later: those commands say so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -43,10 +47,9 @@ static void usage(FILE *f)
 static int not_yet(const char *cmd)
 {
 	fprintf(stderr,
-		"arbor %s: subvolumes, snapshots and send/receive are not "
-		"implemented yet\n"
-		"(the on-disk format is designed for them; the mount has one "
-		"tree of files)\n",
+		"arbor %s: send/receive and find-new are not implemented "
+		"yet\n"
+		"(snapshots are: arbor subvolume snapshot)\n",
 		cmd);
 	return 1;
 }
@@ -129,6 +132,10 @@ int main(int argc, char **argv)
 			{ "unmount", ARBOR_HELP_UNMOUNT },
 			{ "usage", ARBOR_HELP_IMAGE },
 			{ "dump", ARBOR_HELP_IMAGE },
+			{ "subvolume", ARBOR_HELP_SUBVOLUME },
+			{ "sub", ARBOR_HELP_SUBVOLUME },
+			{ "subvol", ARBOR_HELP_SUBVOLUME },
+			{ "property", ARBOR_HELP_PROPERTY },
 		};
 
 		/* "arbor help scrub": that command's part */
@@ -147,8 +154,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
-	    !strcmp(cmd, "snapshot") || !strcmp(cmd, "send") ||
-	    !strcmp(cmd, "receive") || !strcmp(cmd, "find-new"))
+	    !strcmp(cmd, "sub"))
+		return cli_subvolume(argc - 1, argv + 1);
+	if (!strcmp(cmd, "property") || !strcmp(cmd, "prop"))
+		return cli_property(argc - 1, argv + 1);
+	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive") ||
+	    !strcmp(cmd, "find-new"))
 		return not_yet(cmd);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&

@@ -25,6 +25,10 @@ int cli_scrub(int argc, char **argv);
 int cli_check(int argc, char **argv);
 /* "arbor unmount ..." (argv[1] is "unmount"); returns the exit status */
 int cli_unmount(int argc, char **argv);
+/* "arbor subvolume|sub ..." (argv[0] is "subvolume"); the exit status */
+int cli_subvolume(int argc, char **argv);
+/* "arbor property ..." (argv[0] is "property"); the exit status */
+int cli_property(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

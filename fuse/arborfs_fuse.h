@@ -260,7 +260,50 @@ struct afs {
 
 	/* FS_IOC_SHUTDOWN was served: requests fail with EIO (shutdown.c) */
 	_Atomic bool shutdown;
+
+	/* -o user_subvol_rm_allowed: the owner of a subvolume's root may
+	 * delete it (subvol.c) */
+	bool user_subvol_rm_allowed;
 };
+
+/*
+ * ---- the mount's root ----
+ * FUSE_ROOT_ID (1) is the root directory of the subvolume the mount
+ * shows: the filesystem tree's (ARB_ROOT_INO) by default, the one -o
+ * subvol= or subvolid= names otherwise.  Every other node id is the
+ * library's inode number (never 1: arb_inum).  Set once, before the
+ * session starts (afs_subvol_mount_root), read-only afterwards.
+ */
+extern uint64_t afs_root_ino;
+/* the library's inode number of a FUSE node id */
+static inline uint64_t afs_node_ino(uint64_t nodeid)
+{
+	return nodeid == FUSE_ROOT_ID ? afs_root_ino : nodeid;
+}
+/* the FUSE node id of a library inode number */
+static inline uint64_t afs_ino_node(uint64_t ino)
+{
+	AFS_ASSERT(ino != FUSE_ROOT_ID);
+	return ino == afs_root_ino ? FUSE_ROOT_ID : ino;
+}
+
+/*
+ * ---- subvol.c: subvolumes and snapshots ----
+ * afs_subvol_mount_root: before the session, with the filesystem open:
+ * make the subvolume path (relative to the filesystem tree's root) or id
+ * the mount's root (NULL / 0: the filesystem tree) and learn which
+ * subvolumes are read-only; 0, or an exit status after a message on
+ * stderr.
+ */
+int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
+			  bool have_id);
+/* the ARB_IOC_SUBVOL_* ioctls: answered (true) or not one (false) */
+bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
+		      const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+/* did the image have subvolumes besides the filesystem tree at mount? */
+bool afs_subvol_any(void);
+/* after the session loop: answers what is queued, stops the threads */
+void afs_subvol_stop(void);
 
 /* ---- atime.c: init before the session, start once mounted (not with
  * -o noatime or ro), stop before the session is unmounted ---- */

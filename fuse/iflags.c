@@ -94,7 +94,7 @@ static int xflags_to_fl(uint32_t x, uint32_t *fl)
 
 static inline uint64_t node_to_ino(fuse_ino_t nodeid)
 {
-	return nodeid == FUSE_ROOT_ID ? ARB_ROOT_INO : (uint64_t)nodeid;
+	return afs_node_ino(nodeid);
 }
 
 /* as vfs_fileattr_set(): the owner or CAP_FOWNER; CAP_LINUX_IMMUTABLE to
@@ -294,6 +294,7 @@ int afs_iflags_getattr_fh(struct afs *afs, fuse_req_t req, uint64_t nodeid)
 
 double afs_iflags_attr_timeout(const struct afs *afs, const struct arb_stat *st)
 {
+	/* each write(2) asks: see afs_iflags_getattr_fh */
 	if (st->flags & (ARB_FL_IMMUTABLE | ARB_FL_APPEND))
 		return 0;
 	/* a read-only subvolume's write-opens are refused at OPEN; when

@@ -75,7 +75,7 @@ static dev_t mount_dev;
 
 static inline uint64_t to_ino(uint64_t nodeid)
 {
-	return nodeid == FUSE_ROOT_ID ? ARB_ROOT_INO : nodeid;
+	return afs_node_ino(nodeid);
 }
 
 static int64_t lseek_lib(struct afs *afs, uint64_t nodeid, uint64_t off,
@@ -111,7 +111,7 @@ static int open_node(struct afs *afs, uint64_t nodeid)
 	 * costs a STATFS request, so it is asked once, and the device of
 	 * the root it approved is compared after that.
 	 */
-	if (fstat(mfd, &rst) || rst.st_ino != ARB_ROOT_INO ||
+	if (fstat(mfd, &rst) || rst.st_ino != afs_root_ino ||
 	    (mount_dev != rst.st_dev &&
 	     (mount_dev_ok || fstatfs(mfd, &sfs) ||
 	      sfs.f_type != FUSE_SUPER_MAGIC))) {

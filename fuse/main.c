@@ -93,6 +93,12 @@ struct afs_config {
 	bool no_wait;
 	/* -o discard[=async]: give freed space back to the host */
 	bool discard;
+	/* -o subvol=PATH, subvolid=ID: the subvolume shown as the root */
+	char *subvol;
+	uint64_t subvolid;
+	bool have_subvolid;
+	/* -o user_subvol_rm_allowed: owners may delete their subvolumes */
+	bool user_subvol_rm_allowed;
 	bool have_fsname;
 	bool have_subtype;
 	bool have_allow_other;
@@ -137,6 +143,9 @@ enum {
 	KEY_NO_TRIM,
 	KEY_NOTE,
 	KEY_REMOUNT,
+	KEY_SUBVOL,
+	KEY_SUBVOLID,
+	KEY_USER_SUBVOL_RM,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -170,6 +179,9 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("allow_root", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("remount", KEY_REMOUNT),
+	FUSE_OPT_KEY("subvol=", KEY_SUBVOL),
+	FUSE_OPT_KEY("subvolid=", KEY_SUBVOLID),
+	FUSE_OPT_KEY("user_subvol_rm_allowed", KEY_USER_SUBVOL_RM),
 	/*
 	 * The filesystem-independent options of mount(8) (its man page) that
 	 * libfuse 3.14 would refuse or that mean nothing here.  libfuse turns
@@ -482,6 +494,34 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_REMOUNT:
 		c->remount = true;
+		return 0;
+	case KEY_SUBVOL:
+		if (!*val) {
+			fprintf(stderr, "arborfs: subvol= needs a path (from "
+				"the top-level subvolume)\n");
+			c->bad = true;
+		}
+		free(c->subvol);
+		c->subvol = strdup(val);
+		return 0;
+	case KEY_SUBVOLID: {
+		char *end;
+
+		errno = 0;
+		c->subvolid = strtoull(val, &end, 10);
+		if (!*val || *val == '-' || *end || errno ||
+		    (c->subvolid != ARB_INUM_FS_TREE &&
+		     c->subvolid < ARB_INUM_FIRST_SUBVOL)) {
+			fprintf(stderr, "arborfs: bad subvolid=%s: want a "
+				"subvolume id (5, or from 256: `arbor "
+				"subvolume list`)\n", val);
+			c->bad = true;
+		}
+		c->have_subvolid = true;
+		return 0;
+	}
+	case KEY_USER_SUBVOL_RM:
+		c->user_subvol_rm_allowed = true;
 		return 0;
 	}
 	return 1;
@@ -1085,6 +1125,11 @@ int main(int argc, char *argv[])
 
 	if (open_fs(&conf, &afs.fs))
 		goto out_free_opts;
+	/* before the session: FUSE_ROOT_ID's inode (subvol.c) */
+	if (afs_subvol_mount_root(&afs, conf.subvol, conf.subvolid,
+				  conf.have_subvolid))
+		goto out_close_fs;
+	afs.user_subvol_rm_allowed = conf.user_subvol_rm_allowed;
 	afs.readonly = conf.readonly;
 	afs.debug = opts.debug;
 	afs.posix_acl = !conf.noacl;
@@ -1181,6 +1226,7 @@ int main(int argc, char *argv[])
 	afs_lseek_stop();
 	afs_dio_stop();
 	afs_shutdown_stop();
+	afs_subvol_stop();
 	sc.loop_done = 1;
 	if (sigthr_started) {
 		pthread_cancel(sigthr);
@@ -1220,6 +1266,7 @@ out_free_args:
 	free(conf.image);
 	free(conf.trace);
 	free(conf.log);
+	free(conf.subvol);
 	free(extra);
 	free(optstr);
 	return ret;

@@ -9,12 +9,14 @@
  * reply.  Work that must not run inside a request (invalidating the
  * kernel's cache) goes to threads of its own: lseek.c, dio.c, atime.c.
  *
- * Node ids: FUSE_ROOT_ID (1) is the library's ARB_ROOT_INO (256); every
- * other inode number passes through unchanged (the library's numbers are
+ * Node ids: FUSE_ROOT_ID (1) is the root directory of the subvolume the
+ * mount shows (afs_root_ino: the library's ARB_ROOT_INO, 256, unless -o
+ * subvol= or subvolid= names another); every other inode number passes
+ * through unchanged (the library's numbers are
  * unique across the mount and never 1: arb_inum packs the tree's slot
  * above the objectid, docs/design/fs.md "Inode numbers and trees").
  * st_ino keeps the library's number, so stat(2) of the root shows 256
- * whatever its node id, and a node id is as stable as st_ino across
+ * (or the subvolume root's number) whatever its node id, and a node id is as stable as st_ino across
  * daemon restarts.
  *
  * The kernel is the only client and the daemon the only writer of the
@@ -55,15 +57,15 @@ static void reply_err(fuse_req_t req, int err)
 	fuse_reply_err(req, err);
 }
 
+/* node ids <-> inode numbers: arborfs_fuse.h (afs_root_ino) */
 static inline uint64_t to_ino(fuse_ino_t nodeid)
 {
-	return nodeid == FUSE_ROOT_ID ? ARB_ROOT_INO : (uint64_t)nodeid;
+	return afs_node_ino(nodeid);
 }
 
 static inline fuse_ino_t to_nodeid(uint64_t ino)
 {
-	AFS_ASSERT(ino != FUSE_ROOT_ID);
-	return ino == ARB_ROOT_INO ? FUSE_ROOT_ID : (fuse_ino_t)ino;
+	return (fuse_ino_t)afs_ino_node(ino);
 }
 
 static void req_cred(fuse_req_t req, struct arb_cred *cr)
@@ -256,11 +258,13 @@ static void afs_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/*
-	 * Kept while the image has immutable or append-only inodes: only an
-	 * OPEN can refuse their write-opens (iflags.c).
+	 * Kept while the image has immutable or append-only inodes, or
+	 * subvolumes (which may be or become read-only): only an OPEN can
+	 * refuse their write-opens (iflags.c, subvol.c).
 	 */
 	afs->no_open = !afs->open_requests &&
 		       !arb_fs_has_protected_inodes(afs->fs) &&
+		       !afs_subvol_any() &&
 		       (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	afs->no_opendir = !afs->open_requests &&
 			  (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
@@ -627,7 +631,8 @@ static void afs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, ENOSYS);
 		return;
 	}
-	/* immutable and append-only files (iflags.c) */
+	/* immutable and append-only files (iflags.c), files of read-only
+	 * subvolumes (EROFS) */
 	ret = arb_fs_may_open(req_afs(req)->fs, to_ino(ino), fi->flags);
 	if (ret) {
 		reply_err(req, -ret);

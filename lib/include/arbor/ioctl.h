@@ -40,8 +40,9 @@ extern "C" {
  * meta_copies, nodes_healed, nodes_unrecoverable; 3: commit phases and
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
- * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN */
-#define ARB_IOC_VERSION 9
+ * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
+ * the subvolume ioctls (ARB_IOC_SUBVOL_*) */
+#define ARB_IOC_VERSION 10
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -423,6 +424,202 @@ struct arb_ioc_info {
 	char label[256];
 };
 
+/*
+ * Subvolumes and snapshots (arbor/subvol.h), on a directory (or any
+ * inode) of the mount.  FUSE passes no file descriptor: a name is taken
+ * in the directory the ioctl's descriptor names, and the source of a
+ * snapshot is named by the st_ino of its root directory (the caller
+ * fstat(2)s it; st_ino is the library's inode number, arb_inum).
+ *
+ * Permissions (checked by the daemon against the caller's uid, gid and
+ * groups: control requests bypass default_permissions), as btrfs with
+ * its defaults:
+ *   CREATE, SNAPSHOT  write and search permission on the directory, as
+ *                     mkdir(2) needs; SNAPSHOT also read and search
+ *                     permission on the source's root and, as btrfs,
+ *                     owning it (or uid 0, CAP_FOWNER)
+ *   DELETE            uid 0 or CAP_SYS_ADMIN; with the mount option
+ *                     user_subvol_rm_allowed also the owner of the
+ *                     subvolume's root who may remove entries of the
+ *                     directory (write and search, sticky bit)
+ *   SET_FLAGS         the owner of the subvolume's root, uid 0 or
+ *                     CAP_FOWNER
+ *   INFO, LIST, PATH, WAIT   anyone
+ * Errors besides the usual: EEXIST the name exists, ENOTDIR the
+ * descriptor is not a directory (CREATE/SNAPSHOT/DELETE), EINVAL the
+ * source (SNAPSHOT) or the name (DELETE) is not a subvolume, EBUSY
+ * deleting the filesystem tree or the subvolume the mount shows as its
+ * root, ENOTEMPTY deleting a subvolume that holds another, EROFS the
+ * directory is in a read-only subvolume, ENOENT no such id (INFO, PATH,
+ * WAIT).  CREATE, SNAPSHOT and DELETE answer once the kernel has dropped
+ * its cached entry of the name: every process sees the change at once.
+ */
+/* flags: arb_ioc_subvol_create.flags (SNAPSHOT), arb_ioc_subvol_flags,
+ * arb_ioc_subvol_entry.flags */
+#define ARB_IOC_SUBVOL_RDONLY (1u << 0)
+/* entry only: deleted, its space still being given back */
+#define ARB_IOC_SUBVOL_DELETED (1u << 1)
+/* arb_ioc_subvol_entry.flags: the mount shows this subvolume as its root */
+#define ARB_IOC_SUBVOL_MOUNT_ROOT (1u << 2)
+
+/* One subvolume (struct arb_subvol_info).  512 bytes, no header. */
+struct arb_ioc_subvol_entry {
+	/* tree id (5 for the filesystem tree, or from 256) */
+	__u64 id;
+	/* st_ino of its root directory */
+	__u64 ino;
+	/* where it is linked: the parent subvolume's id and the st_ino of
+	 * the directory there (0 for tree 5 and for deleted ones) */
+	__u64 parent_id;
+	__u64 dir_ino;
+	/* a snapshot: the tree it was taken of (0: none) */
+	__u64 source_id;
+	/* generation that created it, and of its last change */
+	__u64 otransid;
+	__u64 gen;
+	/* receive: sent and received generations (0: not received) */
+	__u64 stransid;
+	__u64 rtransid;
+	/* creation time, and last change of its flags */
+	__s64 otime_sec;
+	__s64 ctime_sec;
+	__u32 otime_nsec;
+	__u32 ctime_nsec;
+	/* ARB_IOC_SUBVOL_* */
+	__u32 flags;
+	__u32 pad;
+	__u8 uuid[16];
+	/* a snapshot: its source's uuid; else zero */
+	__u8 parent_uuid[16];
+	/* made by a receive: the sender's uuid; else zero */
+	__u8 received_uuid[16];
+	__u64 reserved[13];
+	/* its name in the directory dir_ino, NUL-terminated */
+	char name[256];
+};
+
+/*
+ * ARB_IOC_SUBVOL_CREATE: a new empty subvolume name in the directory
+ * (flags 0, src_ino 0).  ARB_IOC_SUBVOL_SNAPSHOT: a snapshot of the
+ * subvolume whose root directory has st_ino src_ino, linked as name in
+ * the directory; flags ARB_IOC_SUBVOL_RDONLY makes it read-only.  The
+ * caller flushes the kernel's dirty pages first (syncfs(2) on the
+ * source): the daemon's delayed data is flushed into the source by the
+ * snapshot itself, which is committed when the ioctl returns.  512 bytes.
+ */
+struct arb_ioc_subvol_create {
+	__u32 size;
+	__u32 version;
+	/* in: ARB_IOC_SUBVOL_RDONLY (snapshot) */
+	__u64 flags;
+	/* in (snapshot): st_ino of the source subvolume's root */
+	__u64 src_ino;
+	/* out: the new subvolume's id and the st_ino of its root */
+	__u64 id;
+	__u64 ino;
+	__u64 reserved[27];
+	/* in: the name, NUL-terminated (no '/', not "." or "..") */
+	char name[256];
+};
+
+/*
+ * ARB_IOC_SUBVOL_DELETE: delete the subvolume linked as name in the
+ * directory.  The name goes at once (committed on return); its space
+ * comes back in the background (ARB_IOC_SUBVOL_WAIT).  Open files of it
+ * keep working until closed.  512 bytes (struct arb_ioc_subvol_create:
+ * flags 0, src_ino 0; out: id of the deleted subvolume, ino its root).
+ */
+
+/*
+ * ARB_IOC_SUBVOL_INFO: the subvolume with id, or (id 0) the one holding
+ * the inode the descriptor names.  Anyone may ask.  576 bytes.
+ */
+struct arb_ioc_subvol_info {
+	__u32 size;
+	__u32 version;
+	/* in: the id, or 0 */
+	__u64 id;
+	/* out: the id of the subvolume the mount shows as its root */
+	__u64 mount_root_id;
+	__u64 reserved[5];
+	/* out */
+	struct arb_ioc_subvol_entry e;
+};
+
+/*
+ * ARB_IOC_SUBVOL_LIST: the subvolumes with id >= start (tree 5 first,
+ * then by id; deleted ones still being cleaned too), at most
+ * ARB_IOC_SUBVOL_LIST_MAX per call; call again with start = next until
+ * next is 0.  Anyone may ask.  8256 bytes.
+ */
+#define ARB_IOC_SUBVOL_LIST_MAX 16
+struct arb_ioc_subvol_list {
+	__u32 size;
+	__u32 version;
+	/* in: the first id wanted (0: from the start) */
+	__u64 start;
+	/* out: entries filled */
+	__u32 nr;
+	__u32 pad;
+	/* out: the start of the next call, 0 when this was the last */
+	__u64 next;
+	/* out: the id of the subvolume the mount shows as its root */
+	__u64 mount_root_id;
+	__u64 reserved[3];
+	struct arb_ioc_subvol_entry e[ARB_IOC_SUBVOL_LIST_MAX];
+};
+
+/*
+ * ARB_IOC_SUBVOL_PATH: the path of subvolume id's root from the
+ * filesystem tree's root directory, without a leading slash ("" for tree
+ * 5).  ENOENT for a deleted one, ENAMETOOLONG if it does not fit.
+ * Anyone may ask.  4096 bytes.
+ */
+struct arb_ioc_subvol_path {
+	__u32 size;
+	__u32 version;
+	/* in */
+	__u64 id;
+	__u64 reserved[2];
+	/* out, NUL-terminated */
+	char path[4064];
+};
+
+/*
+ * ARB_IOC_SUBVOL_SET_FLAGS: make the subvolume holding the inode the
+ * descriptor names read-only (flags ARB_IOC_SUBVOL_RDONLY) or writable
+ * (0).  Making a received snapshot writable clears its received UUID
+ * (cleared_received 1).  The caller flushes the kernel's dirty pages
+ * first (syncfs(2)): a page written back after the change would fail.
+ * EINVAL for tree 5 made read-only.  128 bytes.
+ */
+struct arb_ioc_subvol_flags {
+	__u32 size;
+	__u32 version;
+	/* in */
+	__u64 flags;
+	/* out: the subvolume's id */
+	__u64 id;
+	/* out: 1 if its received UUID was cleared */
+	__u32 cleared_received;
+	__u32 pad;
+	__u64 reserved[12];
+};
+
+/*
+ * ARB_IOC_SUBVOL_WAIT: wait until the deleted subvolume id (0: every one
+ * deleted) has been cleaned and its space is free.  0 also when it was
+ * cleaned already; ENOENT for an id that was never deleted.  Anyone may
+ * ask; answered by a thread of the daemon's own.  128 bytes.
+ */
+struct arb_ioc_subvol_wait {
+	__u32 size;
+	__u32 version;
+	/* in */
+	__u64 id;
+	__u64 reserved[14];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -438,6 +635,18 @@ struct arb_ioc_info {
 #define ARB_IOC_CHECK_CANCEL _IO(ARB_IOC_MAGIC, 12)
 #define ARB_IOC_GET_INFO _IOR(ARB_IOC_MAGIC, 13, struct arb_ioc_info)
 #define ARB_IOC_SET_LABEL _IOW(ARB_IOC_MAGIC, 14, struct arb_ioc_info)
+#define ARB_IOC_SUBVOL_CREATE                                                  \
+	_IOWR(ARB_IOC_MAGIC, 15, struct arb_ioc_subvol_create)
+#define ARB_IOC_SUBVOL_SNAPSHOT                                                \
+	_IOWR(ARB_IOC_MAGIC, 16, struct arb_ioc_subvol_create)
+#define ARB_IOC_SUBVOL_DELETE                                                  \
+	_IOWR(ARB_IOC_MAGIC, 17, struct arb_ioc_subvol_create)
+#define ARB_IOC_SUBVOL_INFO _IOWR(ARB_IOC_MAGIC, 18, struct arb_ioc_subvol_info)
+#define ARB_IOC_SUBVOL_LIST _IOWR(ARB_IOC_MAGIC, 19, struct arb_ioc_subvol_list)
+#define ARB_IOC_SUBVOL_PATH _IOWR(ARB_IOC_MAGIC, 20, struct arb_ioc_subvol_path)
+#define ARB_IOC_SUBVOL_SET_FLAGS                                               \
+	_IOWR(ARB_IOC_MAGIC, 21, struct arb_ioc_subvol_flags)
+#define ARB_IOC_SUBVOL_WAIT _IOWR(ARB_IOC_MAGIC, 22, struct arb_ioc_subvol_wait)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -450,6 +659,13 @@ _Static_assert(sizeof(struct arb_ioc_resize) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_scrub) == 2048, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_check) == 4096, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_info) == 424, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_entry) == 512, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_create) == 512, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_info) == 576, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_list) == 8256, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_path) == 4096, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# bench/snapshot.sh - snapshot creation and deletion, arborfs against
+# kernel btrfs on a loop device, on the same trees in the same run.  As
+# root.
+#
+#   bench/snapshot.sh [--files "1000 10000 100000"] [--build DIR]
+#                     [--out DIR] [--size SIZE] [--runs N]
+#
+# For each N: N files of 0..300 bytes, 1,000 per directory, built once in
+# a host directory, copied into a fresh image of each filesystem at mkfs
+# time (mkfs.arborfs -r, mkfs.btrfs --rootdir), then mounted (arborfs: its
+# FUSE daemon; btrfs: the kernel).  Timed, each --runs times (the median
+# is reported):
+#   snapshot  `arbor subvolume snapshot -r MNT MNT/sN` against
+#             `btrfs subvolume snapshot -r MNT MNT/sN`, wall time of the
+#             command (both commit before they return);
+#   written   bytes the snapshot wrote to the image: the daemon's wchar
+#             (/proc/PID/io) for arborfs, the loop device's written
+#             sectors (/sys/block/loopX/stat, after a sync) for btrfs;
+#   delete    `arbor subvolume delete` against `btrfs subvolume delete`
+#             (the caller's time: both return before the space is back);
+#   clean     the time until the space is back: `arbor subvolume sync`
+#             against `btrfs subvolume sync`, after the delete.
+# Output: a table with arborfs/btrfs ratios, and snapshot.json in the
+# output directory.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO=$(cd "$HERE/.." && pwd -P)
+FILES="1000 10000 100000"
+BUILD=$REPO/build
+OUT=
+SIZE=4G
+RUNS=5
+while [ $# -gt 0 ]; do
+	case $1 in
+	--files) FILES=$2; shift ;;
+	--build) BUILD=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	--size) SIZE=$2; shift ;;
+	--runs) RUNS=$2; shift ;;
+	-h | --help) sed -n 2,24p "$0"; exit 0 ;;
+	*) echo "snapshot.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ "$(id -u)" = 0 ] || { echo "snapshot.sh: run as root" >&2; exit 1; }
+command -v mkfs.btrfs >/dev/null || { echo "snapshot.sh: mkfs.btrfs missing (apt-get install btrfs-progs)" >&2; exit 1; }
+BUILD=$(cd "$BUILD" && pwd -P)
+for b in mkfs/mkfs.arborfs fuse/arborfs cli/arbor; do
+	[ -x "$BUILD/$b" ] || { echo "snapshot.sh: $BUILD/$b not built" >&2; exit 1; }
+done
+ARBOR=$BUILD/cli/arbor
+OUT=${OUT:-$REPO/bench/results/snapshot-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+SCR=$(mktemp -d /var/tmp/arbor-snapbench.XXXXXX)
+MNT=$SCR/mnt
+mkdir -p "$MNT"
+DPID= LOOP=
+cleanup() {
+	if mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" || true
+	fi
+	[ -z "$DPID" ] || { kill "$DPID" 2>/dev/null || true; wait "$DPID" 2>/dev/null || true; }
+	[ -z "$LOOP" ] || losetup -d "$LOOP" 2>/dev/null || true
+	rm -rf "$SCR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+populate() { # DIR N
+	python3 - "$1" "$2" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, "d%04d" % (i // 1000))
+    if i % 1000 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%07d" % i), "wb") as f:
+        f.write(b"x" * (i % 301))
+EOF
+}
+
+now() { date +%s.%N; }
+elapsed() { python3 -c "print(f'{($2 - $1) * 1000:.1f}')"; }
+median() { python3 -c "import sys,statistics;print(statistics.median(map(float,sys.argv[1:])))" "$@"; }
+wchar() { awk '/^wchar/ {print $2}' "/proc/$DPID/io"; }
+loop_written() { awk '{print $7 * 512}' "/sys/block/$(basename "$LOOP")/stat"; }
+
+declare -A R
+for n in $FILES; do
+	tree=$SCR/tree-$n
+	populate "$tree" "$n"
+
+	# ---- arborfs
+	img=$SCR/arbor.img
+	rm -f "$img"
+	"$BUILD/mkfs/mkfs.arborfs" -q -s "$SIZE" -r "$tree" "$img" >/dev/null
+	"$BUILD/fuse/arborfs" "$img" "$MNT" -f -o commit=30 &
+	DPID=$!
+	for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	mountpoint -q "$MNT"
+	snaps=() writes=() dels=() cleans=()
+	for r in $(seq "$RUNS"); do
+		sync -f "$MNT"
+		w0=$(wchar); t0=$(now)
+		"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/s$r" >/dev/null
+		t1=$(now); w1=$(wchar)
+		snaps+=("$(elapsed "$t0" "$t1")"); writes+=($((w1 - w0)))
+	done
+	for r in $(seq "$RUNS"); do
+		t0=$(now)
+		"$ARBOR" subvolume delete "$MNT/s$r" >/dev/null
+		t1=$(now)
+		"$ARBOR" subvolume sync "$MNT" >/dev/null
+		t2=$(now)
+		dels+=("$(elapsed "$t0" "$t1")"); cleans+=("$(elapsed "$t1" "$t2")")
+	done
+	R[arbor,snap,$n]=$(median "${snaps[@]}")
+	R[arbor,written,$n]=$(median "${writes[@]}")
+	R[arbor,delete,$n]=$(median "${dels[@]}")
+	R[arbor,clean,$n]=$(median "${cleans[@]}")
+	fusermount3 -u "$MNT"
+	wait "$DPID" || true
+	DPID=
+	rm -f "$img"
+
+	# ---- btrfs on a loop device
+	img=$SCR/btrfs.img
+	truncate -s "$SIZE" "$img"
+	mkfs.btrfs -q -f --rootdir "$tree" "$img" >/dev/null
+	LOOP=$(losetup -f --show "$img")
+	mount "$LOOP" "$MNT"
+	snaps=() writes=() dels=() cleans=()
+	for r in $(seq "$RUNS"); do
+		sync -f "$MNT"
+		w0=$(loop_written); t0=$(now)
+		btrfs subvolume snapshot -r "$MNT" "$MNT/s$r" >/dev/null
+		t1=$(now)
+		sync -f "$MNT"
+		w1=$(loop_written)
+		snaps+=("$(elapsed "$t0" "$t1")"); writes+=($((w1 - w0)))
+	done
+	for r in $(seq "$RUNS"); do
+		t0=$(now)
+		btrfs subvolume delete "$MNT/s$r" >/dev/null
+		t1=$(now)
+		btrfs subvolume sync "$MNT" >/dev/null
+		t2=$(now)
+		dels+=("$(elapsed "$t0" "$t1")"); cleans+=("$(elapsed "$t1" "$t2")")
+	done
+	R[btrfs,snap,$n]=$(median "${snaps[@]}")
+	R[btrfs,written,$n]=$(median "${writes[@]}")
+	R[btrfs,delete,$n]=$(median "${dels[@]}")
+	R[btrfs,clean,$n]=$(median "${cleans[@]}")
+	umount "$MNT"
+	losetup -d "$LOOP"
+	LOOP=
+	rm -f "$img"
+	rm -rf "$tree"
+done
+
+{
+	printf '%-8s %-8s %12s %12s %8s\n' files metric arborfs btrfs ratio
+	for n in $FILES; do
+		for m in snap written delete clean; do
+			a=${R[arbor,$m,$n]} b=${R[btrfs,$m,$n]}
+			unit=ms; [ "$m" = written ] && unit=B
+			printf '%-8s %-8s %12s %12s %8s\n' "$n" "$m($unit)" "$a" "$b" \
+				"$(python3 -c "a,b=float('$a'),float('$b');print(f'{a/b:.2f}' if b else '-')")"
+		done
+	done
+} | tee "$OUT/snapshot.txt"
+python3 - "$OUT/snapshot.json" "$FILES" <<EOF
+import json, sys
+rows = """$(for k in "${!R[@]}"; do echo "$k=${R[$k]}"; done)""".split()
+out = {}
+for r in rows:
+    k, v = r.split("=")
+    fs, m, n = k.split(",")
+    out.setdefault(n, {}).setdefault(fs, {})[m] = float(v)
+json.dump({"date": "$(date -Is)", "commit": "$(git -C "$REPO" rev-parse --short HEAD)",
+           "runs": $RUNS, "results": out}, open(sys.argv[1], "w"), indent=1)
+EOF
+echo "results in $OUT"
