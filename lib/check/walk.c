@@ -299,6 +299,36 @@ static void check_node(struct ck *c, struct arb_node *n, uint64_t mirror,
 			   (unsigned long long)bytenr);
 }
 
+/*
+ * The second copies of the children of n that lie in the part, which the
+ * copies check reads straight from the device, in runs of adjacent ones
+ * (the first copies: arb_node_readahead, child by child).
+ */
+static void readahead_copies(struct ck *c, struct arb_node *n)
+{
+	uint32_t ns = c->vol->nodesize;
+	uint64_t start = 0, len = 0;
+
+	if (c->vol->meta_copies < 2 || !c->vol->dev->ops->readahead)
+		return;
+	for (uint32_t i = 0; i < arb_nritems(n); i++) {
+		uint64_t m = arb_child_mirror(n, (int)i);
+
+		if (!m || !ck_mine(c, arb_child_bytenr(n, (int)i)))
+			continue;
+		if (len && m == start + len && len < (1u << 20)) {
+			len += ns;
+			continue;
+		}
+		if (len)
+			arb_dev_readahead(c->vol->dev, start, len);
+		start = m;
+		len = ns;
+	}
+	if (len)
+		arb_dev_readahead(c->vol->dev, start, len);
+}
+
 static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		 int level, const struct arb_key *lo, const struct arb_key *hi,
 		 bool is_root, uint64_t tree)
@@ -378,10 +408,12 @@ static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		}
 		collect_leaf(c, n, own, tree);
 	} else {
+		readahead_copies(c, n);
 		for (uint32_t i = 0; i < arb_nritems(n); i++) {
 			struct arb_key k, nk;
 			bool last = i + 1 == arb_nritems(n);
 
+			arb_node_readahead(vol, n, (int)i, true);
 			arb_node_key(n, (int)i, &k);
 			if (!last)
 				arb_node_key(n, (int)i + 1, &nk);
