@@ -564,26 +564,8 @@ int arb_check_vol(struct arb_vol *vol, struct arb_check_report *rep)
 	return rep->errors ? -EUCLEAN : 0;
 }
 
-int check_walk_records(struct arb_fs *fs, struct arb_check_result *r,
-		       FILE *out)
-{
-	struct ck c;
-	int ret;
-
-	memset(&c, 0, sizeof(c));
-	c.vol = fs->vol;
-	c.fs = fs;
-	c.r = r;
-	c.out = out;
-	c.csums = true;
-	c.progress = fs->opts.check_progress;
-	c.progress_arg = fs->opts.check_progress_arg;
-	ret = ck_run(&c, fs->opts.check_memory, NULL, NULL);
-	ck_free(&c);
-	return ret;
-}
-
-int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
+/* the check of fs as records in r (fix: repair's extent fixes) */
+static int ck_run_fs(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 		     bool csums, struct arb_txn *fix, FILE *fix_out,
 		     uint64_t *fixed)
 {
@@ -602,4 +584,17 @@ int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
 	ret = ck_run(&c, fs->opts.check_memory, fix_out, fixed);
 	ck_free(&c);
 	return ret;
+}
+
+int check_walk_records(struct arb_fs *fs, struct arb_check_result *r,
+		       FILE *out)
+{
+	return ck_run_fs(fs, r, out, true, NULL, NULL, NULL);
+}
+
+int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
+		     bool csums, struct arb_txn *fix, FILE *fix_out,
+		     uint64_t *fixed)
+{
+	return ck_run_fs(fs, r, out, csums, fix, fix_out, fixed);
 }
