@@ -25,6 +25,21 @@
  * the records of the problems found).  Delayed data (not yet in the
  * tree) is not seen.
  *
+ * Two passes, the second only when needed.  The first makes no lookup
+ * for names: it adds every INODE_REF entry (inode, dir, index, name) and
+ * subtracts every DIR_INDEX entry (child, dir, index, name) in a sum of
+ * 64-bit hashes keyed by a seed drawn per run, and likewise INODE_REF
+ * (dir, inode, name) against DIR_ITEM (dir, child, name).  When both sums
+ * are 0 the two sides hold the same entries (unless the hashes of what
+ * differs add up to 0: a chance of 2^-64), and with the
+ * local checks (one entry per DIR_INDEX, names hashed where they belong,
+ * no name twice in one INODE_REF or DIR_ITEM) that is exactly what the
+ * lookups would find: every name has its DIR_INDEX and DIR_ITEM, and
+ * every entry its INODE_REF.  A first pass that meets any problem at all,
+ * or sums that differ, is thrown away and the second pass, with the
+ * lookups, raises the records: on a damaged tree the records are those of
+ * the lookups, on a clean one the lookups are not made.
+ *
  * Each problem is raised once, as a named record (ARB_PB_*, arbor.h) that
  * carries what repair needs: the directory, index and name of a link, the
  * expected count or size (fs_repair.c acts on them).
@@ -33,6 +48,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fs_int.h"
 
@@ -60,7 +78,92 @@ struct chk {
 	size_t nxrefs, xrefs_cap;
 	/* the highest inode number seen */
 	uint64_t max_ino;
+	/* the first pass (no lookups): it failed (a problem, or a name
+	 * twice in one item); the sums of INODE_REF minus DIR_INDEX and
+	 * INODE_REF minus DIR_ITEM entries, and their seeds */
+	bool fast, fast_failed;
+	uint64_t sum_index, sum_item, seed[2];
+	/* items looked at */
+	uint64_t items;
 };
+
+/* the first pass must not say clean when it is not (see the head) */
+static uint64_t mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static uint64_t name_digest(uint64_t seed, uint64_t a, uint64_t b, uint64_t c,
+			    const char *name, size_t nl)
+{
+	uint64_t h = seed ^ nl;
+
+	h = (h ^ a) * 0x9E3779B97F4A7C15ULL;
+	h = (h ^ (h >> 29) ^ b) * 0xC2B2AE3D27D4EB4FULL;
+	h = (h ^ (h >> 29) ^ c) * 0x165667B19E3779F9ULL;
+	while (nl) {
+		uint64_t v = 0;
+		size_t n = nl < 8 ? nl : 8;
+		memcpy(&v, name, n);
+		h = (h ^ (h >> 29) ^ v) * 0x27D4EB2F165667C5ULL;
+		name += n;
+		nl -= n;
+	}
+	return mix64(h);
+}
+
+/* add (sign 1) or subtract (sign -1) a name in the first pass's sums */
+static void digest_index(struct chk *c, int sign, uint64_t ino, uint64_t dir,
+			 uint64_t index, const char *name, size_t nl)
+{
+	c->sum_index += (uint64_t)sign *
+			name_digest(c->seed[0], ino, dir, index, name, nl);
+}
+
+static void digest_item(struct chk *c, int sign, uint64_t ino, uint64_t dir,
+			const char *name, size_t nl)
+{
+	c->sum_item += (uint64_t)sign *
+		       name_digest(c->seed[1], ino, dir, 0, name, nl);
+}
+
+/*
+ * A name twice in one INODE_REF or DIR_ITEM: the lookups find only the
+ * first, which the sums cannot tell; the first pass gives up.  Does an
+ * entry before end (all of them parsed already) hold name?
+ */
+static bool iref_name_before(const uint8_t *d, size_t end, const char *name,
+			     size_t nl)
+{
+	for (size_t pos = 0; pos < end;) {
+		const struct arb_inode_ref *r =
+			(const struct arb_inode_ref *)(d + pos);
+		size_t l = arb_inode_ref_r_name_len(r);
+		if (l == nl && !memcmp(d + pos + sizeof(*r), name, nl))
+			return true;
+		pos += sizeof(*r) + l;
+	}
+	return false;
+}
+
+static bool dent_name_before(const uint8_t *d, size_t end, const char *name,
+			     size_t nl)
+{
+	for (size_t pos = 0; pos < end;) {
+		const struct arb_dir_entry *e =
+			(const struct arb_dir_entry *)(d + pos);
+		size_t l = arb_dir_entry_d_name_len(e);
+		if (l == nl && !memcmp(d + pos + sizeof(*e), name, nl))
+			return true;
+		pos += fs_dent_size(l, arb_dir_entry_d_data_len(e));
+	}
+	return false;
+}
 
 /*
  * Raise problem id about ino.  Returns its record (a scratch one without a
@@ -71,10 +174,18 @@ __attribute__((format(printf, 4, 5))) static struct arb_problem *
 problem(struct chk *c, enum arb_problem_id id, uint64_t ino, const char *fmt,
 	...)
 {
-	struct arb_problem *p = fs_problem_add(c->res, id, ino);
+	struct arb_problem *p;
 	int n;
 	va_list ap;
 
+	if (c->fast) {
+		/* the second pass says what and where */
+		c->fast_failed = true;
+		p = &c->dummy;
+		memset(p, 0, sizeof(*p));
+		return p;
+	}
+	p = fs_problem_add(c->res, id, ino);
 	c->errors++;
 	if (!p) {
 		p = &c->dummy;
@@ -269,6 +380,15 @@ static void check_inode_ref(struct chk *c, const struct arb_key *k,
 		memcpy(name, d + pos + sizeof(*r), nl);
 		name[nl] = 0;
 		c->refs++;
+		if (c->fast) {
+			if (pos && iref_name_before(d, pos, name, nl))
+				c->fast_failed = true;
+			digest_index(c, 1, k->objectid, k->offset, index, name,
+				     nl);
+			digest_item(c, 1, k->objectid, k->offset, name, nl);
+			pos += sizeof(*r) + nl;
+			continue;
+		}
 		if (!dir_index_matches(c, k->offset, index, k->objectid, name,
 				       nl)) {
 			bool absent = !dir_index_exists(c, k->offset, index);
@@ -440,13 +560,22 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			pos += el;
 			continue;
 		}
+		if (c->fast && k->type == ARB_DIR_INDEX)
+			digest_index(c, -1, child, k->objectid, k->offset,
+				     name, nl);
+		if (c->fast && k->type == ARB_DIR_ITEM) {
+			if (pos && dent_name_before(d, pos, name, nl))
+				c->fast_failed = true;
+			digest_item(c, -1, child, k->objectid, name, nl);
+		}
 		if (k->type == ARB_DIR_INDEX) {
 			c->name_bytes += nl;
 			if (k->offset > c->max_index)
 				c->max_index = k->offset;
 			if (arb_dir_entry_d_type(e) == (S_IFDIR >> 12))
 				c->subdirs++;
-			if (!iref_has(c, child, k->objectid, k->offset, name,
+			if (!c->fast &&
+			    !iref_has(c, child, k->objectid, k->offset, name,
 				      nl)) {
 				bool gone = !inode_exists(c, child);
 				struct arb_problem *p = problem(
@@ -463,7 +592,7 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 				p->ino = child;
 				p->type = ARB_DIR_INDEX;
 			}
-		} else if (k->type == ARB_DIR_ITEM) {
+		} else if (k->type == ARB_DIR_ITEM && !c->fast) {
 			/* a missing INODE_REF is raised (with its index) by
 			 * the DIR_INDEX; here only what that cannot see */
 			if (!iref_has(c, child, k->objectid, 0, name, nl) &&
@@ -580,24 +709,119 @@ static void check_highest(struct chk *c)
 }
 
 /* progress by inode number, now and then (every 256 inodes) */
-static void progress(struct chk *c, uint64_t ino,
-		     const struct arb_check_result *res)
+static void progress(struct chk *c, uint64_t ino)
 {
 	uint64_t total = fs_tree0(c->fs)->next_ino;
 
 	if (!c->fs->opts.check_progress || (ino & 255))
 		return;
-	c->fs->opts.check_progress(c->fs->opts.check_progress_arg, "fs tree",
+	c->fs->opts.check_progress(c->fs->opts.check_progress_arg,
+				   c->fast ? "fs tree" : "fs tree, names",
 				   ino < total ? ino : total, total,
-				   res ? res->items : 0);
+				   (c->res ? c->res->items : 0) + c->items);
+}
+
+/* one pass over the fs tree in key order; the first stops at a problem */
+static int tree_pass(struct chk *c)
+{
+	struct arb_fs *fs = c->fs;
+	struct arb_key key = { 0, 0, 0 }, k;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, fs_tree0(fs)->root);
+	ret = arb_iter_seek(&it, &key);
+	while (ret == 0 && !c->fast_failed) {
+		const uint8_t *d = arb_iter_data(&it);
+		uint32_t size = arb_iter_size(&it);
+
+		arb_iter_key(&it, &k);
+		c->items++;
+		if (k.objectid != c->ino) {
+			progress(c, k.objectid);
+			finish_inode(c);
+			c->ino = k.objectid;
+			c->refs = c->parents = c->subdirs = c->name_bytes = 0;
+			c->max_index = c->ext_end = c->ext_bytes = 0;
+			c->inline_seen = false;
+			c->nxrefs = 0;
+		}
+		if (k.objectid == ARB_ORPHAN_OBJECTID) {
+			struct arb_inode oin;
+			int oret;
+			if (k.type != ARB_ORPHAN_ITEM)
+				problem(c, ARB_PB_UNEXPECTED, k.objectid,
+					"unknown item type %u",
+					k.type);
+			else if ((oret = fs_inode_read(fs, k.offset, &oin)) ==
+					 0 &&
+				 oin.nlink != 0)
+				problem(c, ARB_PB_ORPHAN, k.offset,
+					"orphan item for a linked inode");
+			else if (oret == -ENOENT)
+				problem(c, ARB_PB_ORPHAN, k.offset,
+					"orphan item for a missing inode");
+		} else if (k.type == ARB_INODE_ITEM) {
+			if (size < sizeof(struct arb_inode_item)) {
+				problem(c, ARB_PB_BAD_ENTRY, k.objectid,
+					"short inode item");
+			} else {
+				fs_inode_unpack(&c->in, k.objectid,
+						(const struct arb_inode_item *)d);
+				c->have_inode = true;
+				if (k.objectid > c->max_ino)
+					c->max_ino = k.objectid;
+			}
+		} else if (!c->have_inode) {
+			problem(c, ARB_PB_NO_INODE, k.objectid,
+				"%s item without an inode",
+				arb_item_type_name(k.type));
+		} else {
+			switch (k.type) {
+			case ARB_INODE_REF:
+				check_inode_ref(c, &k, d, size);
+				break;
+			case ARB_DIR_ITEM:
+			case ARB_DIR_INDEX:
+			case ARB_XATTR_ITEM:
+				check_dir_entries(c, &k, d, size);
+				break;
+			case ARB_EXTENT_DATA:
+				check_extent(c, &k, d, size);
+				break;
+			case ARB_XATTR_DATA:
+				check_xattr_piece(c, &k);
+				break;
+			default:
+				problem(c, ARB_PB_UNEXPECTED, k.objectid,
+					"unexpected item type %u",
+					k.type);
+			}
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	if (ret >= 0 && !c->fast_failed) {
+		finish_inode(c);
+		check_highest(c);
+		ret = 0;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+static void draw_seeds(uint64_t seed[2])
+{
+	if (getrandom(seed, 2 * sizeof(*seed), GRND_NONBLOCK) !=
+	    (ssize_t)(2 * sizeof(*seed))) {
+		seed[0] = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+		seed[1] = mix64(seed[0] ^ (uintptr_t)seed);
+	}
 }
 
 int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		  struct arb_check_result *res)
 {
-	struct arb_key key = { 0, 0, 0 }, k;
 	struct chk c;
-	struct arb_iter it;
 	int ret;
 
 	memset(&c, 0, sizeof(c));
@@ -607,84 +831,30 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 	c.buf = malloc(arb_max_item_size(fs->vol));
 	if (!c.buf)
 		return -ENOMEM;
-	arb_iter_init(&it, fs_tree0(fs)->root);
-	ret = arb_iter_seek(&it, &key);
-	while (ret == 0) {
-		const uint8_t *d = arb_iter_data(&it);
-		uint32_t size = arb_iter_size(&it);
+	/* the first pass: names against their entries by sums */
+	draw_seeds(c.seed);
+	c.fast = true;
+	ret = tree_pass(&c);
+	if (!ret && !c.fast_failed && !c.sum_index && !c.sum_item)
+		goto out;
+	/* something is off: again, with the lookups, for the records */
+	{
+		uint8_t *buf = c.buf;
+		struct chk_xref *xrefs = c.xrefs;
+		size_t cap = c.xrefs_cap;
 
-		arb_iter_key(&it, &k);
-		if (res)
-			res->items++;
-		if (k.objectid != c.ino) {
-			progress(&c, k.objectid, res);
-			finish_inode(&c);
-			c.ino = k.objectid;
-			c.refs = c.parents = c.subdirs = c.name_bytes = 0;
-			c.max_index = c.ext_end = c.ext_bytes = 0;
-			c.inline_seen = false;
-			c.nxrefs = 0;
-		}
-		if (k.objectid == ARB_ORPHAN_OBJECTID) {
-			struct arb_inode oin;
-			int oret;
-			if (k.type != ARB_ORPHAN_ITEM)
-				problem(&c, ARB_PB_UNEXPECTED, k.objectid,
-					"unknown item type %u",
-					k.type);
-			else if ((oret = fs_inode_read(fs, k.offset, &oin)) ==
-					 0 &&
-				 oin.nlink != 0)
-				problem(&c, ARB_PB_ORPHAN, k.offset,
-					"orphan item for a linked inode");
-			else if (oret == -ENOENT)
-				problem(&c, ARB_PB_ORPHAN, k.offset,
-					"orphan item for a missing inode");
-		} else if (k.type == ARB_INODE_ITEM) {
-			if (size < sizeof(struct arb_inode_item)) {
-				problem(&c, ARB_PB_BAD_ENTRY, k.objectid,
-					"short inode item");
-			} else {
-				fs_inode_unpack(&c.in, k.objectid,
-						(const struct arb_inode_item *)d);
-				c.have_inode = true;
-				if (k.objectid > c.max_ino)
-					c.max_ino = k.objectid;
-			}
-		} else if (!c.have_inode) {
-			problem(&c, ARB_PB_NO_INODE, k.objectid,
-				"%s item without an inode",
-				arb_item_type_name(k.type));
-		} else {
-			switch (k.type) {
-			case ARB_INODE_REF:
-				check_inode_ref(&c, &k, d, size);
-				break;
-			case ARB_DIR_ITEM:
-			case ARB_DIR_INDEX:
-			case ARB_XATTR_ITEM:
-				check_dir_entries(&c, &k, d, size);
-				break;
-			case ARB_EXTENT_DATA:
-				check_extent(&c, &k, d, size);
-				break;
-			case ARB_XATTR_DATA:
-				check_xattr_piece(&c, &k);
-				break;
-			default:
-				problem(&c, ARB_PB_UNEXPECTED, k.objectid,
-					"unexpected item type %u",
-					k.type);
-			}
-		}
-		ret = arb_iter_next(&it);
+		memset(&c, 0, sizeof(c));
+		c.fs = fs;
+		c.out = out;
+		c.res = res;
+		c.buf = buf;
+		c.xrefs = xrefs;
+		c.xrefs_cap = cap;
 	}
-	arb_iter_release(&it);
-	if (ret >= 0) {
-		finish_inode(&c);
-		check_highest(&c);
-		ret = 0;
-	}
+	ret = tree_pass(&c);
+out:
+	if (res)
+		res->items += c.items;
 	free(c.buf);
 	free(c.xrefs);
 	*errors += c.errors;

@@ -6,7 +6,7 @@
  * Repair policy (the table in docs/design/check.md, "Repair"):
  *   - tree-block-refcount, extent-refcount, extent-backref, extent-leak:
  *     the extent item (and a data extent's back-references) is rewritten
- *     from the committed trees (fs_extcheck.c), first, before anything
+ *     from the committed trees (extents.c), first, before anything
  *     else changes; a leak is deleted
  *   - then rounds of "check the fs tree as it is now, fix":
  *     a round with link problems fixes only those (dangling-dir-entry
@@ -30,62 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs_int.h"
+#include "check_int.h"
 
 /* The undo record: s_repair_gen and s_repair_prev of the superblock
  * (lib/format.h, FORMAT.md). */
 
 /* ---- check as records -------------------------------------------------- */
-
-/* first number in a core check line that can be a disk address */
-static uint64_t line_addr(const char *p, const char *end)
-{
-	while (p < end) {
-		if (*p >= '0' && *p <= '9') {
-			char *q;
-			uint64_t v = strtoull(p, &q, 10);
-			if (v >= ARB_DATA_START)
-				return v;
-			p = q;
-		} else {
-			p++;
-		}
-	}
-	return 0;
-}
-
-/*
- * A core check line about one copy of a node (duplicated metadata):
- * "tree T: node N: first copy bad: ...", "... second copy at M bad: ..."
- * or "... second copy at M differs from the first".  Returns N, or 0.
- */
-static uint64_t copy_line_node(const char *p, const char *end)
-{
-	unsigned long long tree, node;
-	char line[256];
-	int n = 0;
-
-	snprintf(line, sizeof(line), "%.*s", (int)(end - p), p);
-	if (sscanf(line, "tree %llu: node %llu: %n", &tree, &node, &n) != 2 ||
-	    !n)
-		return 0;
-	if (!strncmp(line + n, "first copy bad: ", 16) ||
-	    (!strncmp(line + n, "second copy at ", 15) &&
-	     (strstr(line + n, " bad: ") ||
-	      strstr(line + n, " differs from the first"))))
-		return node;
-	return 0;
-}
-
-/* has a typed pass already raised a problem about addr */
-static bool typed_about(const struct arb_check_result *r, size_t nr,
-			uint64_t addr)
-{
-	for (size_t i = 0; addr && i < nr; i++)
-		if (r->pb[i].id != ARB_PB_TREE && r->pb[i].addr == addr)
-			return true;
-	return false;
-}
 
 static const uint64_t super_offs[2] = { ARB_SUPER_OFFSET0,
 					ARB_SUPER_OFFSET1 };
@@ -171,77 +121,21 @@ static int fix_super_copy(struct arb_fs *fs, FILE *out)
 int arb_fs_check_records(struct arb_fs *fs, struct arb_check_result *r,
 			 FILE *out)
 {
-	struct arb_check_report rep;
-	char *text = NULL;
-	size_t text_len = 0, typed;
 	uint64_t errors = 0;
-	FILE *mem;
-	int ret, ret2;
+	int ret;
 
-	memset(&rep, 0, sizeof(rep));
-	mem = open_memstream(&text, &text_len);
-	if (!mem)
-		return -ENOMEM;
-	rep.out = mem;
-	rep.budget = fs->opts.check_memory;
-	rep.progress = fs->opts.check_progress;
-	rep.progress_arg = fs->opts.check_progress_arg;
 	fs_lock(fs);
 	check_super_copy(fs, r, out);
-	ret = arb_check_vol(fs->vol, &rep);
-	fclose(mem);
-	r->items += rep.items;
-	ret2 = fs_check_extents(fs, r, out, true, NULL, NULL, NULL);
-	if (!ret2 && !r->incomplete) {
-		ret2 = fs_check_tree(fs, out, &errors, r);
-		if (ret2 == -EUCLEAN)
-			ret2 = 0;
-	}
-	/* the core's findings, one record per line, except those a typed
-	 * record above already names (same disk address) */
-	typed = r->nr;
-	for (char *p = text, *nl; p && *p; p = nl + 1) {
-		struct arb_problem *pb;
-		nl = strchr(p, '\n');
-		if (!nl)
-			nl = p + strlen(p);
-		if (!strncmp(p, "check: ", 7))
-			p += 7;
-		if (copy_line_node(p, nl)) {
-			/* one bad copy: repair rewrites it from the other */
-			pb = fs_problem_add(r, ARB_PB_NODE_COPY, 0);
-			if (pb) {
-				pb->addr = copy_line_node(p, nl);
-				snprintf(pb->detail, sizeof(pb->detail), "%.*s",
-					 (int)(nl - p), p);
-				fs_problem_print(out, pb);
-			}
-		} else if (!typed_about(r, typed, line_addr(p, nl))) {
-			pb = fs_problem_add(r, ARB_PB_TREE, 0);
-			if (pb) {
-				pb->addr = line_addr(p, nl);
-				snprintf(pb->detail, sizeof(pb->detail), "%.*s",
-					 (int)(nl - p), p);
-				fs_problem_print(out, pb);
-			}
-		}
-		if (!*nl)
-			break;
-	}
-	free(text);
-	if (ret == -EUCLEAN && r->nr == 0) {
-		struct arb_problem *pb = fs_problem_add(r, ARB_PB_TREE, 0);
-		if (pb) {
-			snprintf(pb->detail, sizeof(pb->detail),
-				 "core check failed");
-			fs_problem_print(out, pb);
-		}
+	/* the trees, the extent tree and the data: one walk */
+	ret = check_walk_records(fs, r, out);
+	if (!ret && !r->incomplete) {
+		ret = fs_check_tree(fs, out, &errors, r);
+		if (ret == -EUCLEAN)
+			ret = 0;
 	}
 	fs_unlock(fs);
-	if (ret && ret != -EUCLEAN)
+	if (ret)
 		return ret;
-	if (ret2)
-		return ret2;
 	return r->nr ? -EUCLEAN : 0;
 }
 

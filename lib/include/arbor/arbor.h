@@ -607,7 +607,7 @@ int arb_fs_resize(struct arb_fs *fs, uint64_t size, const char **why);
 int arb_fs_check(struct arb_fs *fs, FILE *out);
 
 /* ---- fsck: named problems, repair, undo (lib/check/fs_problem.c,
- * fs_extcheck.c, fs_repair.c) ---------------------------------------------
+ * walk.c, fs_repair.c) ---------------------------------------------
  *
  * Every problem the checker can raise has a stable id, a stable short name
  * (what fsck prints and scripts grep for), whether repair fixes it, and a
@@ -615,7 +615,7 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
  */
 #define ARB_PROBLEMS(x)                                                        \
 	x(TREE, 1, "tree-structure", 0,                                        \
-	  "storage core check failed (tree shape, space map, counts)")          \
+	  "the check could not run to its end (out of memory); before ids 32-37, any finding of the core's structural check") \
 	x(NODE_BAD, 2, "node-unreadable", 0,                                   \
 	  "a tree node does not read or validate (checksum, header)")          \
 	x(TREE_REFS, 3, "tree-block-refcount", 1,                              \
@@ -675,7 +675,19 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(NEWER_FORMAT, 30, "newer-format", 0,                                 \
 	  "an item of a format this version does not know (a newer arborfs wrote it): no repair, use a newer fsck.arborfs") \
 	x(HIGHEST_INO, 31, "highest-objectid", 1,                              \
-	  "an inode number is above the highest the tree records as handed out (it could be handed out again)")
+	  "an inode number is above the highest the tree records as handed out (it could be handed out again)") \
+	x(NODE_MIRROR, 32, "node-second-copy", 0,                              \
+	  "a node's second copy is missing or unexpected for the volume, or its pointers and its extent item name different ones") \
+	x(NODE_EMPTY, 33, "node-empty", 0,                                     \
+	  "a tree node other than a root holds no item")                       \
+	x(NODE_KEYS, 34, "node-key-bounds", 0,                                 \
+	  "a node's first key differs from its parent's key for it, or its last key is not below the parent's next key") \
+	x(SPACE_MAP, 35, "space-map", 0,                                       \
+	  "the free space map disagrees with the extent tree (an extent or second copy marked free, or the used counts differ)") \
+	x(EXTENT_ITEM_BAD, 36, "extent-item-bad", 0,                           \
+	  "a malformed or unknown item in the extent tree")                    \
+	x(EXTENT_LENGTH, 37, "extent-length", 0,                               \
+	  "a data extent's length differs from the one its file extent items give")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
@@ -723,9 +735,9 @@ bool arb_problem_fixable(enum arb_problem_id id);
 void arb_check_result_free(struct arb_check_result *r);
 
 /*
- * The whole check as records: the core's structural check (its findings
- * become tree-structure / node-unreadable records), data extent counts and
- * back-references, data checksums, and the filesystem tree.  Problems are
+ * The whole check as records: one walk of every tree (node structure,
+ * both copies, node and data extent counts and back-references, the space
+ * map), data checksums, and the filesystem tree.  Problems are
  * also printed to out (may be NULL), one per line, "name: detail".
  * 0 clean, -EUCLEAN problems, other <0 on failure.
  */
