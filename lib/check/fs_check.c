@@ -53,9 +53,12 @@
 #include <unistd.h>
 
 #include "fs_int.h"
+#include "items/items.h"
 
 struct chk {
 	struct arb_fs *fs;
+	/* the fs tree being checked */
+	struct fs_tree *tr;
 	FILE *out;
 	/* records, or NULL (then dummy takes them) */
 	struct arb_check_result *res;
@@ -193,8 +196,16 @@ problem(struct chk *c, enum arb_problem_id id, uint64_t ino, const char *fmt,
 		p->id = id;
 		p->ino = ino;
 	}
-	n = snprintf(p->detail, sizeof(p->detail), "inode %llu: ",
-		     (unsigned long long)ino);
+	if (c->tr->slot)
+		p->tree = c->tr->id;
+	if (c->tr->slot)
+		n = snprintf(p->detail, sizeof(p->detail),
+			     "subvolume %llu: inode %llu: ",
+			     (unsigned long long)c->tr->id,
+			     (unsigned long long)ino);
+	else
+		n = snprintf(p->detail, sizeof(p->detail), "inode %llu: ",
+			     (unsigned long long)ino);
 	va_start(ap, fmt);
 	vsnprintf(p->detail + n, sizeof(p->detail) - (size_t)n, fmt, ap);
 	va_end(ap);
@@ -216,7 +227,7 @@ static void set_name(struct arb_problem *p, uint64_t dir, uint64_t index,
 static bool orphan_exists(struct chk *c, uint64_t ino)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, ino };
-	return fs_item_exists(fs_tree0(c->fs)->root, &k);
+	return fs_item_exists(c->tr->root, &k);
 }
 
 static void finish_inode(struct chk *c)
@@ -287,14 +298,14 @@ static void finish_inode(struct chk *c)
 static bool inode_exists(struct chk *c, uint64_t ino)
 {
 	struct arb_key k = { ino, ARB_INODE_ITEM, 0 };
-	return fs_item_exists(fs_tree0(c->fs)->root, &k);
+	return fs_item_exists(c->tr->root, &k);
 }
 
 /* is there a DIR_INDEX item (dir, index) at all */
 static bool dir_index_exists(struct chk *c, uint64_t dir, uint64_t index)
 {
 	struct arb_key k = { dir, ARB_DIR_INDEX, index };
-	return fs_item_exists(fs_tree0(c->fs)->root, &k);
+	return fs_item_exists(c->tr->root, &k);
 }
 
 /* does the DIR_INDEX (dir, index) hold {ino, name}? */
@@ -304,7 +315,7 @@ static bool dir_index_matches(struct chk *c, uint64_t dir, uint64_t index,
 	struct arb_key k = { dir, ARB_DIR_INDEX, index };
 	uint32_t max = arb_max_item_size(c->fs->vol);
 	const struct arb_dir_entry *e = (const struct arb_dir_entry *)c->buf;
-	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
+	int ret = arb_lookup_item(c->tr->root, &k, c->buf, max);
 
 	return ret >= (int)sizeof(*e) && arb_dir_entry_d_ino(e) == ino &&
 	       arb_dir_entry_d_name_len(e) == nl &&
@@ -318,7 +329,7 @@ static bool dir_item_has(struct chk *c, uint64_t dir, uint64_t ino,
 	struct arb_key k = { dir, ARB_DIR_ITEM, arb_name_hash(name, nl) };
 	uint32_t max = arb_max_item_size(c->fs->vol);
 	size_t off, elen;
-	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
+	int ret = arb_lookup_item(c->tr->root, &k, c->buf, max);
 
 	if (ret < 0 || fs_dent_find(c->buf, (size_t)ret, name, nl, &off,
 				    &elen))
@@ -333,7 +344,7 @@ static bool iref_has(struct chk *c, uint64_t ino, uint64_t dir,
 {
 	struct arb_key k = { ino, ARB_INODE_REF, dir };
 	uint32_t max = arb_max_item_size(c->fs->vol);
-	int ret = arb_lookup_item(fs_tree0(c->fs)->root, &k, c->buf, max);
+	int ret = arb_lookup_item(c->tr->root, &k, c->buf, max);
 	size_t pos = 0, size;
 
 	if (ret < 0)
@@ -446,7 +457,7 @@ static void check_xattr_ref(struct chk *c, const struct arb_key *k,
 		pk.objectid = k->objectid;
 		pk.type = ARB_XATTR_DATA;
 		pk.offset = arb_xattr_ref_x_id(&r) + i;
-		ret = arb_lookup_item(fs_tree0(c->fs)->root, &pk, &dummy, 0);
+		ret = arb_lookup_item(c->tr->root, &pk, &dummy, 0);
 		if (ret <= 0) {
 			problem(c, ARB_PB_BAD_ENTRY, k->objectid,
 				"xattr '%s': piece %u of %u %s", name, i,
@@ -484,27 +495,34 @@ static void check_xattr_piece(struct chk *c, const struct arb_key *k)
 		(unsigned long long)k->offset);
 }
 
-/* a link of subvolume id in this tree (5): its ROOT_BACKREF names it */
+/*
+ * A subvolume link in this tree.  Live when the subvolume's ROOT_BACKREF
+ * from this tree names this directory and name; otherwise a stale copy a
+ * snapshot took along (legal: format.h, "Subvolumes").  The root tree's
+ * side (every ROOT_REF has its link) is check_subvols.
+ */
 static void check_subvol_link(struct chk *c, const struct arb_key *k,
 			      uint64_t id, const char *name, size_t nl)
 {
 	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
-	const struct arb_root_ref *rr = (const void *)buf;
-	struct arb_key bk = { id, ARB_ROOT_BACKREF, ARB_FS_TREE_ID };
-	int ret = arb_lookup_item(c->fs->vol->tree_root, &bk, buf,
-				  sizeof(buf));
+	struct arb_key bk = { id, ARB_ROOT_BACKREF, c->tr->id };
+	bool ok;
+	int ret;
 
-	if (ret == -ENOENT || (ret >= (int)sizeof(*rr) &&
-			       (arb_root_ref_rr_dirid(rr) != k->objectid ||
-				arb_root_ref_rr_name_len(rr) != nl ||
-				memcmp(buf + sizeof(*rr), name, nl))))
-		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
-			"subvolume link '%s' -> %llu: the subvolume's "
-			"ROOT_BACKREF does not name it",
-			name, (unsigned long long)id);
-	else if (ret >= 0 && ret < (int)sizeof(*rr))
-		problem(c, ARB_PB_BAD_ENTRY, k->objectid,
-			"subvolume link '%s' -> %llu: bad ROOT_BACKREF", name,
+	(void)name;
+	(void)nl;
+	(void)arb_inum_slot(id, &ok);
+	if (!ok || id == ARB_FS_TREE_ID) {
+		problem(c, ARB_PB_SUBVOL_LINK, k->objectid,
+			"subvolume link to tree %llu, which no subvolume "
+			"can have",
+			(unsigned long long)id);
+		return;
+	}
+	ret = arb_lookup_item(c->fs->vol->tree_root, &bk, buf, sizeof(buf));
+	if (ret >= 0 && ret < (int)sizeof(struct arb_root_ref))
+		problem(c, ARB_PB_SUBVOL_LINK, k->objectid,
+			"subvolume link -> %llu: bad ROOT_BACKREF",
 			(unsigned long long)id);
 }
 
@@ -697,7 +715,7 @@ static void check_extent(struct chk *c, const struct arb_key *k,
  */
 static void check_highest(struct chk *c)
 {
-	uint64_t highest = arb_root_highest_objectid(fs_tree0(c->fs)->root);
+	uint64_t highest = arb_root_highest_objectid(c->tr->root);
 	struct arb_problem *p;
 
 	if (!highest || c->max_ino <= highest)
@@ -711,7 +729,7 @@ static void check_highest(struct chk *c)
 /* progress by inode number, now and then (every 256 inodes) */
 static void progress(struct chk *c, uint64_t ino)
 {
-	uint64_t total = fs_tree0(c->fs)->next_ino;
+	uint64_t total = c->tr->next_ino;
 
 	if (!c->fs->opts.check_progress || (ino & 255))
 		return;
@@ -729,7 +747,8 @@ static int tree_pass(struct chk *c)
 	struct arb_iter it;
 	int ret;
 
-	arb_iter_init(&it, fs_tree0(fs)->root);
+	(void)fs;
+	arb_iter_init(&it, c->tr->root);
 	ret = arb_iter_seek(&it, &key);
 	while (ret == 0 && !c->fast_failed) {
 		const uint8_t *d = arb_iter_data(&it);
@@ -818,14 +837,15 @@ static void draw_seeds(uint64_t seed[2])
 	}
 }
 
-int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
-		  struct arb_check_result *res)
+static int check_one_tree(struct arb_fs *fs, struct fs_tree *tr, FILE *out,
+			  uint64_t *errors, struct arb_check_result *res)
 {
 	struct chk c;
 	int ret;
 
 	memset(&c, 0, sizeof(c));
 	c.fs = fs;
+	c.tr = tr;
 	c.out = out;
 	c.res = res;
 	c.buf = malloc(arb_max_item_size(fs->vol));
@@ -845,6 +865,7 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 
 		memset(&c, 0, sizeof(c));
 		c.fs = fs;
+		c.tr = tr;
 		c.out = out;
 		c.res = res;
 		c.buf = buf;
@@ -859,6 +880,180 @@ out:
 	free(c.xrefs);
 	*errors += c.errors;
 	return ret < 0 ? ret : (c.errors ? -EUCLEAN : 0);
+}
+
+/* ---- subvolumes: the root tree's side ---------------------------------- */
+
+__attribute__((format(printf, 5, 6))) static void
+sv_problem(FILE *out, uint64_t *errors, struct arb_check_result *res,
+	   uint64_t id, const char *fmt, ...)
+{
+	struct arb_problem *p = fs_problem_add(res, ARB_PB_SUBVOL_LINK, 0);
+	char detail[sizeof(p->detail)];
+	int n;
+	va_list ap;
+
+	n = snprintf(detail, sizeof(detail), "subvolume %llu: ",
+		     (unsigned long long)id);
+	va_start(ap, fmt);
+	vsnprintf(detail + n, sizeof(detail) - (size_t)n, fmt, ap);
+	va_end(ap);
+	(*errors)++;
+	if (p) {
+		memcpy(p->detail, detail, sizeof(detail));
+		if (out)
+			fs_problem_print(out, p);
+	} else if (out) {
+		fprintf(out, "subvolume-link: %s\n", detail);
+	}
+}
+
+/*
+ * Subvolume id (a ROOT_ITEM from 256): linked (its ROOT_BACKREF has the
+ * twin ROOT_REF and a live entry in the parent's directory) or being
+ * deleted (an orphan item), and its SUBVOL_ITEM valid.  *linked: check
+ * its tree's namespace.
+ */
+static int check_subvol(struct arb_fs *fs, uint64_t id, FILE *out,
+			uint64_t *errors, struct arb_check_result *res,
+			bool *live)
+{
+	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	uint8_t twin[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	const struct arb_root_ref *rr = (const void *)buf;
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
+	struct arb_root *troot = fs->vol->tree_root;
+	struct arb_subvol_item si;
+	struct fs_tree *ptr;
+	struct arb_iter it;
+	uint64_t parent, ino, seq;
+	const char *why;
+	int ret, n, m;
+
+	*live = false;
+	k = (struct arb_key){ id, ARB_SUBVOL_ITEM, 0 };
+	ret = arb_lookup_item(troot, &k, &si, sizeof(si));
+	if (ret >= 0 && arb_item_validate(&k, (const uint8_t *)&si,
+					  (uint32_t)ret, &why) < 0)
+		sv_problem(out, errors, res, id, "SUBVOL_ITEM: %s", why);
+	else if (ret < 0 && ret != -ENOENT)
+		return ret;
+	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
+	if (fs_item_exists(troot, &k))
+		return 0; /* deleted: the cleaner drops it */
+	/* its link: the first ROOT_BACKREF (a subvolume has one) */
+	k = (struct arb_key){ id, ARB_ROOT_BACKREF, 0 };
+	arb_iter_init(&it, troot);
+	ret = arb_iter_seek(&it, &k);
+	n = 0;
+	if (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid != id || k.type != ARB_ROOT_BACKREF) {
+			ret = 1;
+		} else if (arb_iter_size(&it) > sizeof(buf)) {
+			ret = 2;
+		} else {
+			n = (int)arb_iter_size(&it);
+			memcpy(buf, arb_iter_data(&it), (size_t)n);
+		}
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (ret == 1) {
+		sv_problem(out, errors, res, id,
+			   "not linked anywhere and not being deleted (its "
+			   "space is lost)");
+		return 0;
+	}
+	if (ret == 2 || arb_item_validate(&k, buf, (uint32_t)n, &why) < 0) {
+		sv_problem(out, errors, res, id, "bad ROOT_BACKREF");
+		return 0;
+	}
+	parent = k.offset;
+	k = (struct arb_key){ parent, ARB_ROOT_REF, id };
+	m = arb_lookup_item(troot, &k, twin, sizeof(twin));
+	if (m != n || memcmp(twin, buf, (size_t)n)) {
+		sv_problem(out, errors, res, id,
+			   "ROOT_REF from tree %llu %s its ROOT_BACKREF",
+			   (unsigned long long)parent,
+			   m < 0 ? "missing for" : "differs from");
+		return m < 0 && m != -ENOENT ? m : 0;
+	}
+	/* the parent's directory holds the link at that name and index */
+	ret = fs_tree_open(fs, parent, &ptr);
+	if (ret == 0) {
+		ret = fs_dir_find(fs, fs_ino(ptr, arb_root_ref_rr_dirid(rr)),
+				  (const char *)buf + sizeof(*rr),
+				  arb_root_ref_rr_name_len(rr), &ino, &seq,
+				  NULL);
+		if (ret == 0 && (arb_inum_tree(ino) != id ||
+				 arb_inum_obj(ino) != ARB_FIRST_INO ||
+				 seq != arb_root_ref_rr_sequence(rr)))
+			ret = -ESTALE;
+	}
+	if (ret == -ENOMEM || ret == -EIO)
+		return ret;
+	if (ret) {
+		sv_problem(out, errors, res, id,
+			   "its link '%.*s' in directory %llu of tree %llu "
+			   "is missing or differs",
+			   (int)arb_root_ref_rr_name_len(rr),
+			   (const char *)buf + sizeof(*rr),
+			   (unsigned long long)arb_root_ref_rr_dirid(rr),
+			   (unsigned long long)parent);
+		return 0;
+	}
+	*live = true;
+	return 0;
+}
+
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
+		  struct arb_check_result *res)
+{
+	struct arb_key k;
+	struct arb_iter it;
+	struct fs_tree *tr;
+	uint64_t id = ARB_FIRST_SUBVOL_ID;
+	bool live;
+	int ret, ret2;
+
+	ret = check_one_tree(fs, fs_tree0(fs), out, errors, res);
+	if (ret && ret != -EUCLEAN)
+		return ret;
+	/* every subvolume tree: its link, then its namespace */
+	for (;;) {
+		k = (struct arb_key){ id, ARB_ROOT_ITEM, 0 };
+		arb_iter_init(&it, fs->vol->tree_root);
+		ret2 = arb_iter_seek(&it, &k);
+		while (ret2 == 0) {
+			arb_iter_key(&it, &k);
+			if (k.type == ARB_ROOT_ITEM)
+				break;
+			ret2 = arb_iter_next(&it);
+		}
+		arb_iter_release(&it);
+		if (ret2 < 0)
+			return ret2;
+		if (ret2 == 1 || k.objectid >= ARB_ORPHAN_OBJECTID - 16)
+			break;
+		id = k.objectid;
+		ret2 = check_subvol(fs, id, out, errors, res, &live);
+		if (ret2)
+			return ret2;
+		if (live) {
+			ret2 = fs_tree_open(fs, id, &tr);
+			if (!ret2)
+				ret2 = check_one_tree(fs, tr, out, errors,
+						      res);
+			if (ret2 == -EUCLEAN)
+				ret = ret2;
+			else if (ret2)
+				return ret2;
+		}
+		id++;
+	}
+	return ret ? ret : (*errors ? -EUCLEAN : 0);
 }
 
 /* the whole check: the core's structure, then the fs trees */

@@ -431,7 +431,9 @@ static int fix_round(struct arb_fs *fs, struct arb_txn *t,
 	for (size_t i = 0; i < cur->nr; i++) {
 		const struct arb_problem *p = &cur->pb[i];
 
-		if (!arb_problem_fixable(p->id) || links != is_link_problem(p))
+		/* subvolume trees: reported, not repaired yet */
+		if (!arb_problem_fixable(p->id) || p->tree ||
+		    links != is_link_problem(p))
 			continue;
 		if (links)
 			ret = fix_link(fs, t, p);

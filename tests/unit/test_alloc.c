@@ -26,7 +26,9 @@
 #include "testutil.h"
 
 #define MiB (1024ULL * 1024)
-#define TREE 300ULL
+/* not a subvolume id: a bare tree of extent items, which the subvolume
+ * checks would call unlinked */
+#define TREE 100ULL
 /* free input bits: inode bits 0..39, file offset bits 12..51 */
 #define IN_BITS 80
 

@@ -766,6 +766,57 @@ START_TEST(test_full_with_snapshot)
 }
 END_TEST
 
+/* the check looks into every subvolume and at every link */
+START_TEST(test_check_subvols)
+{
+	struct arb_check_result r;
+	struct arb_inode in;
+	struct arb_txn *t;
+	struct arb_key k;
+	uint64_t sv, f;
+	bool nlink = false, link = false;
+
+	sv = subvol(ROOT, "sv");
+	f = mkfile(sv, "f", "data");
+	snap(sv, ROOT, "snap", ARB_SUBVOL_RDONLY);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+
+	/* damage inside subvolume 256, and to the link of 257 */
+	fs_lock(fs);
+	ck_assert_int_eq(fs_inode_read(fs, f, &in), 0);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	in.nlink = 5;
+	ck_assert_int_eq(fs_inode_write(fs, t, &in), 0);
+	k = (struct arb_key){ ARB_FS_TREE_ID, ARB_ROOT_REF, 257 };
+	ck_assert_int_eq(arb_del_item(t, fs->vol->tree_root, &k), 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(arb_fs_check_records(fs, &r, NULL), -EUCLEAN);
+	for (size_t i = 0; i < r.nr; i++) {
+		if (r.pb[i].id == ARB_PB_NLINK) {
+			ck_assert_uint_eq(r.pb[i].tree, 256);
+			ck_assert_uint_eq(r.pb[i].ino, arb_inum_obj(f));
+			nlink = true;
+		}
+		if (r.pb[i].id == ARB_PB_SUBVOL_LINK) {
+			ck_assert_msg(strstr(r.pb[i].detail, "subvolume 257"),
+				      "%s", r.pb[i].detail);
+			link = true;
+		}
+	}
+	ck_assert(nlink && link);
+	arb_check_result_free(&r);
+	/* not for the teardown's check */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+}
+END_TEST
+
 static Suite *subvol_suite(void)
 {
 	Suite *s = suite_create("subvol");
@@ -781,6 +832,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_subvol_orphans);
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_full_with_snapshot);
+	tcase_add_test(tc, test_check_subvols);
 	suite_add_tcase(s, tc);
 	return s;
 }

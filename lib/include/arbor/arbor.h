@@ -687,7 +687,9 @@ int arb_fs_check(struct arb_fs *fs, FILE *out);
 	x(EXTENT_ITEM_BAD, 36, "extent-item-bad", 0,                           \
 	  "a malformed or unknown item in the extent tree")                    \
 	x(EXTENT_LENGTH, 37, "extent-length", 0,                               \
-	  "a data extent's length differs from the one its file extent items give")
+	  "a data extent's length differs from the one its file extent items give") \
+	x(SUBVOL_LINK, 38, "subvolume-link", 0,                                \
+	  "a subvolume's ROOT_REF, ROOT_BACKREF, directory entry or SUBVOL_ITEM disagree, or a subvolume tree is neither linked nor being deleted")
 
 enum arb_problem_id {
 #define ARB_PB_ENUM(id, nr, name, fix, msg) ARB_PB_##id = nr,
@@ -711,6 +713,9 @@ struct arb_problem {
 	char name[ARB_NAME_MAX + 1];
 	/* human readable details */
 	char detail[200];
+	/* the subvolume tree of an fs-tree problem (0: the filesystem tree,
+	 * or not about one tree); repair acts on the filesystem tree only */
+	uint64_t tree;
 };
 
 struct arb_check_result {
