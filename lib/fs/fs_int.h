@@ -332,6 +332,9 @@ int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
 		      uint64_t dirobj, uint64_t id, const char *name,
 		      size_t len, uint64_t *ino, uint64_t *seq);
+/* the same, and the link's name (ARB_NAME_MAX + 1 bytes) */
+int fs_subvol_link(struct arb_fs *fs, const struct fs_tree *tr,
+		   uint64_t *parent, char *name);
 /* the directory a subvolume's root is linked in (opening its tree);
  * -ENOENT when it is not linked (deleted) */
 int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,

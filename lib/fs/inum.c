@@ -239,37 +239,49 @@ int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
 	return 0;
 }
 
-int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
-		     uint64_t *parent)
+int fs_subvol_link(struct arb_fs *fs, const struct fs_tree *tr,
+		   uint64_t *parent, char *name)
 {
 	struct arb_key key = { tr->id, ARB_ROOT_BACKREF, 0 }, k;
 	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
+	const struct arb_root_ref *rr = (const struct arb_root_ref *)buf;
 	struct fs_tree *ptr;
 	struct arb_iter it;
+	uint32_t size = 0;
 	int ret;
 
 	arb_iter_init(&it, fs->vol->tree_root);
 	ret = arb_iter_seek(&it, &key);
 	if (ret == 0) {
 		arb_iter_key(&it, &k);
+		size = arb_iter_size(&it);
 		if (k.objectid != tr->id || k.type != ARB_ROOT_BACKREF)
 			ret = 1;
-		else if (arb_iter_size(&it) < sizeof(struct arb_root_ref))
+		else if (size < sizeof(*rr) || size > sizeof(buf))
 			ret = -EUCLEAN;
 		else
-			memcpy(buf, arb_iter_data(&it),
-			       sizeof(struct arb_root_ref));
+			memcpy(buf, arb_iter_data(&it), size);
 	}
 	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
 	if (ret == 1)
 		return -ENOENT; /* deleted */
+	if (arb_root_ref_rr_name_len(rr) != size - sizeof(*rr))
+		return -EUCLEAN;
 	ret = fs_tree_open(fs, k.offset, &ptr);
 	if (ret)
 		return ret == -ENOENT || ret == -EINVAL ? -EUCLEAN : ret;
-	*parent = fs_ino(ptr, arb_root_ref_rr_dirid(
-				      (const struct arb_root_ref *)buf));
+	*parent = fs_ino(ptr, arb_root_ref_rr_dirid(rr));
+	if (name) {
+		memcpy(name, buf + sizeof(*rr), size - sizeof(*rr));
+		name[size - sizeof(*rr)] = 0;
+	}
 	return 0;
 }
 
+int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
+		     uint64_t *parent)
+{
+	return fs_subvol_link(fs, tr, parent, NULL);
+}
