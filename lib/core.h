@@ -574,7 +574,7 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
  * shares, delete its ROOT_ITEM and unload it. */
 int arb_root_drop(struct arb_txn *t, struct arb_root *root);
 
-/* internal to the core (txn.c / check.c) */
+/* internal to the core and the checker (txn.c, lib/check/walk.c) */
 void arb_root_free(struct arb_vol *vol, struct arb_root *r);
 int arb_root_load(struct arb_vol *vol, uint64_t id,
 		  const struct arb_root_item *item, struct arb_root **out);
@@ -774,7 +774,7 @@ static inline int arb_txn_check(struct arb_txn *t)
 	return t->error ? t->error : 0;
 }
 
-/* ---- check (check.c) --------------------------------------------------- */
+/* ---- check (lib/check/walk.c) -------------------------------------------- */
 
 /* now and then: the phase ("structure, part 2/5"), how far it is in units
  * of that phase (done may pass total on a damaged volume) and the nodes,
