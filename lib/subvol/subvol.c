@@ -873,3 +873,181 @@ out:
 	fs_unlock(fs);
 	return ret;
 }
+
+/* ---- exclusive and shared bytes ---------------------------------------- */
+
+/*
+ * Which bytes only this subvolume holds, from the reference counts: a
+ * node is the subvolume's own when it and every node above it have one
+ * reference (a clone shares a node by giving it a second parent); a data
+ * extent is its own when every reference the extent tree counts comes
+ * from the subvolume's own leaves (references are counted per leaf, so a
+ * leaf shared with a snapshot counts once for both).  Everything else the
+ * walk meets is shared.  Costs one walk of the tree, reading every node
+ * the subvolume holds, and a table entry per data extent it uses.
+ */
+struct use_ext {
+	uint64_t bytenr, len;
+	uint64_t own; /* file extent items in own leaves */
+	bool shared;  /* met in a shared leaf */
+};
+
+struct use {
+	struct arb_fs *fs;
+	struct use_ext *tab;
+	size_t cap, nr;
+	struct arb_subvol_usage *u;
+};
+
+static struct use_ext *use_get(struct use *w, uint64_t bytenr)
+{
+	size_t i;
+
+	if (2 * (w->nr + 1) > w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 1024;
+		struct use_ext *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return NULL;
+		for (size_t j = 0; j < w->cap; j++) {
+			if (!w->tab[j].bytenr)
+				continue;
+			i = (size_t)((w->tab[j].bytenr * 0x9E3779B97F4A7C15ULL) >>
+				     32) & (cap - 1);
+			while (t[i].bytenr)
+				i = (i + 1) & (cap - 1);
+			t[i] = w->tab[j];
+		}
+		free(w->tab);
+		w->tab = t;
+		w->cap = cap;
+	}
+	i = (size_t)((bytenr * 0x9E3779B97F4A7C15ULL) >> 32) & (w->cap - 1);
+	while (w->tab[i].bytenr && w->tab[i].bytenr != bytenr)
+		i = (i + 1) & (w->cap - 1);
+	if (!w->tab[i].bytenr) {
+		w->tab[i].bytenr = bytenr;
+		w->nr++;
+	}
+	return &w->tab[i];
+}
+
+/* the reference count of an extent item (bytenr, len), 0 if none */
+static int extent_refs(struct arb_fs *fs, uint64_t bytenr, uint64_t len,
+		       uint64_t *refs)
+{
+	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, len };
+	struct arb_extent_item ei;
+	int ret = arb_lookup_item(fs->vol->extent_root, &k, &ei, sizeof(ei));
+
+	if (ret == -ENOENT) {
+		*refs = 0;
+		return 0;
+	}
+	if (ret < 0)
+		return ret;
+	if (ret < (int)sizeof(ei))
+		return -EUCLEAN;
+	*refs = arb_extent_item_e_refs(&ei);
+	return 0;
+}
+
+static int use_leaf(struct use *w, struct arb_node *n, bool own)
+{
+	int nr = (int)arb_nritems(n);
+
+	for (int i = 0; i < nr; i++) {
+		const struct arb_file_extent *fe;
+		struct use_ext *e;
+		struct arb_key k;
+
+		arb_node_key(n, i, &k);
+		if (k.type != ARB_EXTENT_DATA ||
+		    arb_item_size(n, i) < sizeof(*fe))
+			continue;
+		fe = arb_item_ptr(n, i);
+		if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_INLINE ||
+		    !arb_file_extent_f_disk_bytenr(fe))
+			continue;
+		e = use_get(w, arb_file_extent_f_disk_bytenr(fe));
+		if (!e)
+			return -ENOMEM;
+		e->len = arb_file_extent_f_disk_num_bytes(fe);
+		if (own)
+			e->own++;
+		else
+			e->shared = true;
+	}
+	return 0;
+}
+
+static int use_node(struct use *w, struct arb_node *n, bool own)
+{
+	uint64_t bytes = arb_node_alloc_bytes(w->fs->vol);
+	int ret = 0;
+
+	if (own)
+		w->u->meta_exclusive += bytes;
+	else
+		w->u->meta_shared += bytes;
+	if (arb_level(n) == 0)
+		return use_leaf(w, n, own);
+	for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+		struct arb_node *c;
+		uint64_t refs = 1;
+
+		if (own)
+			ret = extent_refs(w->fs, arb_child_bytenr(n, i),
+					  w->fs->vol->nodesize, &refs);
+		if (!ret)
+			ret = arb_node_read(w->fs->vol, arb_child_bytenr(n, i),
+					    arb_child_mirror(n, i),
+					    arb_child_gen(n, i),
+					    arb_level(n) - 1, &c);
+		if (ret)
+			break;
+		ret = use_node(w, c, own && refs == 1);
+		arb_node_put(w->fs->vol, c);
+	}
+	return ret;
+}
+
+int arb_subvol_usage(struct arb_fs *fs, uint64_t ino,
+		     struct arb_subvol_usage *u)
+{
+	struct use w = { .fs = fs, .u = u };
+	struct fs_tree *tr;
+	uint64_t refs;
+	int ret;
+
+	memset(u, 0, sizeof(*u));
+	fs_lock(fs);
+	ret = fs_ino_valid(fs, ino) ? 0 : fs_tree_open_ino(fs, ino);
+	if (ret)
+		goto out;
+	tr = fs_tree_of(fs, ino);
+	/* counts as committed: pending reference changes applied */
+	if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
+		ret = fs_commit(fs);
+		if (ret)
+			goto out;
+	}
+	ret = use_node(&w, tr->root->node, true);
+	for (size_t i = 0; i < w.cap && !ret; i++) {
+		struct use_ext *e = &w.tab[i];
+
+		if (!e->bytenr)
+			continue;
+		ret = extent_refs(fs, e->bytenr, e->len, &refs);
+		if (ret)
+			break;
+		if (!e->shared && e->own >= refs)
+			u->exclusive += e->len;
+		else
+			u->shared += e->len;
+	}
+out:
+	fs_unlock(fs);
+	free(w.tab);
+	return ret;
+}
