@@ -524,6 +524,13 @@ void arb_iter_init(struct arb_iter *it, struct arb_root *root);
  * (seek_le): 0 positioned, 1 no such item, <0 error */
 int arb_iter_seek(struct arb_iter *it, const struct arb_key *key);
 int arb_iter_seek_le(struct arb_iter *it, const struct arb_key *key);
+/*
+ * The first item at or after *k in root that has k's objectid and type:
+ * 0 with *k set to its key, 1 when there is none, <0 error.  (An
+ * iterator's seek, key and release, for the many "the next item of this
+ * kind" lookups.)
+ */
+int arb_next_key_of(struct arb_root *root, struct arb_key *k);
 int arb_iter_next(struct arb_iter *it);
 int arb_iter_prev(struct arb_iter *it);
 void arb_iter_key(const struct arb_iter *it, struct arb_key *key);

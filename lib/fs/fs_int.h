@@ -332,7 +332,14 @@ int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
 		      uint64_t dirobj, uint64_t id, const char *name,
 		      size_t len, uint64_t *ino, uint64_t *seq);
-/* the same, and the link's name (ARB_NAME_MAX + 1 bytes) */
+/* subvolume id's link as its ROOT_BACKREF records it: the parent tree's
+ * id, the directory's objectid there, the DIR_INDEX offset, the name
+ * (ARB_NAME_MAX + 1 bytes); any but parent may be NULL.  -ENOENT when it
+ * has none (tree 5, deleted) */
+int fs_subvol_backref(struct arb_fs *fs, uint64_t id, uint64_t *parent,
+		      uint64_t *dirobj, uint64_t *seq, char *name);
+/* the directory a subvolume's root is linked in (opening its tree) and
+ * the link's name (ARB_NAME_MAX + 1 bytes, may be NULL) */
 int fs_subvol_link(struct arb_fs *fs, const struct fs_tree *tr,
 		   uint64_t *parent, char *name);
 /* the directory a subvolume's root is linked in (opening its tree);

@@ -69,52 +69,6 @@ static bool orphan_exists(struct arb_fs *fs, uint64_t id)
 	return fs_item_exists(fs->vol->tree_root, &k);
 }
 
-/* the link of subvolume id: parent tree, directory objectid, sequence,
- * name.  -ENOENT when it has none (tree 5, deleted). */
-static int backref_read(struct arb_fs *fs, uint64_t id, uint64_t *parent,
-			uint64_t *dirobj, uint64_t *seq, char *name)
-{
-	struct arb_key key = { id, ARB_ROOT_BACKREF, 0 }, k;
-	uint8_t buf[RR_MAX];
-	const struct arb_root_ref *rr = (const void *)buf;
-	struct arb_iter it;
-	uint32_t size = 0;
-	int ret;
-
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &key);
-	if (ret == 0) {
-		arb_iter_key(&it, &k);
-		if (k.objectid != id || k.type != ARB_ROOT_BACKREF) {
-			ret = 1;
-		} else {
-			size = arb_iter_size(&it);
-			if (size > sizeof(buf))
-				ret = -EUCLEAN;
-			else
-				memcpy(buf, arb_iter_data(&it), size);
-		}
-	}
-	arb_iter_release(&it);
-	if (ret < 0)
-		return ret;
-	if (ret == 1)
-		return -ENOENT;
-	if (size < sizeof(*rr) ||
-	    arb_root_ref_rr_name_len(rr) != size - sizeof(*rr) ||
-	    arb_root_ref_rr_name_len(rr) == 0) {
-		arb_log(ARB_LOG_ERR, "subvolume %llu: bad ROOT_BACKREF",
-			(unsigned long long)id);
-		return -EUCLEAN;
-	}
-	*parent = k.offset;
-	*dirobj = arb_root_ref_rr_dirid(rr);
-	*seq = arb_root_ref_rr_sequence(rr);
-	memcpy(name, buf + sizeof(*rr), size - sizeof(*rr));
-	name[size - sizeof(*rr)] = 0;
-	return 0;
-}
-
 /* ROOT_REF and ROOT_BACKREF of a new link */
 static int refs_insert(struct arb_txn *t, struct arb_fs *fs, uint64_t parent,
 		       uint64_t id, uint64_t dirobj, uint64_t seq,
@@ -142,17 +96,11 @@ static int refs_insert(struct arb_txn *t, struct arb_fs *fs, uint64_t parent,
 static int has_children(struct arb_fs *fs, uint64_t id, bool *yes)
 {
 	struct arb_key k = { id, ARB_ROOT_REF, 0 };
-	struct arb_iter it;
-	int ret;
+	int ret = arb_next_key_of(fs->vol->tree_root, &k);
 
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*yes = ret == 0 && k.objectid == id && k.type == ARB_ROOT_REF;
+	*yes = ret == 0;
 	return 0;
 }
 
@@ -453,20 +401,11 @@ out:
 static int next_orphan(struct arb_fs *fs, uint64_t from, uint64_t *id)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, from };
-	struct arb_iter it;
-	int ret;
+	int ret = arb_next_key_of(fs->vol->tree_root, &k);
 
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*id = ret == 0 && k.objectid == ARB_ORPHAN_OBJECTID &&
-			      k.type == ARB_ORPHAN_ITEM
-		      ? k.offset
-		      : 0;
+	*id = ret == 0 ? k.offset : 0;
 	return 0;
 }
 
@@ -619,7 +558,7 @@ static int info_fill(struct arb_fs *fs, uint64_t id,
 	}
 	if (id != ARB_FS_TREE_ID && orphan_exists(fs, id))
 		info->flags |= ARB_SUBVOL_DELETED;
-	ret = backref_read(fs, id, &parent, &dirobj, &seq, info->name);
+	ret = fs_subvol_backref(fs, id, &parent, &dirobj, &seq, info->name);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret)
@@ -774,7 +713,7 @@ static int path_locked(struct arb_fs *fs, uint64_t id, char *buf, size_t size)
 		return -ERANGE;
 	buf[pos] = 0;
 	while (id != ARB_FS_TREE_ID) {
-		ret = backref_read(fs, id, &parent, &dirobj, &seq, name);
+		ret = fs_subvol_backref(fs, id, &parent, &dirobj, &seq, name);
 		if (ret)
 			return ret;
 		ret = prepend(buf, &pos, name);
