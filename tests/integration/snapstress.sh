@@ -43,7 +43,8 @@ py() {
 # usage_of JSON FIELD
 field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
-fs_mkfs -s 2G
+# at full scale the snapshots pin every version the writers make for minutes
+if [ "$SCALE" = full ]; then fs_mkfs -s 8G; else fs_mkfs -s 2G; fi
 fs_mount
 NODE=$("$ARBOR" filesystem show "$MNT" | awk '/^node size/ { print $3 }')
 [ -n "$NODE" ] || fail "no node size from arbor filesystem show"
