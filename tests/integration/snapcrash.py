@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
