@@ -772,8 +772,9 @@ static int tree_pass(struct chk *c)
 				problem(c, ARB_PB_UNEXPECTED, k.objectid,
 					"unknown item type %u",
 					k.type);
-			else if ((oret = fs_inode_read(fs, k.offset, &oin)) ==
-					 0 &&
+			else if ((oret = fs_inode_read(fs,
+							 fs_ino(c->tr, k.offset),
+							 &oin)) == 0 &&
 				 oin.nlink != 0)
 				problem(c, ARB_PB_ORPHAN, k.offset,
 					"orphan item for a linked inode");

@@ -516,6 +516,27 @@ START_TEST(test_subvol_orphans)
 }
 END_TEST
 
+/* a snapshot of a tree with a file unlinked while open holds that orphan
+ * (inode with no link, ORPHAN_ITEM): the check reads the orphan's inode
+ * in the snapshot's own tree, not in the top-level one */
+START_TEST(test_snapshot_of_orphan)
+{
+	uint64_t sv, f;
+
+	sv = subvol(ROOT, "sv");
+	mkfile(sv, "a", "a");
+	mkfile(sv, "b", "b");
+	f = mkfile(sv, "f", "unlinked while open");
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_fs_unlink(fs, sv, "f"), 0);
+	snap(sv, ROOT, "ro", ARB_SUBVOL_RDONLY);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+	reopen();
+}
+END_TEST
+
 /* ---- crash safety of snapshot, delete and clean commits -------------- */
 
 #define CR_NAMES 4
@@ -888,6 +909,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_delete_and_clean);
 	tcase_add_test(tc, test_clean_after_remount);
 	tcase_add_test(tc, test_subvol_orphans);
+	tcase_add_test(tc, test_snapshot_of_orphan);
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
