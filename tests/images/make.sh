@@ -13,7 +13,8 @@
 # current code.  Extra steps for a feature: FEATURE=xattr-data (a 40 KiB
 # xattr), FEATURE=immutable (chattr +i on a file), FEATURE=subvol
 # (subvolumes: one with a nested one, a writable and a read-only snapshot,
-# one deleted and not yet cleaned; also NAME.subvols, the subvolume list)
+# one deleted and not yet cleaned; also NAME.subvols, the subvolume list
+# and "default ID" when the default is not the top level)
 # or FEATURE=subvol-default (the same, then `arbor subvolume set-default`
 # of sv: the manifest is what a mount without options shows, sv).
 set -euo pipefail
@@ -94,7 +95,7 @@ subvol | subvol-default)
 esac
 touch -d '2020-01-02 03:04:05.123456789' inline
 if [ "${FEATURE:-}" = subvol-default ]; then
-	"$ARBOR" subvolume set-default sv . >/dev/null
+	"$ARBOR" subvolume set-default sv >/dev/null
 fi
 case "${FEATURE:-}" in
 subvol | subvol-default)
@@ -121,6 +122,12 @@ for s in json.load(sys.stdin)["subvolumes"]:
     print(s["id"], "ro" if s["readonly"] else "rw",
           "deleted" if s["deleted"] else "live", s["source_id"], s["path"])
 ' >"$HERE/$NAME.subvols"
+	# and the default subvolume, when it is not the top level (a build
+	# without get-default: none)
+	def=$("$ARBOR" subvolume get-default --image "$TMP/i.img" 2>/dev/null | awk '{ print $2 }') || true
+	if [ -n "$def" ] && [ "$def" != 5 ]; then
+		echo "default $def" >>"$HERE/$NAME.subvols"
+	fi
 	;;
 esac
 # the manifest, taken through a mount of the new image by the same build

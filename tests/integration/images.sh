@@ -8,8 +8,9 @@
 # symlink targets, contents, xattrs and ACLs), take a write, and pass fsck
 # again after it.  A change that breaks old images fails here.  An image
 # with subvolumes has NAME.subvols too: the id, read-only flag, state,
-# source and path of each (`arbor subvolume list --image`), checked as
-# shipped; the first writable mount cleans its deleted ones.
+# source and path of each (`arbor subvolume list --image`) and the default
+# subvolume unless it is 5 (get-default), checked as shipped; the first
+# writable mount cleans its deleted ones.
 . "$(dirname "$0")/lib.sh" "$@"
 
 command -v xz >/dev/null || skip "xz missing"
@@ -22,7 +23,10 @@ import json, sys
 for s in json.load(sys.stdin)["subvolumes"]:
     print(s["id"], "ro" if s["readonly"] else "rw",
           "deleted" if s["deleted"] else "live", s["source_id"], s["path"])
-'
+' || return
+	local def
+	def=$("$ARBOR" subvolume get-default --image "$1" | awk '{ print $2 }') || return
+	[ "$def" = 5 ] || echo "default $def"
 }
 IMAGES=$SRCDIR/tests/images
 n=0
