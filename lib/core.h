@@ -524,6 +524,13 @@ void arb_iter_init(struct arb_iter *it, struct arb_root *root);
  * (seek_le): 0 positioned, 1 no such item, <0 error */
 int arb_iter_seek(struct arb_iter *it, const struct arb_key *key);
 int arb_iter_seek_le(struct arb_iter *it, const struct arb_key *key);
+/*
+ * The first item at or after *k in root that has k's objectid and type:
+ * 0 with *k set to its key, 1 when there is none, <0 error.  (An
+ * iterator's seek, key and release, for the many "the next item of this
+ * kind" lookups.)
+ */
+int arb_next_key_of(struct arb_root *root, struct arb_key *k);
 int arb_iter_next(struct arb_iter *it);
 int arb_iter_prev(struct arb_iter *it);
 void arb_iter_key(const struct arb_iter *it, struct arb_key *key);
@@ -574,7 +581,7 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
  * shares, delete its ROOT_ITEM and unload it. */
 int arb_root_drop(struct arb_txn *t, struct arb_root *root);
 
-/* internal to the core (txn.c / check.c) */
+/* internal to the core and the checker (txn.c, lib/check/walk.c) */
 void arb_root_free(struct arb_vol *vol, struct arb_root *r);
 int arb_root_load(struct arb_vol *vol, uint64_t id,
 		  const struct arb_root_item *item, struct arb_root **out);
@@ -774,7 +781,7 @@ static inline int arb_txn_check(struct arb_txn *t)
 	return t->error ? t->error : 0;
 }
 
-/* ---- check (check.c) --------------------------------------------------- */
+/* ---- check (lib/check/walk.c) -------------------------------------------- */
 
 /* now and then: the phase ("structure, part 2/5"), how far it is in units
  * of that phase (done may pass total on a damaged volume) and the nodes,

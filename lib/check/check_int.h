@@ -168,4 +168,28 @@ int ck_apply_cfix(struct ck *c, struct arb_txn *t, const struct ck_cfix *f);
 int check_walk_records(struct arb_fs *fs, struct arb_check_result *r,
 		       FILE *out);
 
+/* ---- fs_check.c ---- */
+/* res (may be NULL) receives a record per problem */
+int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
+		  struct arb_check_result *res);
+
+/* ---- fs_problem.c ---- */
+/* Append a zeroed record of id for ino (NULL when out of memory). */
+struct arb_problem *fs_problem_add(struct arb_check_result *r,
+				   enum arb_problem_id id, uint64_t ino);
+/* "name: detail" line */
+void fs_problem_print(FILE *out, const struct arb_problem *p);
+
+/* ---- walk.c (the extent check of fsck and repair) ---- */
+/*
+ * Data extents against the trees: counts, back-references, leaks, overlaps,
+ * tree node counts, unreadable nodes, and (with csums) every data sector
+ * against its checksum.  With fix (a transaction of a fresh open, nothing
+ * else changed yet) wrong data extent items are rewritten on the way (each
+ * said on fix_out) and *fixed counts them.  0 or <0 on failure.
+ */
+int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
+		     bool csums, struct arb_txn *fix, FILE *fix_out,
+		     uint64_t *fixed);
+
 #endif

@@ -551,18 +551,12 @@ static int del_key_range(struct arb_txn *t, struct arb_root *root,
 {
 	for (;;) {
 		struct arb_key k = { objectid, type, from };
-		struct arb_iter it;
 		int ret;
 
-		arb_iter_init(&it, root);
-		ret = arb_iter_seek(&it, &k);
-		if (ret == 0)
-			arb_iter_key(&it, &k);
-		arb_iter_release(&it);
+		ret = arb_next_key_of(root, &k);
 		if (ret < 0)
 			return ret;
-		if (ret == 1 || k.objectid != objectid || k.type != type ||
-		    k.offset >= to)
+		if (ret == 1 || k.offset >= to)
 			return 0;
 		ret = arb_del_item(t, root, &k);
 		if (ret)

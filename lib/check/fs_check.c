@@ -52,7 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_int.h"
+#include "check_int.h"
 #include "items/items.h"
 
 struct chk {

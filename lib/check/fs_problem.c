@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs_int.h"
+#include "check_int.h"
 
 struct pb_desc {
 	const char *name, *msg;

@@ -462,19 +462,11 @@ static int free_orphans(struct arb_fs *fs, struct arb_txn *t, FILE *out,
 	for (uint64_t from = 0;;) {
 		struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, from };
 		struct arb_inode in;
-		struct arb_iter it;
 		int ret;
 
-		arb_iter_init(&it, fs_tree0(fs)->root);
-		ret = arb_iter_seek(&it, &k);
-		if (ret == 0)
-			arb_iter_key(&it, &k);
-		arb_iter_release(&it);
-		if (ret < 0)
-			return ret;
-		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
-		    k.type != ARB_ORPHAN_ITEM)
-			return 0;
+		ret = arb_next_key_of(fs_tree0(fs)->root, &k);
+		if (ret)
+			return ret < 0 ? ret : 0;
 		from = k.offset + 1;
 		if (fs_inode_read(fs, k.offset, &in) || in.nlink)
 			continue;

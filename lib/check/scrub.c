@@ -61,14 +61,29 @@ static void say(struct scrub *s, const char *fmt, ...)
 	s->report(s->arg, line);
 }
 
+/* prepend "/name" (n bytes) to the len bytes at tmp */
+static int prepend(char *tmp, size_t *len, size_t size, const char *name,
+		   size_t n)
+{
+	if (*len + n + 1 >= size)
+		return -ENAMETOOLONG;
+	memmove(tmp + n + 1, tmp, *len);
+	tmp[0] = '/';
+	memcpy(tmp + 1, name, n);
+	*len += n + 1;
+	return 0;
+}
+
 /*
- * The path of ino from the root directory, through its first INODE_REF at
- * each level, into buf.  Returns 0, or a negative errno (the inode is gone
- * or its chain is broken: buf then names what was found).
+ * The path of ino from the filesystem's root directory (tree 5's),
+ * through its first INODE_REF at each level and, at the root of a
+ * subvolume, the subvolume's link, into buf.  Returns 0, or a negative
+ * errno (the inode is gone or its chain is broken: buf then names what
+ * was found).  Lock held.
  */
 int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	char *tmp;
+	char *tmp, name[ARB_NAME_MAX + 1];
 	size_t len = 0;
 	int depth, ret = 0;
 
@@ -79,16 +94,34 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 		return -ENOMEM;
 	for (depth = 0; ino != ARB_ROOT_INO && depth < SCRUB_MAX_DEPTH;
 	     depth++) {
-		struct arb_key k = { ino, ARB_INODE_REF, 0 }, fk;
+		struct arb_key k = { fs_obj(ino), ARB_INODE_REF, 0 }, fk;
 		const struct arb_inode_ref *r;
+		struct fs_tree *tr;
 		struct arb_iter it;
 		uint16_t n;
 
-		arb_iter_init(&it, fs_tree0(fs)->root);
+		if (!fs_ino_valid(fs, ino)) {
+			ret = fs_tree_open_ino(fs, ino);
+			if (ret)
+				break;
+		}
+		tr = fs_tree_of(fs, ino);
+		if (fs_obj(ino) == ARB_FIRST_INO) {
+			/* a subvolume's root: its link in the parent */
+			ret = fs_subvol_link(fs, tr, &ino, name);
+			if (!ret)
+				ret = prepend(tmp, &len, size, name,
+					      strlen(name));
+			if (ret)
+				break;
+			continue;
+		}
+		arb_iter_init(&it, tr->root);
 		ret = arb_iter_seek(&it, &k);
 		if (ret == 0) {
 			arb_iter_key(&it, &fk);
-			if (fk.objectid != ino || fk.type != ARB_INODE_REF)
+			if (fk.objectid != fs_obj(ino) ||
+			    fk.type != ARB_INODE_REF)
 				ret = -ENOENT;
 		} else if (ret == 1) {
 			ret = -ENOENT;
@@ -105,18 +138,11 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 			ret = -EUCLEAN;
 			break;
 		}
-		/* prepend "/name" */
-		if (len + n + 1 >= size) {
-			arb_iter_release(&it);
-			ret = -ENAMETOOLONG;
-			break;
-		}
-		memmove(tmp + n + 1, tmp, len);
-		tmp[0] = '/';
-		memcpy(tmp + 1, (const char *)(r + 1), n);
-		len += n + 1;
+		ret = prepend(tmp, &len, size, (const char *)(r + 1), n);
 		arb_iter_release(&it);
-		ino = fk.offset;
+		if (ret)
+			break;
+		ino = fs_ino(tr, fk.offset);
 	}
 	if (!ret && ino != ARB_ROOT_INO)
 		ret = -ELOOP;
@@ -133,40 +159,134 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size)
 	return ret;
 }
 
+/*
+ * Does fs tree tr hold a file extent item of objectid obj at file
+ * offset off that points into data extent bytenr?  (A snapshot shares
+ * the leaves of its source, so a data back-reference names only the tree
+ * that first wrote it: the others are found this way.)
+ */
+static bool tree_uses(struct fs_tree *tr, uint64_t obj, uint64_t off,
+		      uint64_t bytenr)
+{
+	struct arb_key k = { obj, ARB_EXTENT_DATA, off };
+	struct arb_iter it;
+	bool yes = false;
+	int ret;
+
+	arb_iter_init(&it, tr->root);
+	ret = arb_iter_seek_le(&it, &k);
+	if (ret == 0) {
+		const struct arb_file_extent *fe = arb_iter_data(&it);
+
+		arb_iter_key(&it, &k);
+		yes = k.objectid == obj && k.type == ARB_EXTENT_DATA &&
+		      arb_iter_size(&it) >= sizeof(*fe) &&
+		      arb_file_extent_f_type(fe) != ARB_FILE_EXTENT_INLINE &&
+		      arb_file_extent_f_disk_bytenr(fe) == bytenr;
+	}
+	arb_iter_release(&it);
+	return yes;
+}
+
+/* the first fs tree (5, or a subvolume's not being deleted) at or after
+ * id: 0, or 1 when there is none */
+static int next_fs_tree(struct arb_fs *fs, uint64_t id, uint64_t *out)
+{
+	struct arb_key k = { id, ARB_ROOT_ITEM, 0 };
+	struct arb_iter it;
+	int ret;
+
+	for (;;) {
+		arb_iter_init(&it, fs->vol->tree_root);
+		ret = arb_iter_seek(&it, &k);
+		while (ret == 0) {
+			arb_iter_key(&it, &k);
+			if (k.type == ARB_ROOT_ITEM &&
+			    (k.objectid == ARB_FS_TREE_ID ||
+			     k.objectid >= ARB_FIRST_SUBVOL_ID))
+				break;
+			ret = arb_iter_next(&it);
+		}
+		arb_iter_release(&it);
+		if (ret || k.objectid >= ARB_ORPHAN_OBJECTID - 16)
+			return 1;
+		struct arb_key ok = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM,
+				      k.objectid };
+		if (k.objectid == ARB_FS_TREE_ID ||
+		    !fs_item_exists(fs->vol->tree_root, &ok)) {
+			*out = k.objectid;
+			return 0;
+		}
+		k = (struct arb_key){ k.objectid + 1, ARB_ROOT_ITEM, 0 };
+	}
+}
+
 /* report the files that use data extent bytenr around disk address bad */
 static void report_owners(struct scrub *s, uint64_t bytenr, uint64_t bad,
 			  const char *what)
 {
 	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF, 0 }, fk;
+	struct {
+		uint64_t root, obj, off;
+	} refs[SCRUB_MAX_OWNERS];
+	uint64_t id, next, seen[SCRUB_MAX_OWNERS];
 	struct arb_iter it;
 	char path[1024];
-	int ret, n = 0;
+	int ret, n = 0, nrefs = 0, nseen = 0, i, j;
 
 	arb_iter_init(&it, s->fs->vol->extent_root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		const struct arb_extent_data_ref *r = arb_iter_data(&it);
-		uint64_t ino, off;
 
 		arb_iter_key(&it, &fk);
 		if (fk.objectid != bytenr || fk.type != ARB_EXTENT_DATA_REF)
 			break;
 		if (arb_iter_size(&it) < sizeof(*r))
 			continue;
-		ino = arb_extent_data_ref_d_objectid(r);
-		off = arb_extent_data_ref_d_offset(r) + (bad - bytenr);
-		if (++n > SCRUB_MAX_OWNERS) {
-			say(s, "  ... more files use extent %" PRIu64, bytenr);
+		if (nrefs == SCRUB_MAX_OWNERS)
 			break;
-		}
-		fs_ino_path(s->fs, ino, path, sizeof(path));
-		say(s, "%s: %s (inode %" PRIu64 ", file offset %" PRIu64
-		       ", disk address %" PRIu64 ")",
-		    what, path, ino, off, bad);
-		/* -ENOMEM: counted again later, never lost */
-		if (arb_idcount_add(&s->files, ino, 1) != 0)
-			s->st->files_affected++;
+		refs[nrefs].root = arb_extent_data_ref_d_root(r);
+		refs[nrefs].obj = arb_extent_data_ref_d_objectid(r);
+		refs[nrefs++].off = arb_extent_data_ref_d_offset(r) +
+				    (bad - bytenr);
 	}
 	arb_iter_release(&it);
+	/* every tree that uses the block: the owner each back-reference
+	 * names, and the subvolumes that share its leaves */
+	for (i = 0; i < nrefs; i++) {
+		for (id = ARB_FS_TREE_ID;; id = next + 1) {
+			struct fs_tree *tr;
+			uint64_t ino;
+
+			if (next_fs_tree(s->fs, id, &next))
+				break;
+			if (fs_tree_open(s->fs, next, &tr) ||
+			    (next != refs[i].root &&
+			     !tree_uses(tr, refs[i].obj, refs[i].off, bytenr)))
+				continue;
+			ino = fs_ino(tr, refs[i].obj);
+			/* once per file: back-references of several trees
+			 * name the same one (pushed down from a shared leaf) */
+			for (j = 0; j < nseen && seen[j] != ino; j++)
+				;
+			if (j < nseen)
+				continue;
+			if (nseen < SCRUB_MAX_OWNERS)
+				seen[nseen++] = ino;
+			if (++n > SCRUB_MAX_OWNERS) {
+				say(s, "  ... more files use extent %" PRIu64,
+				    bytenr);
+				return;
+			}
+			fs_ino_path(s->fs, ino, path, sizeof(path));
+			say(s, "%s: %s (inode %" PRIu64 ", file offset %" PRIu64
+			       ", disk address %" PRIu64 ")",
+			    what, path, ino, refs[i].off, bad);
+			/* -ENOMEM: counted again later, never lost */
+			if (arb_idcount_add(&s->files, ino, 1) != 0)
+				s->st->files_affected++;
+		}
+	}
 	if (n == 0)
 		say(s, "%s: disk address %" PRIu64 " (extent %" PRIu64
 		       ", no file references it)",

@@ -1330,6 +1330,25 @@ int arb_iter_seek(struct arb_iter *it, const struct arb_key *key)
 	return iter_done(it, iter_fix_forward(it));
 }
 
+int arb_next_key_of(struct arb_root *root, struct arb_key *k)
+{
+	struct arb_key f;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, root);
+	ret = arb_iter_seek(&it, k);
+	if (ret == 0)
+		arb_iter_key(&it, &f);
+	arb_iter_release(&it);
+	if (ret)
+		return ret;
+	if (f.objectid != k->objectid || f.type != k->type)
+		return 1;
+	*k = f;
+	return 0;
+}
+
 int arb_iter_seek_le(struct arb_iter *it, const struct arb_key *key)
 {
 	int ret;

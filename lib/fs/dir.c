@@ -247,7 +247,6 @@ out:
 
 int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent)
 {
-	struct arb_iter it;
 	struct arb_key k = { fs_obj(dir), ARB_INODE_REF, 0 };
 	struct fs_tree *tr = fs_tree_of(fs, dir);
 	int ret;
@@ -258,14 +257,10 @@ int fs_dir_parent(struct arb_fs *fs, uint64_t dir, uint64_t *parent)
 	}
 	if (fs_obj(dir) == ARB_FIRST_INO && tr->slot != 0)
 		return fs_subvol_parent(fs, tr, parent);
-	arb_iter_init(&it, tr->root);
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
+	ret = arb_next_key_of(tr->root, &k);
 	if (ret < 0)
 		return ret;
-	if (ret == 1 || k.objectid != fs_obj(dir) || k.type != ARB_INODE_REF)
+	if (ret == 1)
 		return -ENOENT; /* an unlinked directory */
 	*parent = fs_ino(tr, k.offset);
 	return 0;

@@ -21,8 +21,8 @@
  *   xattr.c    extended attributes
  *   acl.c      POSIX ACLs: parsing, mode <-> ACL consistency, inheritance
  *   fsresize.c growing and shrinking; trim.c discard; info.c label, info
- * The checker's passes over fs trees are in lib/check/ (fs_check.c,
- * fs_extcheck.c, fs_repair.c, fs_online.c, scrub.c); this layer never
+ * The checker's passes over fs trees are in lib/check/ (its interface:
+ * check_int.h); this layer never
  * calls them (fs->space_yield is the one hook).
  *
  * Locking: every public entry point takes vol->lock for its whole duration;
@@ -332,6 +332,16 @@ int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
 		      uint64_t dirobj, uint64_t id, const char *name,
 		      size_t len, uint64_t *ino, uint64_t *seq);
+/* subvolume id's link as its ROOT_BACKREF records it: the parent tree's
+ * id, the directory's objectid there, the DIR_INDEX offset, the name
+ * (ARB_NAME_MAX + 1 bytes); any but parent may be NULL.  -ENOENT when it
+ * has none (tree 5, deleted) */
+int fs_subvol_backref(struct arb_fs *fs, uint64_t id, uint64_t *parent,
+		      uint64_t *dirobj, uint64_t *seq, char *name);
+/* the directory a subvolume's root is linked in (opening its tree) and
+ * the link's name (ARB_NAME_MAX + 1 bytes, may be NULL) */
+int fs_subvol_link(struct arb_fs *fs, const struct fs_tree *tr,
+		   uint64_t *parent, char *name);
 /* the directory a subvolume's root is linked in (opening its tree);
  * -ENOENT when it is not linked (deleted) */
 int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
@@ -634,29 +644,5 @@ int fs_acl_inherit_prepare(struct arb_fs *fs, const struct arb_inode *dir,
 int fs_acl_inherit_apply(struct arb_fs *fs, struct arb_txn *t, uint64_t ino,
 			 const struct fs_acl_new *n);
 void fs_acl_new_free(struct fs_acl_new *n);
-
-/* ---- fs_check.c ---- */
-/* res (may be NULL) receives a record per problem */
-int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
-		  struct arb_check_result *res);
-
-/* ---- fs_problem.c ---- */
-/* Append a zeroed record of id for ino (NULL when out of memory). */
-struct arb_problem *fs_problem_add(struct arb_check_result *r,
-				   enum arb_problem_id id, uint64_t ino);
-/* "name: detail" line */
-void fs_problem_print(FILE *out, const struct arb_problem *p);
-
-/* ---- fs_extcheck.c ---- */
-/*
- * Data extents against the trees: counts, back-references, leaks, overlaps,
- * tree node counts, unreadable nodes, and (with csums) every data sector
- * against its checksum.  With fix (a transaction of a fresh open, nothing
- * else changed yet) wrong data extent items are rewritten on the way (each
- * said on fix_out) and *fixed counts them.  0 or <0 on failure.
- */
-int fs_check_extents(struct arb_fs *fs, struct arb_check_result *r, FILE *out,
-		     bool csums, struct arb_txn *fix, FILE *fix_out,
-		     uint64_t *fixed);
 
 #endif

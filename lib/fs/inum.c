@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fs_int.h"
+#include "items/items.h"
 
 /* a subvolume's read-only flag (SUBVOL_ITEM) and whether it is deleted
  * (an ORPHAN_ITEM of the root tree names it) */
@@ -239,37 +240,57 @@ int fs_subvol_resolve(struct arb_fs *fs, const struct fs_tree *parent,
 	return 0;
 }
 
-int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
-		     uint64_t *parent)
+int fs_subvol_backref(struct arb_fs *fs, uint64_t id, uint64_t *parent,
+		      uint64_t *dirobj, uint64_t *seq, char *name)
 {
-	struct arb_key key = { tr->id, ARB_ROOT_BACKREF, 0 }, k;
+	struct arb_key k = { id, ARB_ROOT_BACKREF, 0 };
 	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
-	struct fs_tree *ptr;
-	struct arb_iter it;
+	const struct arb_root_ref *rr = (const struct arb_root_ref *)buf;
+	const char *why;
 	int ret;
 
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &key);
-	if (ret == 0) {
-		arb_iter_key(&it, &k);
-		if (k.objectid != tr->id || k.type != ARB_ROOT_BACKREF)
-			ret = 1;
-		else if (arb_iter_size(&it) < sizeof(struct arb_root_ref))
-			ret = -EUCLEAN;
-		else
-			memcpy(buf, arb_iter_data(&it),
-			       sizeof(struct arb_root_ref));
-	}
-	arb_iter_release(&it);
+	ret = arb_next_key_of(fs->vol->tree_root, &k);
+	if (ret)
+		return ret < 0 ? ret : -ENOENT; /* none: deleted, or tree 5 */
+	ret = arb_lookup_item(fs->vol->tree_root, &k, buf, sizeof(buf));
 	if (ret < 0)
 		return ret;
-	if (ret == 1)
-		return -ENOENT; /* deleted */
-	ret = fs_tree_open(fs, k.offset, &ptr);
-	if (ret)
-		return ret == -ENOENT || ret == -EINVAL ? -EUCLEAN : ret;
-	*parent = fs_ino(ptr, arb_root_ref_rr_dirid(
-				      (const struct arb_root_ref *)buf));
+	if (arb_item_validate(&k, buf, (uint32_t)ret, &why)) {
+		arb_log(ARB_LOG_ERR, "subvolume %llu: ROOT_BACKREF: %s",
+			(unsigned long long)id, why);
+		return -EUCLEAN;
+	}
+	*parent = k.offset;
+	if (dirobj)
+		*dirobj = arb_root_ref_rr_dirid(rr);
+	if (seq)
+		*seq = arb_root_ref_rr_sequence(rr);
+	if (name) {
+		memcpy(name, buf + sizeof(*rr), arb_root_ref_rr_name_len(rr));
+		name[arb_root_ref_rr_name_len(rr)] = 0;
+	}
 	return 0;
 }
 
+int fs_subvol_link(struct arb_fs *fs, const struct fs_tree *tr,
+		   uint64_t *parent, char *name)
+{
+	struct fs_tree *ptr;
+	uint64_t pid, dirobj;
+	int ret;
+
+	ret = fs_subvol_backref(fs, tr->id, &pid, &dirobj, NULL, name);
+	if (ret)
+		return ret;
+	ret = fs_tree_open(fs, pid, &ptr);
+	if (ret)
+		return ret == -ENOENT || ret == -EINVAL ? -EUCLEAN : ret;
+	*parent = fs_ino(ptr, dirobj);
+	return 0;
+}
+
+int fs_subvol_parent(struct arb_fs *fs, const struct fs_tree *tr,
+		     uint64_t *parent)
+{
+	return fs_subvol_link(fs, tr, parent, NULL);
+}

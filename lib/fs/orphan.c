@@ -18,7 +18,6 @@
 static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 			     uint64_t *n)
 {
-	struct arb_iter it;
 	struct arb_key key, k;
 	struct arb_txn *t;
 	bool bad;
@@ -28,16 +27,10 @@ static int free_tree_orphans(struct arb_fs *fs, struct fs_tree *tr,
 	for (;; key.offset = k.offset + 1) {
 		key.objectid = ARB_ORPHAN_OBJECTID;
 		key.type = ARB_ORPHAN_ITEM;
-		arb_iter_init(&it, tr->root);
-		ret = arb_iter_seek(&it, &key);
-		if (ret == 0)
-			arb_iter_key(&it, &k);
-		arb_iter_release(&it);
-		if (ret < 0)
-			return ret;
-		if (ret == 1 || k.objectid != ARB_ORPHAN_OBJECTID ||
-		    k.type != ARB_ORPHAN_ITEM)
-			return 0;
+		k = key;
+		ret = arb_next_key_of(tr->root, &k);
+		if (ret)
+			return ret < 0 ? ret : 0;
 		bad = k.offset < ARB_FIRST_INO || k.offset > ARB_INUM_OBJ_MAX;
 		if (bad)
 			arb_log(ARB_LOG_WARN,

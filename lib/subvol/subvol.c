@@ -70,52 +70,6 @@ static bool orphan_exists(struct arb_fs *fs, uint64_t id)
 	return fs_item_exists(fs->vol->tree_root, &k);
 }
 
-/* the link of subvolume id: parent tree, directory objectid, sequence,
- * name.  -ENOENT when it has none (tree 5, deleted). */
-static int backref_read(struct arb_fs *fs, uint64_t id, uint64_t *parent,
-			uint64_t *dirobj, uint64_t *seq, char *name)
-{
-	struct arb_key key = { id, ARB_ROOT_BACKREF, 0 }, k;
-	uint8_t buf[RR_MAX];
-	const struct arb_root_ref *rr = (const void *)buf;
-	struct arb_iter it;
-	uint32_t size = 0;
-	int ret;
-
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &key);
-	if (ret == 0) {
-		arb_iter_key(&it, &k);
-		if (k.objectid != id || k.type != ARB_ROOT_BACKREF) {
-			ret = 1;
-		} else {
-			size = arb_iter_size(&it);
-			if (size > sizeof(buf))
-				ret = -EUCLEAN;
-			else
-				memcpy(buf, arb_iter_data(&it), size);
-		}
-	}
-	arb_iter_release(&it);
-	if (ret < 0)
-		return ret;
-	if (ret == 1)
-		return -ENOENT;
-	if (size < sizeof(*rr) ||
-	    arb_root_ref_rr_name_len(rr) != size - sizeof(*rr) ||
-	    arb_root_ref_rr_name_len(rr) == 0) {
-		arb_log(ARB_LOG_ERR, "subvolume %llu: bad ROOT_BACKREF",
-			(unsigned long long)id);
-		return -EUCLEAN;
-	}
-	*parent = k.offset;
-	*dirobj = arb_root_ref_rr_dirid(rr);
-	*seq = arb_root_ref_rr_sequence(rr);
-	memcpy(name, buf + sizeof(*rr), size - sizeof(*rr));
-	name[size - sizeof(*rr)] = 0;
-	return 0;
-}
-
 /* ROOT_REF and ROOT_BACKREF of a new link */
 static int refs_insert(struct arb_txn *t, struct arb_fs *fs, uint64_t parent,
 		       uint64_t id, uint64_t dirobj, uint64_t seq,
@@ -143,17 +97,11 @@ static int refs_insert(struct arb_txn *t, struct arb_fs *fs, uint64_t parent,
 static int has_children(struct arb_fs *fs, uint64_t id, bool *yes)
 {
 	struct arb_key k = { id, ARB_ROOT_REF, 0 };
-	struct arb_iter it;
-	int ret;
+	int ret = arb_next_key_of(fs->vol->tree_root, &k);
 
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*yes = ret == 0 && k.objectid == id && k.type == ARB_ROOT_REF;
+	*yes = ret == 0;
 	return 0;
 }
 
@@ -472,20 +420,11 @@ out:
 static int next_orphan(struct arb_fs *fs, uint64_t from, uint64_t *id)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, from };
-	struct arb_iter it;
-	int ret;
+	int ret = arb_next_key_of(fs->vol->tree_root, &k);
 
-	arb_iter_init(&it, fs->vol->tree_root);
-	ret = arb_iter_seek(&it, &k);
-	if (ret == 0)
-		arb_iter_key(&it, &k);
-	arb_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*id = ret == 0 && k.objectid == ARB_ORPHAN_OBJECTID &&
-			      k.type == ARB_ORPHAN_ITEM
-		      ? k.offset
-		      : 0;
+	*id = ret == 0 ? k.offset : 0;
 	return 0;
 }
 
@@ -638,7 +577,7 @@ static int info_fill(struct arb_fs *fs, uint64_t id,
 	}
 	if (id != ARB_FS_TREE_ID && orphan_exists(fs, id))
 		info->flags |= ARB_SUBVOL_DELETED;
-	ret = backref_read(fs, id, &parent, &dirobj, &seq, info->name);
+	ret = fs_subvol_backref(fs, id, &parent, &dirobj, &seq, info->name);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret)
@@ -793,7 +732,7 @@ static int path_locked(struct arb_fs *fs, uint64_t id, char *buf, size_t size)
 		return -ERANGE;
 	buf[pos] = 0;
 	while (id != ARB_FS_TREE_ID) {
-		ret = backref_read(fs, id, &parent, &dirobj, &seq, name);
+		ret = fs_subvol_backref(fs, id, &parent, &dirobj, &seq, name);
 		if (ret)
 			return ret;
 		ret = prepend(buf, &pos, name);
@@ -954,5 +893,183 @@ int arb_subvol_set_rdonly(struct arb_fs *fs, uint64_t ino, bool rdonly,
 	}
 out:
 	fs_unlock(fs);
+	return ret;
+}
+
+/* ---- exclusive and shared bytes ---------------------------------------- */
+
+/*
+ * Which bytes only this subvolume holds, from the reference counts: a
+ * node is the subvolume's own when it and every node above it have one
+ * reference (a clone shares a node by giving it a second parent); a data
+ * extent is its own when every reference the extent tree counts comes
+ * from the subvolume's own leaves (references are counted per leaf, so a
+ * leaf shared with a snapshot counts once for both).  Everything else the
+ * walk meets is shared.  Costs one walk of the tree, reading every node
+ * the subvolume holds, and a table entry per data extent it uses.
+ */
+struct use_ext {
+	uint64_t bytenr, len;
+	uint64_t own; /* file extent items in own leaves */
+	bool shared;  /* met in a shared leaf */
+};
+
+struct use {
+	struct arb_fs *fs;
+	struct use_ext *tab;
+	size_t cap, nr;
+	struct arb_subvol_usage *u;
+};
+
+static struct use_ext *use_get(struct use *w, uint64_t bytenr)
+{
+	size_t i;
+
+	if (2 * (w->nr + 1) > w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 1024;
+		struct use_ext *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return NULL;
+		for (size_t j = 0; j < w->cap; j++) {
+			if (!w->tab[j].bytenr)
+				continue;
+			i = (size_t)((w->tab[j].bytenr * 0x9E3779B97F4A7C15ULL) >>
+				     32) & (cap - 1);
+			while (t[i].bytenr)
+				i = (i + 1) & (cap - 1);
+			t[i] = w->tab[j];
+		}
+		free(w->tab);
+		w->tab = t;
+		w->cap = cap;
+	}
+	i = (size_t)((bytenr * 0x9E3779B97F4A7C15ULL) >> 32) & (w->cap - 1);
+	while (w->tab[i].bytenr && w->tab[i].bytenr != bytenr)
+		i = (i + 1) & (w->cap - 1);
+	if (!w->tab[i].bytenr) {
+		w->tab[i].bytenr = bytenr;
+		w->nr++;
+	}
+	return &w->tab[i];
+}
+
+/* the reference count of an extent item (bytenr, len), 0 if none */
+static int extent_refs(struct arb_fs *fs, uint64_t bytenr, uint64_t len,
+		       uint64_t *refs)
+{
+	struct arb_key k = { bytenr, ARB_EXTENT_ITEM, len };
+	struct arb_extent_item ei;
+	int ret = arb_lookup_item(fs->vol->extent_root, &k, &ei, sizeof(ei));
+
+	if (ret == -ENOENT) {
+		*refs = 0;
+		return 0;
+	}
+	if (ret < 0)
+		return ret;
+	if (ret < (int)sizeof(ei))
+		return -EUCLEAN;
+	*refs = arb_extent_item_e_refs(&ei);
+	return 0;
+}
+
+static int use_leaf(struct use *w, struct arb_node *n, bool own)
+{
+	int nr = (int)arb_nritems(n);
+
+	for (int i = 0; i < nr; i++) {
+		const struct arb_file_extent *fe;
+		struct use_ext *e;
+		struct arb_key k;
+
+		arb_node_key(n, i, &k);
+		if (k.type != ARB_EXTENT_DATA ||
+		    arb_item_size(n, i) < sizeof(*fe))
+			continue;
+		fe = arb_item_ptr(n, i);
+		if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_INLINE ||
+		    !arb_file_extent_f_disk_bytenr(fe))
+			continue;
+		e = use_get(w, arb_file_extent_f_disk_bytenr(fe));
+		if (!e)
+			return -ENOMEM;
+		e->len = arb_file_extent_f_disk_num_bytes(fe);
+		if (own)
+			e->own++;
+		else
+			e->shared = true;
+	}
+	return 0;
+}
+
+static int use_node(struct use *w, struct arb_node *n, bool own)
+{
+	uint64_t bytes = arb_node_alloc_bytes(w->fs->vol);
+	int ret = 0;
+
+	if (own)
+		w->u->meta_exclusive += bytes;
+	else
+		w->u->meta_shared += bytes;
+	if (arb_level(n) == 0)
+		return use_leaf(w, n, own);
+	for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+		struct arb_node *c;
+		uint64_t refs = 1;
+
+		if (own)
+			ret = extent_refs(w->fs, arb_child_bytenr(n, i),
+					  w->fs->vol->nodesize, &refs);
+		if (!ret)
+			ret = arb_node_read(w->fs->vol, arb_child_bytenr(n, i),
+					    arb_child_mirror(n, i),
+					    arb_child_gen(n, i),
+					    arb_level(n) - 1, &c);
+		if (ret)
+			break;
+		ret = use_node(w, c, own && refs == 1);
+		arb_node_put(w->fs->vol, c);
+	}
+	return ret;
+}
+
+int arb_subvol_usage(struct arb_fs *fs, uint64_t ino,
+		     struct arb_subvol_usage *u)
+{
+	struct use w = { .fs = fs, .u = u };
+	struct fs_tree *tr;
+	uint64_t refs;
+	int ret;
+
+	memset(u, 0, sizeof(*u));
+	fs_lock(fs);
+	ret = fs_ino_valid(fs, ino) ? 0 : fs_tree_open_ino(fs, ino);
+	if (ret)
+		goto out;
+	tr = fs_tree_of(fs, ino);
+	/* counts as committed: pending reference changes applied */
+	if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes)) {
+		ret = fs_commit(fs);
+		if (ret)
+			goto out;
+	}
+	ret = use_node(&w, tr->root->node, true);
+	for (size_t i = 0; i < w.cap && !ret; i++) {
+		struct use_ext *e = &w.tab[i];
+
+		if (!e->bytenr)
+			continue;
+		ret = extent_refs(fs, e->bytenr, e->len, &refs);
+		if (ret)
+			break;
+		if (!e->shared && e->own >= refs)
+			u->exclusive += e->len;
+		else
+			u->shared += e->len;
+	}
+out:
+	fs_unlock(fs);
+	free(w.tab);
 	return ret;
 }

@@ -166,4 +166,30 @@ for i in $(seq $((total / 2 + 1)) $((total / 2 + 10))); do
 	break
 done
 [ -n "$found" ] || fail "every node tried was needed to open the image"
+
+log "a block shared with snapshots: every path that uses it is named"
+fs_mkfs -s 128M
+fs_mount
+mkdir -p "$MNT/d"
+head -c 300000 /dev/urandom >"$MNT/d/shared"
+sync -f "$MNT"
+"$ARBOR" subvolume snapshot "$MNT" "$MNT/snap" >/dev/null || fail "snapshot"
+"$ARBOR" subvolume snapshot -r "$MNT/snap" "$MNT/ro" >/dev/null || fail "snapshot -r"
+fs_umount
+ino=$("$ARBOR" dump --image "$IMG" 5 |
+	sed -n "s/.*-> \([0-9]*\) 'shared'$/\1/p" | head -n1)
+disk=$("$ARBOR" dump --image "$IMG" 5 |
+	sed -n "s/^  ($ino EXTENT_DATA 0) .* reg disk \([0-9]*\)+.*/\1/p")
+[ -n "$disk" ] || fail "no extent of 'shared' in the dump"
+flip "$IMG" $((disk + 70000))
+st=0
+out=$("$ARBOR" scrub --image "$IMG") || st=$?
+echo "$out"
+[ $st = 3 ] || fail "scrub exit status $st after shared damage, want 3"
+for p in /d/shared /snap/d/shared /ro/d/shared; do
+	n=$(grep -c "data checksum mismatch: $p (inode" <<<"$out" || true)
+	[ "$n" = 1 ] || fail "scrub named $p $n times, want once"
+done
+grep -q "uncorrectable 1 " <<<"$out" || fail "want 1 uncorrectable sector"
+grep -q "files affected 3$" <<<"$out" || fail "want 3 files affected"
 finish

@@ -817,6 +817,64 @@ START_TEST(test_check_subvols)
 }
 END_TEST
 
+/* exclusive and shared bytes, exactly, from the reference counts */
+START_TEST(test_usage)
+{
+	struct arb_subvol_usage u, us;
+	char big[4096];
+	uint64_t sv, f, s;
+	int i;
+
+	memset(big, 'u', sizeof(big));
+	sv = subvol(ROOT, "sv");
+	f = mkfile(sv, "f", NULL);
+	for (i = 0; i < 256; i++)
+		ck_assert_int_eq(arb_fs_write(fs, f, big, sizeof(big),
+					      (uint64_t)i * 4096),
+				 4096);
+	ck_assert_int_eq(arb_subvol_usage(fs, sv, &u), 0);
+	ck_assert_uint_eq(u.exclusive, 1 * MiB);
+	ck_assert_uint_eq(u.shared, 0);
+	ck_assert_uint_gt(u.meta_exclusive, 0);
+	ck_assert_uint_eq(u.meta_shared, 0);
+
+	/* a snapshot shares all of it */
+	s = snap(sv, ROOT, "s", ARB_SUBVOL_RDONLY);
+	ck_assert_int_eq(arb_subvol_usage(fs, sv, &u), 0);
+	ck_assert_int_eq(arb_subvol_usage(fs, s, &us), 0);
+	ck_assert_uint_eq(u.exclusive, 0);
+	ck_assert_uint_eq(u.shared, 1 * MiB);
+	ck_assert_uint_eq(us.exclusive, 0);
+	ck_assert_uint_eq(us.shared, 1 * MiB);
+
+	/* new data in the source is its own; what it replaced is the
+	 * snapshot's own now */
+	for (i = 0; i < 64; i++)
+		ck_assert_int_eq(arb_fs_write(fs, f, big, sizeof(big),
+					      (uint64_t)i * 4096),
+				 4096);
+	ck_assert_int_eq(arb_fs_write(fs, mkfile(sv, "g", NULL), big,
+				      sizeof(big), 0),
+			 4096);
+	ck_assert_int_eq(arb_subvol_usage(fs, sv, &u), 0);
+	ck_assert_int_eq(arb_subvol_usage(fs, s, &us), 0);
+	ck_assert_uint_eq(u.exclusive, 256 * 1024 + 4096);
+	/* the old extent is whole (1 MiB): still used by both */
+	ck_assert_uint_eq(u.shared, 1 * MiB);
+	ck_assert_uint_eq(us.shared, 1 * MiB);
+	ck_assert_uint_eq(us.exclusive, 0);
+	ck_assert_uint_gt(u.meta_exclusive, 0);
+
+	/* deleting the source leaves the snapshot all of it */
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "sv"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_subvol_usage(fs, s, &us), 0);
+	ck_assert_uint_eq(us.exclusive, 1 * MiB);
+	ck_assert_uint_eq(us.shared, 0);
+	ck_assert_uint_eq(us.meta_shared, 0);
+}
+END_TEST
+
 /* ---- the default subvolume ---------------------------------------------- */
 
 static uint64_t get_default(void)
@@ -958,6 +1016,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
+	tcase_add_test(tc, test_usage);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(tc_def, setup, teardown);

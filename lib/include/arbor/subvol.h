@@ -123,6 +123,20 @@ int arb_subvol_set_default(struct arb_fs *fs, uint64_t id);
 int arb_subvol_get_default(struct arb_fs *fs, uint64_t *id);
 
 /*
+ * Bytes of the subvolume holding ino that no other subvolume shares
+ * (what deleting it would give back) and bytes it shares with others
+ * (snapshots, their sources), data and tree nodes apart, counted from the
+ * extent reference counts: exact, no quota to enable.  Commits pending
+ * changes first; costs a walk of the subvolume's tree.
+ */
+struct arb_subvol_usage {
+	uint64_t exclusive, shared;           /* data extents, whole */
+	uint64_t meta_exclusive, meta_shared; /* tree nodes, all copies */
+};
+int arb_subvol_usage(struct arb_fs *fs, uint64_t ino,
+		     struct arb_subvol_usage *u);
+
+/*
  * Wait until the deleted subvolume id (0: every deleted one) has been
  * cleaned; its space is free then.  -ENOENT: no such deleted subvolume
  * (already cleaned counts as done: 0).
