@@ -16,6 +16,9 @@
  *   list [--json] [-s] [-r] PATH
  *   show [--json] PATH        the subvolume holding PATH
  *   sync PATH [ID...]         wait for the cleaning of deleted ones
+ *   set-default [ID] PATH     the default subvolume: ID (5 or 0: the top
+ *                             level), or the one holding PATH
+ *   get-default PATH
  *   property get PATH [ro] / property set PATH ro true|false
  *
  * Exit status: 0 ok, 1 failed, 2 bad usage.
@@ -245,6 +248,8 @@ static void ioc_error(const char *path, const char *what, int e)
 		    : !strcmp(what, "snapshot")
 			    ? "a snapshot of a subvolume you do not own needs "
 			      "root or CAP_FOWNER"
+		    : !strcmp(what, "set-default")
+			    ? "needs root or CAP_SYS_ADMIN"
 			    : "needs the owner, root or CAP_FOWNER");
 		break;
 	case EACCES:
@@ -260,8 +265,9 @@ static void ioc_error(const char *path, const char *what, int e)
 		    what);
 		break;
 	case EBUSY:
-		err("%s: %s: busy (the top-level subvolume, or the one a "
-		    "mount shows as its root)", path, what);
+		err("%s: %s: busy (the top-level subvolume, the one a mount "
+		    "shows as its root, or the default subvolume)", path,
+		    what);
 		break;
 	case ENOTEMPTY:
 		err("%s: %s: it holds another subvolume: delete that first",
@@ -503,6 +509,7 @@ static int mount_wait(const char *path, uint64_t id)
 static int mount_delete(const char *path, uint64_t *id)
 {
 	struct arb_ioc_subvol_create c;
+	struct arb_ioc_subvol_default d;
 	struct arb_ioc_subvol_info si;
 	struct stat st, dst;
 	char *dir = NULL, *name = NULL;
@@ -526,6 +533,14 @@ static int mount_delete(const char *path, uint64_t *id)
 		err("%s: the mounted root (subvolume %llu) cannot be deleted: "
 		    "unmount it, or delete it through a mount of its parent",
 		    path, (unsigned long long)si.e.id);
+		goto out;
+	}
+	memset(&d, 0, sizeof(d));
+	if (ioctl(fd, ARB_IOC_SUBVOL_GET_DEFAULT, &d) == 0 &&
+	    d.id == si.e.id) {
+		err("%s: the default subvolume (%llu) cannot be deleted: "
+		    "`arbor subvolume set-default` another one first", path,
+		    (unsigned long long)si.e.id);
 		goto out;
 	}
 	split(path, &dir, &name);
@@ -588,6 +603,9 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 		err("%s: %s: %s", t->image, path,
 		    ret == -ENOTEMPTY ? "it holds another subvolume: delete "
 					"that first"
+		    : ret == -EBUSY   ? "the default subvolume cannot be "
+					"deleted: `arbor subvolume "
+					"set-default` another one first"
 				      : arb_reason(ret, NULL));
 		return 1;
 	}
@@ -1014,6 +1032,165 @@ out:
 	return t->image ? image_close(t, rc) : rc;
 }
 
+/* ---- set-default / get-default --------------------------------------------- */
+
+/* as btrfs: "ID 5 (FS_TREE)", or "ID 256 gen 12 top level 5 path sv" */
+static void print_default(const struct arb_ioc_subvol_entry *e,
+			  const char *path)
+{
+	if (e->id == ARB_INUM_FS_TREE)
+		printf("ID 5 (FS_TREE)\n");
+	else
+		printf("ID %llu gen %llu top level %llu path %s\n",
+		       (unsigned long long)e->id, (unsigned long long)e->gen,
+		       (unsigned long long)e->parent_id, path);
+}
+
+/* the entry and path of subvolume id on the mount fd */
+static int mount_entry(int fd, const char *path, uint64_t id, struct sv *s)
+{
+	struct arb_ioc_subvol_info in;
+	struct arb_ioc_subvol_path p;
+
+	memset(&in, 0, sizeof(in));
+	in.id = id;
+	if (sv_ioctl(fd, path, ARB_IOC_SUBVOL_INFO, &in, "subvolume info"))
+		return -1;
+	s->e = in.e;
+	memset(&p, 0, sizeof(p));
+	p.id = id;
+	if (ioctl(fd, ARB_IOC_SUBVOL_PATH, &p))
+		snprintf(s->path, sizeof(s->path), "?");
+	else
+		snprintf(s->path, sizeof(s->path), "%s", p.path);
+	return 0;
+}
+
+/* the same in an image */
+static int image_entry(struct target *t, uint64_t id, struct sv *s)
+{
+	struct arb_subvol_info si;
+	int ret = arb_subvol_info_id(t->fs, id, &si);
+
+	if (ret) {
+		err("%s: subvolume %llu: %s", t->image,
+		    (unsigned long long)id, arb_reason(ret, NULL));
+		return -1;
+	}
+	entry_from_info(&s->e, &si);
+	if (arb_subvol_path(t->fs, id, s->path, sizeof(s->path)) < 0)
+		snprintf(s->path, sizeof(s->path), "?");
+	return 0;
+}
+
+static int do_get_default(struct target *t, const char *path)
+{
+	struct sv s;
+	uint64_t id;
+	int ret, rc = 1;
+
+	if (t->image) {
+		if (image_open(t, false))
+			return 1;
+		ret = arb_subvol_get_default(t->fs, &id);
+		if (ret)
+			err("%s: %s", t->image, arb_reason(ret, NULL));
+		else if (!image_entry(t, id, &s))
+			rc = 0;
+		if (!rc)
+			print_default(&s.e, s.path);
+		return image_close(t, rc);
+	}
+
+	struct arb_ioc_subvol_default d;
+	int fd = cli_open_mount(path);
+
+	if (fd < 0)
+		return 1;
+	memset(&d, 0, sizeof(d));
+	if (!sv_ioctl(fd, path, ARB_IOC_SUBVOL_GET_DEFAULT, &d, "get-default") &&
+	    !mount_entry(fd, path, d.id, &s)) {
+		print_default(&s.e, s.path);
+		rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+/* id: the subvolume to make the default, or 0 (NULL idstr): the one
+ * holding path */
+static int do_set_default(struct target *t, const char *idstr,
+			  const char *path)
+{
+	struct arb_subvol_info si;
+	struct sv s;
+	uint64_t id = 0, ino;
+	int ret, rc = 1;
+
+	if (idstr && (!parse_id(idstr, &id))) {
+		err("set-default: bad subvolume id '%s'", idstr);
+		return 2;
+	}
+	/* as btrfs: 0 is the top level */
+	if (idstr && !id)
+		id = ARB_INUM_FS_TREE;
+	if (t->image) {
+		if (image_open(t, true))
+			return 1;
+		if (!idstr) {
+			ret = image_resolve(t->fs, path, &ino);
+			if (!ret)
+				ret = arb_subvol_info(t->fs, ino, &si);
+			if (ret) {
+				err("%s: %s: %s", t->image, path,
+				    arb_reason(ret, NULL));
+				return image_close(t, 1);
+			}
+			id = si.id;
+		}
+		ret = arb_subvol_set_default(t->fs, id);
+		if (ret)
+			err("%s: subvolume %llu: %s", t->image,
+			    (unsigned long long)id,
+			    ret == -ENOENT ? "no such subvolume (or it is "
+					     "being deleted)"
+					   : arb_reason(ret, NULL));
+		else if (!image_entry(t, id, &s))
+			rc = 0;
+		if (!rc)
+			printf("Set the default subvolume of %s to ID %llu "
+			       "(%s)\n", t->image, (unsigned long long)id,
+			       id == ARB_INUM_FS_TREE ? "the top level"
+						      : s.path);
+		return image_close(t, rc);
+	}
+
+	struct arb_ioc_subvol_default d;
+	int fd = cli_open_mount(path);
+
+	if (fd < 0)
+		return 1;
+	memset(&d, 0, sizeof(d));
+	d.id = id;
+	if (ioctl(fd, ARB_IOC_SUBVOL_SET_DEFAULT, &d)) {
+		if (errno == ENOENT && id)
+			err("%s: subvolume %llu: no such subvolume (or it is "
+			    "being deleted)", path, (unsigned long long)id);
+		else
+			ioc_error(path, "set-default", errno);
+		goto out;
+	}
+	if (mount_entry(fd, path, d.id, &s))
+		goto out;
+	printf("Set the default subvolume to ID %llu (%s)\n",
+	       (unsigned long long)d.id,
+	       d.id == ARB_INUM_FS_TREE ? "the top level" : s.path);
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
 /* ---- property ------------------------------------------------------------------ */
 
 static int do_prop_get(struct target *t, const char *path)
@@ -1202,13 +1379,9 @@ int cli_subvolume(int argc, char **argv)
 	}
 	if (strcmp(cmd, "create") && strcmp(cmd, "snapshot") &&
 	    strcmp(cmd, "delete") && strcmp(cmd, "list") &&
-	    strcmp(cmd, "show") && strcmp(cmd, "sync")) {
-		if (!strcmp(cmd, "set-default") || !strcmp(cmd, "get-default"))
-			err("%s: not implemented yet (the mount shows the "
-			    "top-level subvolume unless -o subvol= or "
-			    "subvolid= says otherwise)", cmd);
-		else
-			err("unknown command '%s'", cmd);
+	    strcmp(cmd, "show") && strcmp(cmd, "sync") &&
+	    strcmp(cmd, "set-default") && strcmp(cmd, "get-default")) {
+		err("unknown command '%s'", cmd);
 		fprintf(stderr, "Try 'arbor subvolume --help'.\n");
 		return 2;
 	}
@@ -1277,10 +1450,21 @@ int cli_subvolume(int argc, char **argv)
 			return do_sync(&t, NULL, args, nargs);
 		return do_sync(&t, args[0], args + 1, nargs - 1);
 	}
+	if (!strcmp(cmd, "set-default")) {
+		/* PATH, or ID PATH (as btrfs) */
+		if (nargs != 1 && nargs != 2) {
+			err("set-default: want PATH, or ID PATH");
+			return 2;
+		}
+		return do_set_default(&t, nargs == 2 ? args[0] : NULL,
+				      args[nargs - 1]);
+	}
 	if (nargs != (t.image && nargs == 0 ? 0 : 1)) {
 		err("%s: want one PATH", cmd);
 		return 2;
 	}
+	if (!strcmp(cmd, "get-default"))
+		return do_get_default(&t, nargs ? args[0] : "/");
 	if (!strcmp(cmd, "list"))
 		return do_list(&t, nargs ? args[0] : "/", json, snaps, ro);
 	return do_show(&t, nargs ? args[0] : "/", json);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * subvol.c - subvolumes and snapshots in the daemon: the ARB_IOC_SUBVOL_*
- * ioctls of <arbor/ioctl.h>, the mount's root (-o subvol=, subvolid=) and
+ * ioctls of <arbor/ioctl.h>, the mount's root (-o subvol=, subvolid=, or
+ * the default subvolume) and
  * what the kernel must be told so that read-only subvolumes refuse
  * writes at the call that asks.
  *
@@ -14,7 +15,8 @@
  * from /proc/PID/status as ctl.c reads them.  The rules are btrfs's with
  * its defaults (ioctl.h): create and snapshot where the caller could
  * mkdir, a snapshot of a subvolume it owns; delete with CAP_SYS_ADMIN, or
- * as the owner of the subvolume with -o user_subvol_rm_allowed.
+ * as the owner of the subvolume with -o user_subvol_rm_allowed; set the
+ * default subvolume with CAP_SYS_ADMIN.
  *
  * The kernel's caches.  Entries (negative ones too) are cached for an
  * hour (ops.c), and a subvolume made or deleted here did not go through
@@ -117,10 +119,18 @@ static int resolve_path(struct arb_fs *fs, const char *path, uint64_t *ino)
 	return 0;
 }
 
+/*
+ * The mount's root: subvol=PATH, subvolid=ID, or else the default
+ * subvolume (arb_subvol_get_default; tree 5 unless `arbor subvolume
+ * set-default` said otherwise), as btrfs.  subvolid=5 is the way to the
+ * top level when another one is the default.
+ */
 int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 			  bool have_id)
 {
 	struct arb_subvol_info info;
+	bool by_default = false;
+	char what[64];
 	uint64_t ino = 0;
 	int ret;
 
@@ -128,6 +138,22 @@ int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 	if (ret < 0)
 		afs_log(LOG_WARNING, "listing the subvolumes: %s",
 			strerror(-ret));
+	if (!path && !have_id) {
+		ret = arb_subvol_get_default(afs->fs, &id);
+		if (ret) {
+			fprintf(stderr, "arborfs: reading the default "
+				"subvolume: %s (-o subvolid=5 mounts the top "
+				"level)\n", strerror(-ret));
+			return 1;
+		}
+		if (id == ARB_INUM_FS_TREE)
+			return 0;
+		have_id = by_default = true;
+	}
+	snprintf(what, sizeof(what),
+		 by_default ? "the default subvolume %" PRIu64
+			    : "subvolid=%" PRIu64,
+		 id);
 	if (path) {
 		ret = resolve_path(afs->fs, path, &ino);
 		if (ret) {
@@ -164,15 +190,18 @@ int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 		if (ret == -ENOENT || ret == -EINVAL ||
 		    (!ret && (info.flags & ARB_SUBVOL_DELETED))) {
 			fprintf(stderr,
-				"arborfs: subvolid=%" PRIu64 ": no such "
-				"subvolume%s (`arbor subvolume list --image "
-				"IMG` shows them)\n",
-				id, !ret ? " (deleted)" : "");
+				"arborfs: %s: no such subvolume%s (%s)\n",
+				what, !ret ? " (deleted)" : "",
+				by_default ? "-o subvolid=5 mounts the top "
+					     "level; `arbor subvolume "
+					     "set-default` another one"
+					   : "`arbor subvolume list --image "
+					     "IMG` shows them");
 			return 1;
 		}
 		if (ret) {
-			fprintf(stderr, "arborfs: subvolid=%" PRIu64 ": %s\n",
-				id, strerror(-ret));
+			fprintf(stderr, "arborfs: %s: %s\n", what,
+				strerror(-ret));
 			return 1;
 		}
 		/*
@@ -189,9 +218,12 @@ int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 			if (!ret && ino != info.ino)
 				ret = -EIO;
 			if (ret) {
-				fprintf(stderr, "arborfs: subvolid=%" PRIu64
-					": cannot reach its root: %s\n",
-					id, strerror(-ret));
+				fprintf(stderr, "arborfs: %s: cannot reach "
+					"its root: %s%s\n", what,
+					strerror(-ret),
+					by_default ? " (-o subvolid=5 mounts "
+						     "the top level)"
+						   : "");
 				return 1;
 			}
 		}
@@ -682,6 +714,34 @@ static int ioc_set_flags(fuse_req_t req, fuse_ino_t nodeid,
 	return 0;
 }
 
+static int ioc_set_default(fuse_req_t req, fuse_ino_t nodeid,
+			   const struct arb_ioc_subvol_default *in,
+			   struct arb_ioc_subvol_default *out)
+{
+	struct afs *afs = fuse_req_userdata(req);
+	struct arb_subvol_info si;
+	struct caller c;
+	uint64_t id = in->id;
+	int ret;
+
+	if (afs->readonly)
+		return -EROFS;
+	caller_get(req, &c);
+	if (!caller_cap(&c, CAP_SYS_ADMIN_BIT))
+		return -EPERM;
+	if (!id) {
+		ret = arb_subvol_info(afs->fs, afs_node_ino(nodeid), &si);
+		if (ret)
+			return ret;
+		id = si.id;
+	}
+	ret = arb_subvol_set_default(afs->fs, id);
+	if (ret)
+		return ret;
+	out->id = id;
+	return 0;
+}
+
 /* the size of each ioctl's struct, or 0 when cmd is not ours */
 static size_t subvol_size(unsigned int cmd)
 {
@@ -700,6 +760,9 @@ static size_t subvol_size(unsigned int cmd)
 		return sizeof(struct arb_ioc_subvol_flags);
 	case ARB_IOC_SUBVOL_WAIT:
 		return sizeof(struct arb_ioc_subvol_wait);
+	case ARB_IOC_SUBVOL_GET_DEFAULT:
+	case ARB_IOC_SUBVOL_SET_DEFAULT:
+		return sizeof(struct arb_ioc_subvol_default);
 	}
 	return 0;
 }
@@ -716,6 +779,7 @@ bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		struct arb_ioc_subvol_path p;
 		struct arb_ioc_subvol_flags f;
 		struct arb_ioc_subvol_wait w;
+		struct arb_ioc_subvol_default d;
 	} *in = NULL, *out = NULL;
 	struct arb_subvol_info si;
 	int ret;
@@ -797,6 +861,16 @@ bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		out->w.id = in->w.id;
 		break;
 	}
+	case ARB_IOC_SUBVOL_GET_DEFAULT: {
+		uint64_t id;
+
+		ret = arb_subvol_get_default(afs->fs, &id);
+		out->d.id = id;
+		break;
+	}
+	case ARB_IOC_SUBVOL_SET_DEFAULT:
+		ret = ioc_set_default(req, nodeid, &in->d, &out->d);
+		break;
 	default:
 		ret = -ENOTTY;
 		break;

@@ -514,7 +514,12 @@ ARB_LE(root_ref, rr_name_len, 16)
  *           that tree may be gone); 0 for an empty subvolume
  *   80  8   in tree 5's item only: the highest subvolume id ever handed
  *           out (ids are never reused: they are part of inode numbers)
- *   88  8   reserved, 0
+ *   88  8   in tree 5's item only: the default subvolume, the one a mount
+ *           without subvol=/subvolid= shows as its root (`arbor subvolume
+ *           set-default`); 0 (and 5) for tree 5 itself.  Otherwise the id
+ *           of a live subvolume: one being deleted cannot be the default.
+ *           0 in every other item.  Written by images from the build that
+ *           gave it this meaning on; older ones wrote 0 (reserved).
  * Tree 5 gets a SUBVOL_ITEM with the first subvolume.  Other sizes: a
  * newer format (refused by fsck repair, as ROOT_ITEM).
  */
@@ -533,11 +538,13 @@ struct arb_subvol_item {
 	uint64_t s_rtransid;
 	uint64_t s_source;
 	uint64_t s_last_id;
-	uint64_t s_reserved3;
+	/* tree 5's item: the default subvolume's id; 0 = tree 5 */
+	uint64_t s_default_id;
 } ARB_PACKED;
 ARB_CHECK_SIZE(subvol_item, 96);
 ARB_CHECK_OFF(subvol_item, s_received_uuid, 40);
 ARB_CHECK_OFF(subvol_item, s_source, 72);
+ARB_CHECK_OFF(subvol_item, s_default_id, 88);
 ARB_LE(subvol_item, s_flags, 64)
 ARB_LE(subvol_item, s_otime, 64)
 ARB_LE(subvol_item, s_otime_ns, 32)
@@ -547,6 +554,7 @@ ARB_LE(subvol_item, s_stransid, 64)
 ARB_LE(subvol_item, s_rtransid, 64)
 ARB_LE(subvol_item, s_source, 64)
 ARB_LE(subvol_item, s_last_id, 64)
+ARB_LE(subvol_item, s_default_id, 64)
 
 /* ------------------------------------------------------------------------ */
 /*

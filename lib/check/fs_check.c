@@ -1009,6 +1009,39 @@ static int check_subvol(struct arb_fs *fs, uint64_t id, FILE *out,
 	return 0;
 }
 
+/* tree 5's SUBVOL_ITEM names as the default subvolume 5 or a live one */
+static int check_default(struct arb_fs *fs, FILE *out, uint64_t *errors,
+			 struct arb_check_result *res)
+{
+	struct arb_key k = { ARB_FS_TREE_ID, ARB_SUBVOL_ITEM, 0 };
+	struct arb_root *troot = fs->vol->tree_root;
+	struct arb_subvol_item si;
+	uint64_t def;
+	int ret;
+
+	ret = arb_lookup_item(troot, &k, &si, sizeof(si));
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(si))
+		return 0; /* a newer format: the item's check says so */
+	def = arb_subvol_item_s_default_id(&si);
+	if (!def || def == ARB_FS_TREE_ID)
+		return 0;
+	k = (struct arb_key){ def, ARB_ROOT_ITEM, 0 };
+	if (!fs_item_exists(troot, &k))
+		sv_problem(out, errors, res, ARB_FS_TREE_ID,
+			   "the default subvolume %llu does not exist",
+			   (unsigned long long)def);
+	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, def };
+	if (fs_item_exists(troot, &k))
+		sv_problem(out, errors, res, ARB_FS_TREE_ID,
+			   "the default subvolume %llu is being deleted",
+			   (unsigned long long)def);
+	return 0;
+}
+
 int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		  struct arb_check_result *res)
 {
@@ -1054,6 +1087,9 @@ int fs_check_tree(struct arb_fs *fs, FILE *out, uint64_t *errors,
 		}
 		id++;
 	}
+	ret2 = check_default(fs, out, errors, res);
+	if (ret2)
+		return ret2;
 	return ret ? ret : (*errors ? -EUCLEAN : 0);
 }
 

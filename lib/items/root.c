@@ -103,6 +103,7 @@ ARB_ITEM_PRINT_FN(arb_root_ref)
 ARB_ITEM_FN(arb_subvol_item)
 {
 	const struct arb_subvol_item *si = (const struct arb_subvol_item *)d;
+	uint64_t def;
 
 	if (size != sizeof(*si))
 		return arb_item_why(why, ARB_ITEM_NEWER,
@@ -116,6 +117,16 @@ ARB_ITEM_FN(arb_subvol_item)
 	if (arb_subvol_item_s_otime_ns(si) >= 1000000000u ||
 	    arb_subvol_item_s_ctime_ns(si) >= 1000000000u)
 		return arb_item_why(why, -EUCLEAN, "nanoseconds past 10^9");
+	/* the default subvolume: tree 5's item only, an id handed out */
+	def = arb_subvol_item_s_default_id(si);
+	if (def && (k->objectid != ARB_FS_TREE_ID ||
+		    (def != ARB_FS_TREE_ID &&
+		     (def < ARB_FIRST_SUBVOL_ID ||
+		      def > arb_subvol_item_s_last_id(si)))))
+		return arb_item_why(why, -EUCLEAN,
+				    "SUBVOL_ITEM of %" PRIu64
+				    ": default subvolume %" PRIu64,
+				    k->objectid, def);
 	return 0;
 }
 
@@ -135,6 +146,9 @@ ARB_ITEM_PRINT_FN(arb_subvol_item)
 	if (arb_subvol_item_s_last_id(si))
 		fprintf(out, " last_id %" PRIu64,
 			arb_subvol_item_s_last_id(si));
+	if (arb_subvol_item_s_default_id(si))
+		fprintf(out, " default %" PRIu64,
+			arb_subvol_item_s_default_id(si));
 	if (arb_subvol_item_s_rtransid(si))
 		fprintf(out, " stransid %" PRIu64 " rtransid %" PRIu64,
 			arb_subvol_item_s_stransid(si),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * subvol.c - subvolumes and snapshots (arbor/subvol.h): create, snapshot,
- * delete and the cleaner, list, info, path, the read-only flag.
+ * delete and the cleaner, list, info, path, the read-only flag, the
+ * default subvolume (tree 5's SUBVOL_ITEM s_default_id).
  *
  * The shape on disk is in format.h ("Subvolumes"): a link in a directory
  * of the parent tree (ARB_DENT_SUBVOL), ROOT_REF and ROOT_BACKREF in the
@@ -152,6 +153,20 @@ static int note_id(struct arb_txn *t, struct arb_fs *fs, uint64_t id)
 		return ret;
 	arb_set_subvol_item_s_last_id(&si, id);
 	return sv_item_write(t, fs, ARB_FS_TREE_ID, &si);
+}
+
+/* the default subvolume's id (tree 5's s_default_id; 0 there is 5) */
+static int default_read(struct arb_fs *fs, uint64_t *id)
+{
+	struct arb_subvol_item si;
+	int ret = sv_item_read(fs, ARB_FS_TREE_ID, &si);
+
+	if (ret && ret != -ENOENT)
+		return ret;
+	*id = ret ? 0 : arb_subvol_item_s_default_id(&si);
+	if (!*id)
+		*id = ARB_FS_TREE_ID;
+	return 0;
 }
 
 static void sv_item_new(struct arb_subvol_item *si, unsigned flags,
@@ -326,7 +341,7 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	struct fs_tree *tr;
 	struct arb_txn *t;
 	struct timespec now;
-	uint64_t ino, seq, parent;
+	uint64_t ino, seq, parent, def;
 	uint8_t dummy = 0;
 	bool children;
 	size_t len;
@@ -357,6 +372,10 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	ret = has_children(fs, tr->id, &children);
 	if (!ret && children)
 		ret = -ENOTEMPTY;
+	if (!ret)
+		ret = default_read(fs, &def);
+	if (!ret && def == tr->id)
+		ret = -EBUSY; /* the default: set another one first */
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
 	if (ret)
@@ -747,6 +766,70 @@ int arb_subvol_path(struct arb_fs *fs, uint64_t id, char *buf, size_t size)
 
 	fs_lock(fs);
 	ret = path_locked(fs, id, buf, size);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_get_default(struct arb_fs *fs, uint64_t *id)
+{
+	int ret;
+
+	fs_lock(fs);
+	ret = default_read(fs, id);
+	fs_unlock(fs);
+	return ret;
+}
+
+int arb_subvol_set_default(struct arb_fs *fs, uint64_t id)
+{
+	struct arb_key k = { id, ARB_ROOT_ITEM, 0 };
+	struct arb_subvol_item si;
+	struct arb_txn *t;
+	uint64_t cur;
+	bool ok;
+	int ret;
+
+	if (!id)
+		id = ARB_FS_TREE_ID;
+	if (id != ARB_FS_TREE_ID) {
+		if (id < ARB_FIRST_SUBVOL_ID)
+			return -ENOENT;
+		(void)arb_inum_slot(id, &ok);
+		if (!ok)
+			return -ENOENT;
+	}
+	fs_lock(fs);
+	if (fs->readonly) {
+		ret = fs->shutdown ? -EIO : -EROFS;
+		goto out;
+	}
+	ret = default_read(fs, &cur);
+	if (ret || cur == id)
+		goto out;
+	/* a live subvolume: its tree, and no deletion under way */
+	k.objectid = id;
+	if (id != ARB_FS_TREE_ID &&
+	    (!fs_item_exists(fs->vol->tree_root, &k) || orphan_exists(fs, id))) {
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = sv_item_read(fs, ARB_FS_TREE_ID, &si);
+	if (ret && ret != -ENOENT)
+		goto out;
+	/* 5 is stored as 0: what images from before the field hold */
+	arb_set_subvol_item_s_default_id(&si,
+					 id == ARB_FS_TREE_ID ? 0 : id);
+	/* the flag itself, not a change inside tree 5: no ino given */
+	ret = fs_op_begin(fs, &t, 0, 0, 0);
+	if (ret)
+		goto out;
+	ret = sv_item_write(t, fs, ARB_FS_TREE_ID, &si);
+	if (!ret)
+		arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_SUBVOL);
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+out:
 	fs_unlock(fs);
 	return ret;
 }

@@ -11,7 +11,12 @@
 # build of the format version being added (an old checkout for an old
 # version); tests/integration/images.sh then opens every image with the
 # current code.  Extra steps for a feature: FEATURE=xattr-data (a 40 KiB
-# xattr) or FEATURE=immutable (chattr +i on a file).
+# xattr), FEATURE=immutable (chattr +i on a file), FEATURE=subvol
+# (subvolumes: one with a nested one, a writable and a read-only snapshot,
+# one deleted and not yet cleaned; also NAME.subvols, the subvolume list
+# and "default ID" when the default is not the top level)
+# or FEATURE=subvol-default (the same, then `arbor subvolume set-default`
+# of sv: the manifest is what a mount without options shows, sv).
 set -euo pipefail
 BUILD=$(realpath "$1")
 NAME=$2
@@ -20,10 +25,28 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 MNT=$TMP/m
 mkdir "$MNT"
-trap 'fusermount3 -u "$MNT" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'cd /; fusermount3 -u -z "$MNT" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 export ASAN_OPTIONS=detect_leaks=0:use_sigaltstack=0
+ARBOR=$BUILD/cli/arbor
+# mount (the daemon in the foreground, in the background of this script:
+# FEATURE=subvol kills it); DPID its pid
+mount_img() {
+	"$BUILD/fuse/arborfs" -f "$@" "$TMP/i.img" "$MNT" &
+	DPID=$!
+	for _ in $(seq 300); do
+		mountpoint -q "$MNT" && return
+		kill -0 "$DPID" 2>/dev/null || { echo "arborfs exited" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "not mounted after 30 s" >&2
+	exit 1
+}
+umount_img() {
+	fusermount3 -u "$MNT"
+	wait "$DPID"
+}
 "$BUILD/mkfs/mkfs.arborfs" -q -s 32M "$@" "$TMP/i.img"
-"$BUILD/fuse/arborfs" "$TMP/i.img" "$MNT"
+mount_img
 cd "$MNT"
 mkdir -p d/e/f/g
 echo small >inline
@@ -43,19 +66,75 @@ chmod 4755 d/e/f/g/file
 case "${FEATURE:-}" in
 xattr-data) setfattr -n user.huge -v "$(head -c 40000 /dev/zero | tr '\0' y)" extent ;;
 immutable) echo frozen >frozen && chattr +i frozen ;;
+subvol | subvol-default)
+	"$ARBOR" subvolume create sv >/dev/null
+	mkdir -p sv/dir/sub
+	echo in-sv >sv/dir/file
+	setfattr -n user.sv -v yes sv/dir/file
+	seq 5000 >sv/dir/sub/data # several blocks, small once compressed
+	ln -s dir/file sv/link
+	# nested: the snapshots below hold a stale copy of its link
+	"$ARBOR" subvolume create sv/inner >/dev/null
+	echo inner >sv/inner/file
+	"$ARBOR" subvolume snapshot sv snap-rw >/dev/null
+	echo changed-in-snapshot >snap-rw/dir/file
+	echo new >snap-rw/new
+	rm snap-rw/link
+	echo after-the-snapshot >sv/dir/later
+	mkdir snaps
+	"$ARBOR" subvolume snapshot -r sv snaps >/dev/null
+	echo after-the-ro-snapshot >>sv/dir/sub/data
+	# deleted, not yet cleaned: a file of it open pins its tree, and the
+	# daemon dies (the deletion is committed when the call returns)
+	"$ARBOR" subvolume create doomed >/dev/null
+	echo doomed >doomed/file
+	"$ARBOR" filesystem sync . >/dev/null
+	exec 3<doomed/file
+	"$ARBOR" subvolume delete doomed >/dev/null
+	;;
 esac
 touch -d '2020-01-02 03:04:05.123456789' inline
-cd /
-sync
-fusermount3 -u "$MNT"
-sleep 1
+if [ "${FEATURE:-}" = subvol-default ]; then
+	"$ARBOR" subvolume set-default sv >/dev/null
+fi
+case "${FEATURE:-}" in
+subvol | subvol-default)
+	"$ARBOR" filesystem sync . >/dev/null
+	cd /
+	kill -9 "$DPID"
+	wait "$DPID" || true
+	exec 3<&-
+	fusermount3 -u -z "$MNT"
+	;;
+*)
+	cd /
+	sync
+	umount_img
+	;;
+esac
 "$BUILD/fsck/fsck.arborfs" -n "$TMP/i.img" >/dev/null
+case "${FEATURE:-}" in
+subvol | subvol-default)
+	# id, flags, source and path of every subvolume (the deleted one too)
+	"$ARBOR" subvolume list --json --image "$TMP/i.img" | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["subvolumes"]:
+    print(s["id"], "ro" if s["readonly"] else "rw",
+          "deleted" if s["deleted"] else "live", s["source_id"], s["path"])
+' >"$HERE/$NAME.subvols"
+	# and the default subvolume, when it is not the top level (a build
+	# without get-default: none)
+	def=$("$ARBOR" subvolume get-default --image "$TMP/i.img" 2>/dev/null | awk '{ print $2 }') || true
+	if [ -n "$def" ] && [ "$def" != 5 ]; then
+		echo "default $def" >>"$HERE/$NAME.subvols"
+	fi
+	;;
+esac
 # the manifest, taken through a mount of the new image by the same build
-"$BUILD/fuse/arborfs" -o ro "$TMP/i.img" "$MNT"
+mount_img -o ro
 (cd "$MNT" && find . -printf '%p %y %m %U %G %s %l\n' | sort) >"$HERE/$NAME.manifest"
 (cd "$MNT" && find . -type f -exec sha256sum {} + | sort -k2) >>"$HERE/$NAME.manifest"
 (cd "$MNT" && getfattr -R -d -m - --absolute-names . 2>/dev/null | sort) >>"$HERE/$NAME.manifest" || true
-fusermount3 -u "$MNT"
-sleep 1
+umount_img
 xz -9 -c "$TMP/i.img" >"$HERE/$NAME.img.xz"
 echo "$HERE/$NAME.img.xz: $(stat -c %s "$HERE/$NAME.img.xz") bytes"

@@ -22,7 +22,10 @@
 #    user_subvol_rm_allowed);
 #  * everything survives unmount, remount and fsck.arborfs -n; the same
 #    commands on the unmounted image (--image); -o subvol= and subvolid=
-#    mounts, and clear errors for bad ones.
+#    mounts, and clear errors for bad ones;
+#  * the default subvolume: set-default (root only; PATH or ID PATH) and
+#    get-default on a mount and with --image, a mount without options
+#    shows it, subvolid=5 the top level, deleting it is refused.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -482,5 +485,74 @@ for bad in "subvol=nonexistent:No such file" "subvol=sv/tree:not a subvolume" \
 	[ $st != 0 ] || soft_fail "-o $opt: exit 0"
 	grep -qi -- "$want" "$TMP/out" || soft_fail "-o $opt: message '$(head -c 300 "$TMP/out")' lacks '$want'"
 done
+check_fsck
+
+log "the default subvolume: set-default, get-default, a mount without options"
+fs_mount
+[ "$("$ARBOR" sub get-default "$MNT")" = "ID 5 (FS_TREE)" ] ||
+	soft_fail "get-default of a new default: $("$ARBOR" sub get-default "$MNT" 2>&1)"
+expect_fail 1 "permission denied" "${NOBODY[@]}" "$ARBOR_NOBODY" sub set-default "$MNT/sv"
+expect_fail 2 "want PATH" "$ARBOR" sub set-default
+expect_fail 2 "want PATH" "$ARBOR" sub set-default 1 2 3
+expect_fail 2 "bad subvolume id" "$ARBOR" sub set-default abc "$MNT"
+expect_fail 1 "no such subvolume" "$ARBOR" sub set-default 999999 "$MNT"
+expect_fail 2 "not an option" "$ARBOR" sub get-default --wait "$MNT"
+# the subvolume holding PATH (a directory inside it)
+"$ARBOR" sub set-default "$MNT/sv/tree" >"$TMP/out" || fail "set-default sv/tree failed"
+grep -q "ID $SV_ID (sv)" "$TMP/out" || soft_fail "set-default says: $(cat "$TMP/out")"
+"${NOBODY[@]}" "$ARBOR_NOBODY" sub get-default "$MNT" >"$TMP/out" || soft_fail "nobody cannot get-default"
+grep -qx "ID $SV_ID gen [0-9]* top level 5 path sv" "$TMP/out" || soft_fail "get-default: $(cat "$TMP/out")"
+expect_fail 1 "default subvolume" "$ARBOR" sub delete "$MNT/sv"
+[ -d "$MNT/sv/tree" ] || fail "a refused delete of the default removed it"
+fs_umount
+fs_mount
+[ "$(cat "$MNT/marker" 2>&1)" = root-of-sv ] || fail "a mount without options does not show the default sv"
+[ "$(id_of "$MNT")" = "$SV_ID" ] || soft_fail "the default mount's root is subvolume $(id_of "$MNT")"
+grep -q "Mounted as the root" < <("$ARBOR" sub show "$MNT") || soft_fail "show: the default is not the mounted root"
+grep -qx "ID $SV_ID gen [0-9]* top level 5 path sv" < <("$ARBOR" sub get-default "$MNT/tree") ||
+	soft_fail "get-default on the default's mount"
+fs_umount
+fs_mount -o subvolid=5
+for d in sv/tree snap1/tree; do
+	[ -d "$MNT/$d" ] || fail "subvolid=5 does not show the top level ($d)"
+done
+[ "$(id_of "$MNT")" = 5 ] || soft_fail "subvolid=5: the root is subvolume $(id_of "$MNT")"
+# ID PATH, as btrfs
+"$ARBOR" sub set-default "$SNAP1_ID" "$MNT" >/dev/null || fail "set-default $SNAP1_ID failed"
+grep -qx "ID $SNAP1_ID gen [0-9]* top level 5 path snap1" < <("$ARBOR" sub get-default "$MNT") ||
+	soft_fail "get-default after set-default $SNAP1_ID: $("$ARBOR" sub get-default "$MNT" 2>&1)"
+expect_fail 1 "default subvolume" "$ARBOR" sub delete "$MNT/snap1"
+[ -d "$MNT/snap1/tree" ] || fail "a refused delete of the default removed it"
+fs_umount
+fs_mount
+[ "$(cat "$MNT/tree/f13")" = changed-in-snap ] || fail "a mount without options does not show the default snap1"
+fs_umount
+fs_mount -o subvolid=5
+# 0 is the top level, as btrfs
+"$ARBOR" sub set-default 0 "$MNT" >/dev/null || fail "set-default 0 failed"
+[ "$("$ARBOR" sub get-default "$MNT")" = "ID 5 (FS_TREE)" ] || soft_fail "set-default 0 did not make 5 the default"
+fs_umount
+fs_mount
+[ -d "$MNT/sv/tree" ] || fail "the top level is not mounted after set-default 0"
+fs_umount
+
+log "the default subvolume with --image"
+[ "$("$ARBOR" sub get-default --image "$IMG")" = "ID 5 (FS_TREE)" ] || soft_fail "get-default --image"
+"$ARBOR" sub set-default --image "$IMG" /snap1 >"$TMP/out" || fail "set-default --image /snap1 failed"
+grep -q "ID $SNAP1_ID (snap1)" "$TMP/out" || soft_fail "set-default --image says: $(cat "$TMP/out")"
+grep -qx "ID $SNAP1_ID gen [0-9]* top level 5 path snap1" < <("$ARBOR" sub get-default --image "$IMG" /) ||
+	soft_fail "get-default --image after set-default"
+# the library's refusal (no check of the command's own before it)
+expect_fail 1 "default subvolume cannot be deleted" "$ARBOR" sub delete --image "$IMG" /snap1
+expect_fail 1 "no such subvolume" "$ARBOR" sub set-default --image "$IMG" 999999 /
+"$ARBOR" sub set-default --image "$IMG" "$SV_ID" / >/dev/null || fail "set-default --image $SV_ID failed"
+check_fsck
+fs_mount
+[ "$(cat "$MNT/marker")" = root-of-sv ] || fail "set-default --image: the mount does not show sv"
+fs_umount
+"$ARBOR" sub set-default --image "$IMG" 5 / >/dev/null || fail "set-default --image 5 failed"
+fs_mount
+[ -d "$MNT/sv/tree" ] || fail "set-default --image 5: the top level is not mounted"
+fs_umount
 check_fsck
 finish

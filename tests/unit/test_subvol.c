@@ -896,10 +896,135 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/* ---- the default subvolume ---------------------------------------------- */
+
+static uint64_t get_default(void)
+{
+	uint64_t id = 0;
+
+	ck_assert_int_eq(arb_subvol_get_default(fs, &id), 0);
+	return id;
+}
+
+START_TEST(test_default)
+{
+	struct arb_key k = { ARB_FS_TREE_ID, ARB_SUBVOL_ITEM, 0 };
+	uint64_t sv, ro, sv_id, ro_id;
+
+	/* a new filesystem: tree 5, and setting it writes nothing */
+	ck_assert_uint_eq(get_default(), 5);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 5), 0);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 0), 0);
+	fs_lock(fs);
+	ck_assert(!fs_item_exists(fs->vol->tree_root, &k));
+	fs_unlock(fs);
+	/* only 5 or a subvolume that exists */
+	ck_assert_int_eq(arb_subvol_set_default(fs, 256), -ENOENT);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 1), -ENOENT);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 6), -ENOENT);
+	ck_assert_int_eq(arb_subvol_set_default(fs, UINT64_MAX), -ENOENT);
+
+	sv = subvol(ROOT, "sv");
+	sv_id = arb_inum_tree(sv);
+	mkfile(sv, "f", "in sv");
+	ck_assert_int_eq(arb_subvol_set_default(fs, sv_id), 0);
+	ck_assert_uint_eq(get_default(), sv_id);
+	/* committed on return: a reopen (no sync) still has it */
+	reopen();
+	ck_assert_uint_eq(get_default(), sv_id);
+	sv = lookup(ROOT, "sv");
+	ck_assert_uint_eq(arb_inum_tree(sv), sv_id);
+
+	/* the default cannot be deleted */
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "sv"), -EBUSY);
+	ck_assert_uint_eq(lookup(ROOT, "sv"), sv);
+
+	/* a read-only snapshot may be the default; then sv may go */
+	ro = snap(sv, ROOT, "ro", ARB_SUBVOL_RDONLY);
+	ro_id = arb_inum_tree(ro);
+	ck_assert_int_eq(arb_subvol_set_default(fs, ro_id), 0);
+	ck_assert_uint_eq(get_default(), ro_id);
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "sv"), 0);
+	/* deleted (being cleaned, then gone): not a default any more */
+	ck_assert_int_eq(arb_subvol_set_default(fs, sv_id), -ENOENT);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_subvol_set_default(fs, sv_id), -ENOENT);
+	ck_assert_uint_eq(get_default(), ro_id);
+	check_clean();
+
+	/* back to tree 5 (stored as 0, as in images from before) */
+	ck_assert_int_eq(arb_subvol_set_default(fs, 5), 0);
+	ck_assert_uint_eq(get_default(), 5);
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "ro"), 0);
+	ck_assert_int_eq(arb_subvol_set_default(fs, ro_id), -ENOENT);
+	reopen();
+	ck_assert_uint_eq(get_default(), 5);
+
+	/* a read-only filesystem refuses the change, answers the question */
+	sv = subvol(ROOT, "sv2");
+	ck_assert_int_eq(arb_subvol_set_default(fs, arb_inum_tree(sv)), 0);
+	check_clean();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fopts.readonly = true;
+	fs_open_now();
+	ck_assert_uint_eq(get_default(), arb_inum_tree(sv));
+	ck_assert_int_eq(arb_subvol_set_default(fs, 5), -EROFS);
+}
+END_TEST
+
+/* fsck: a default that names a subvolume being deleted */
+START_TEST(test_default_check)
+{
+	struct arb_key k = { ARB_FS_TREE_ID, ARB_SUBVOL_ITEM, 0 };
+	struct arb_check_result r;
+	struct arb_subvol_item si;
+	struct arb_txn *t;
+	uint64_t sv, f, id;
+	bool found = false;
+
+	sv = subvol(ROOT, "sv");
+	id = arb_inum_tree(sv);
+	f = mkfile(sv, "f", "data");
+	/* pinned: the cleaner leaves it */
+	ck_assert_int_eq(arb_fs_open_inode(fs, f), 0);
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "sv"), 0);
+	check_clean();
+
+	fs_lock(fs);
+	ck_assert_int_eq(arb_lookup_item(fs->vol->tree_root, &k, &si,
+					 sizeof(si)),
+			 (int)sizeof(si));
+	arb_set_subvol_item_s_default_id(&si, id);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	ck_assert_int_eq(arb_update_item(t, fs->vol->tree_root, &k, &si,
+					 sizeof(si)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(arb_fs_check_records(fs, &r, NULL), -EUCLEAN);
+	for (size_t i = 0; i < r.nr; i++)
+		if (r.pb[i].id == ARB_PB_SUBVOL_LINK &&
+		    strstr(r.pb[i].detail, "default subvolume"))
+			found = true;
+	ck_assert(found);
+	arb_check_result_free(&r);
+	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
+	/* not for the teardown's check */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+}
+END_TEST
+
 static Suite *subvol_suite(void)
 {
 	Suite *s = suite_create("subvol");
 	TCase *tc = tcase_create("subvol");
+	TCase *tc_def = tcase_create("default");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
@@ -915,6 +1040,12 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_check_subvols);
 	tcase_add_test(tc, test_usage);
 	suite_add_tcase(s, tc);
+
+	tcase_add_checked_fixture(tc_def, setup, teardown);
+	tcase_set_timeout(tc_def, 120);
+	tcase_add_test(tc_def, test_default);
+	tcase_add_test(tc_def, test_default_check);
+	suite_add_tcase(s, tc_def);
 	return s;
 }
 

@@ -41,8 +41,9 @@ extern "C" {
  * fsync counts; 4: uring_requests, uring_threads, uring_starved; 5:
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
  * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
- * the subvolume ioctls (ARB_IOC_SUBVOL_*) */
-#define ARB_IOC_VERSION 10
+ * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
+ * ARB_IOC_SUBVOL_SET_DEFAULT */
+#define ARB_IOC_VERSION 11
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -444,12 +445,13 @@ struct arb_ioc_info {
  *                     directory (write and search, sticky bit)
  *   SET_FLAGS         the owner of the subvolume's root, uid 0 or
  *                     CAP_FOWNER
- *   INFO, LIST, PATH, WAIT   anyone
+ *   SET_DEFAULT       uid 0 or CAP_SYS_ADMIN
+ *   INFO, LIST, PATH, WAIT, GET_DEFAULT   anyone
  * Errors besides the usual: EEXIST the name exists, ENOTDIR the
  * descriptor is not a directory (CREATE/SNAPSHOT/DELETE), EINVAL the
  * source (SNAPSHOT) or the name (DELETE) is not a subvolume, EBUSY
- * deleting the filesystem tree or the subvolume the mount shows as its
- * root, ENOTEMPTY deleting a subvolume that holds another, EROFS the
+ * deleting the filesystem tree, the subvolume the mount shows as its
+ * root or the default subvolume, ENOTEMPTY deleting a subvolume that holds another, EROFS the
  * directory is in a read-only subvolume, ENOENT no such id (INFO, PATH,
  * WAIT).  CREATE, SNAPSHOT and DELETE answer once the kernel has dropped
  * its cached entry of the name: every process sees the change at once.
@@ -620,6 +622,23 @@ struct arb_ioc_subvol_wait {
 	__u64 reserved[14];
 };
 
+/*
+ * ARB_IOC_SUBVOL_GET_DEFAULT: the default subvolume, the one a mount
+ * without -o subvol= or subvolid= shows as its root (5: the filesystem
+ * tree).  Anyone may ask.  ARB_IOC_SUBVOL_SET_DEFAULT (uid 0 or
+ * CAP_SYS_ADMIN): make id the default, or (id 0) the subvolume holding
+ * the inode the descriptor names; committed when the ioctl returns, seen
+ * by the next mount.  ENOENT: no such subvolume, or one being deleted.
+ * The default cannot be deleted (EBUSY).  128 bytes.
+ */
+struct arb_ioc_subvol_default {
+	__u32 size;
+	__u32 version;
+	/* in (SET): the id, or 0; out: the default subvolume's id */
+	__u64 id;
+	__u64 reserved[14];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -647,6 +666,10 @@ struct arb_ioc_subvol_wait {
 #define ARB_IOC_SUBVOL_SET_FLAGS                                               \
 	_IOWR(ARB_IOC_MAGIC, 21, struct arb_ioc_subvol_flags)
 #define ARB_IOC_SUBVOL_WAIT _IOWR(ARB_IOC_MAGIC, 22, struct arb_ioc_subvol_wait)
+#define ARB_IOC_SUBVOL_GET_DEFAULT                                             \
+	_IOWR(ARB_IOC_MAGIC, 23, struct arb_ioc_subvol_default)
+#define ARB_IOC_SUBVOL_SET_DEFAULT                                             \
+	_IOWR(ARB_IOC_MAGIC, 24, struct arb_ioc_subvol_default)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -666,6 +689,7 @@ _Static_assert(sizeof(struct arb_ioc_subvol_list) == 8256, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_path) == 4096, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_default) == 128, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus

@@ -76,7 +76,8 @@ int arb_subvol_snapshot(struct arb_fs *fs, uint64_t src, uint64_t dir,
  * (committed on return), the tree's space comes back in the background
  * (arb_subvol_wait waits for it).  Files of it still open keep working
  * until released.  -EINVAL: name is not a subvolume; -EBUSY: it is the
- * filesystem tree or the subvolume this mount shows as its root;
+ * filesystem tree, the subvolume this mount shows as its root, or the
+ * default subvolume (arb_subvol_set_default another one first);
  * -ENOTEMPTY: it holds a subvolume link.
  */
 int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name);
@@ -109,6 +110,17 @@ int arb_subvol_path(struct arb_fs *fs, uint64_t id, char *buf, size_t size);
  */
 int arb_subvol_set_rdonly(struct arb_fs *fs, uint64_t ino, bool rdonly,
 			  bool *cleared_received);
+
+/*
+ * The default subvolume: the one a mount shows as its root when it is
+ * not told which (arborfs without -o subvol= or subvolid=).  Tree 5
+ * unless set.  set_default: id is ARB_INUM_FS_TREE (5) or a subvolume
+ * that exists and is not being deleted (-ENOENT otherwise); committed
+ * when the call returns.  -EROFS on a read-only filesystem.  Setting
+ * tree 5 on an image that never had a subvolume changes nothing.
+ */
+int arb_subvol_set_default(struct arb_fs *fs, uint64_t id);
+int arb_subvol_get_default(struct arb_fs *fs, uint64_t *id);
 
 /*
  * Bytes of the subvolume holding ino that no other subvolume shares
