@@ -840,7 +840,9 @@ out:
 	return rc;
 }
 
-static void print_json_entry(const struct sv *s)
+/* exclusive and shared bytes (show); NULL in a list */
+static void print_json_entry(const struct sv *s,
+			     const struct arb_ioc_subvol_usage *use)
 {
 	const struct arb_ioc_subvol_entry *e = &s->e;
 	char u[37], pu[37], ru[37];
@@ -861,7 +863,7 @@ static void print_json_entry(const struct sv *s)
 	       "\"stransid\": %llu, \"rtransid\": %llu, "
 	       "\"otime\": %lld.%09u, \"readonly\": %s, \"deleted\": %s, "
 	       "\"mount_root\": %s, \"uuid\": \"%s\", \"parent_uuid\": %s%s%s, "
-	       "\"received_uuid\": %s%s%s}",
+	       "\"received_uuid\": %s%s%s",
 	       (unsigned long long)e->parent_id,
 	       (unsigned long long)e->dir_ino,
 	       (unsigned long long)e->source_id, (unsigned long long)e->ino,
@@ -875,6 +877,14 @@ static void print_json_entry(const struct sv *s)
 	       *pu == '-' ? "" : "\"", *pu == '-' ? "null" : pu,
 	       *pu == '-' ? "" : "\"", *ru == '-' ? "" : "\"",
 	       *ru == '-' ? "null" : ru, *ru == '-' ? "" : "\"");
+	if (use)
+		printf(", \"exclusive\": %llu, \"shared\": %llu, "
+		       "\"meta_exclusive\": %llu, \"meta_shared\": %llu",
+		       (unsigned long long)use->exclusive,
+		       (unsigned long long)use->shared,
+		       (unsigned long long)use->meta_exclusive,
+		       (unsigned long long)use->meta_shared);
+	printf("}");
 }
 
 static int do_list(struct target *t, const char *path, bool json,
@@ -909,7 +919,7 @@ static int do_list(struct target *t, const char *path, bool json,
 			continue;
 		if (json) {
 			printf("%s\n ", first ? "" : ",");
-			print_json_entry(&c.v[i]);
+			print_json_entry(&c.v[i], NULL);
 			first = false;
 			continue;
 		}
@@ -979,8 +989,44 @@ out:
 	return rc;
 }
 
+/* exclusive and shared bytes of subvolume id (arb_subvol_usage) */
+static int usage_of(struct target *t, const char *path, uint64_t id,
+		    struct arb_ioc_subvol_usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	if (t->image) {
+		struct arb_subvol_usage su;
+		int ret = arb_subvol_usage(t->fs, arb_inum(id, ARB_ROOT_INO),
+					   &su);
+
+		if (ret) {
+			err("%s: subvolume %llu: usage: %s", t->image,
+			    (unsigned long long)id, arb_reason(ret, NULL));
+			return 1;
+		}
+		u->id = id;
+		u->exclusive = su.exclusive;
+		u->shared = su.shared;
+		u->meta_exclusive = su.meta_exclusive;
+		u->meta_shared = su.meta_shared;
+		return 0;
+	}
+
+	int fd = cli_open_mount(path), rc;
+
+	if (fd < 0)
+		return 1;
+	u->id = id;
+	rc = sv_ioctl(fd, path, ARB_IOC_SUBVOL_USAGE, u, "subvolume usage")
+		     ? 1
+		     : 0;
+	close(fd);
+	return rc;
+}
+
 static int do_show(struct target *t, const char *path, bool json)
 {
+	struct arb_ioc_subvol_usage us;
 	struct sv s;
 	uint64_t ino, mroot;
 	char u[37], pu[37], ru[37], ot[64], ct[64];
@@ -989,10 +1035,14 @@ static int do_show(struct target *t, const char *path, bool json)
 	if (t->image && image_open(t, false))
 		return 1;
 	rc = info_of(t, path, &s, &ino, &mroot);
+	if (!rc && !(s.e.flags & ARB_IOC_SUBVOL_DELETED))
+		rc = usage_of(t, path, s.e.id, &us);
+	else
+		memset(&us, 0, sizeof(us));
 	if (rc)
 		goto out;
 	if (json) {
-		print_json_entry(&s);
+		print_json_entry(&s, &us);
 		printf("\n");
 		goto out;
 	}
@@ -1026,6 +1076,14 @@ static int do_show(struct target *t, const char *path, bool json)
 		printf("\tSend/receive gen:\t%llu / %llu\n",
 		       (unsigned long long)s.e.stransid,
 		       (unsigned long long)s.e.rtransid);
+	/* exact, from the reference counts (arb_subvol_usage) */
+	printf("\tExclusive data:\t\t%llu bytes\n",
+	       (unsigned long long)us.exclusive);
+	printf("\tShared data:\t\t%llu bytes\n", (unsigned long long)us.shared);
+	printf("\tExclusive metadata:\t%llu bytes\n",
+	       (unsigned long long)us.meta_exclusive);
+	printf("\tShared metadata:\t%llu bytes\n",
+	       (unsigned long long)us.meta_shared);
 	if (!t->image && s.e.id == mroot)
 		printf("\tMounted as the root of this mount\n");
 out:

@@ -763,6 +763,8 @@ static size_t subvol_size(unsigned int cmd)
 	case ARB_IOC_SUBVOL_GET_DEFAULT:
 	case ARB_IOC_SUBVOL_SET_DEFAULT:
 		return sizeof(struct arb_ioc_subvol_default);
+	case ARB_IOC_SUBVOL_USAGE:
+		return sizeof(struct arb_ioc_subvol_usage);
 	}
 	return 0;
 }
@@ -780,6 +782,7 @@ bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		struct arb_ioc_subvol_flags f;
 		struct arb_ioc_subvol_wait w;
 		struct arb_ioc_subvol_default d;
+		struct arb_ioc_subvol_usage u;
 	} *in = NULL, *out = NULL;
 	struct arb_subvol_info si;
 	int ret;
@@ -871,6 +874,22 @@ bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 	case ARB_IOC_SUBVOL_SET_DEFAULT:
 		ret = ioc_set_default(req, nodeid, &in->d, &out->d);
 		break;
+	case ARB_IOC_SUBVOL_USAGE: {
+		struct arb_subvol_usage u = { 0 };
+		uint64_t ino = in->u.id ? arb_inum(in->u.id, ARB_ROOT_INO)
+					: afs_node_ino(nodeid);
+		bool ok;
+
+		(void)arb_inum_slot(in->u.id ? in->u.id : ARB_INUM_FS_TREE,
+				    &ok);
+		ret = ok ? arb_subvol_usage(afs->fs, ino, &u) : -ENOENT;
+		out->u.id = arb_inum_tree(ino);
+		out->u.exclusive = u.exclusive;
+		out->u.shared = u.shared;
+		out->u.meta_exclusive = u.meta_exclusive;
+		out->u.meta_shared = u.meta_shared;
+		break;
+	}
 	default:
 		ret = -ENOTTY;
 		break;

@@ -553,6 +553,31 @@ fs_umount
 "$ARBOR" sub set-default --image "$IMG" 5 / >/dev/null || fail "set-default --image 5 failed"
 fs_mount
 [ -d "$MNT/sv/tree" ] || fail "set-default --image 5: the top level is not mounted"
+
+log "exclusive and shared bytes (show), exact"
+"$ARBOR" sub create "$MNT/u" >/dev/null || fail "create u"
+head -c 1048576 /dev/urandom >"$MNT/u/one"
+sync -f "$MNT"
+"$ARBOR" sub show --json "$MNT/u" >"$TMP/u.json" || fail "show u"
+[ "$(json "$TMP/u.json" 'j["exclusive"], j["shared"]')" = "1048576 0" ] ||
+	fail "u alone: $(cat "$TMP/u.json")"
+"$ARBOR" sub snapshot -r "$MNT/u" "$MNT/u-snap" >/dev/null || fail "snapshot u"
+"$ARBOR" sub show --json "$MNT/u" >"$TMP/u.json" || fail "show u"
+"$ARBOR" sub show --json "$MNT/u-snap" >"$TMP/us.json" || fail "show u-snap"
+[ "$(json "$TMP/u.json" 'j["exclusive"], j["shared"]')" = "0 1048576" ] ||
+	fail "u after a snapshot: $(cat "$TMP/u.json")"
+[ "$(json "$TMP/us.json" 'j["exclusive"], j["shared"]')" = "0 1048576" ] ||
+	fail "u-snap: $(cat "$TMP/us.json")"
+head -c 65536 /dev/urandom >"$MNT/u/two"
+sync -f "$MNT"
+"$ARBOR" sub show "$MNT/u" >"$TMP/u.txt" || fail "show u"
+grep -q "Exclusive data:.*65536 bytes" "$TMP/u.txt" || fail "u's new file: $(cat "$TMP/u.txt")"
+"$ARBOR" sub delete "$MNT/u" >/dev/null && "$ARBOR" sub sync "$MNT" >/dev/null || fail "delete u"
+"$ARBOR" sub show --json "$MNT/u-snap" >"$TMP/us.json" || fail "show u-snap"
+[ "$(json "$TMP/us.json" 'j["exclusive"], j["shared"]')" = "1048576 0" ] ||
+	fail "u-snap alone: $(cat "$TMP/us.json")"
 fs_umount
+"$ARBOR" sub show --json --image "$IMG" /u-snap >"$TMP/us.json" || fail "show --image"
+[ "$(json "$TMP/us.json" 'j["exclusive"]')" = 1048576 ] || fail "show --image: $(cat "$TMP/us.json")"
 check_fsck
 finish

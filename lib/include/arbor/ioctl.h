@@ -42,8 +42,8 @@ extern "C" {
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
  * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
  * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
- * ARB_IOC_SUBVOL_SET_DEFAULT */
-#define ARB_IOC_VERSION 11
+ * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE */
+#define ARB_IOC_VERSION 12
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -639,6 +639,27 @@ struct arb_ioc_subvol_default {
 	__u64 reserved[14];
 };
 
+/*
+ * ARB_IOC_SUBVOL_USAGE: the bytes of subvolume id (0: the one holding the
+ * inode the descriptor names) that no other subvolume shares, and those
+ * it shares (arb_subvol_usage: exact, from the reference counts; walks
+ * the subvolume's tree, so it takes time on a large one).  Anyone may
+ * ask.  128 bytes.
+ */
+struct arb_ioc_subvol_usage {
+	__u32 size;
+	__u32 version;
+	/* in: the id, or 0; out: the id */
+	__u64 id;
+	/* out: data extents, whole */
+	__u64 exclusive;
+	__u64 shared;
+	/* out: tree nodes, every copy */
+	__u64 meta_exclusive;
+	__u64 meta_shared;
+	__u64 reserved[10];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -670,6 +691,8 @@ struct arb_ioc_subvol_default {
 	_IOWR(ARB_IOC_MAGIC, 23, struct arb_ioc_subvol_default)
 #define ARB_IOC_SUBVOL_SET_DEFAULT                                             \
 	_IOWR(ARB_IOC_MAGIC, 24, struct arb_ioc_subvol_default)
+#define ARB_IOC_SUBVOL_USAGE                                                   \
+	_IOWR(ARB_IOC_MAGIC, 25, struct arb_ioc_subvol_usage)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -688,6 +711,7 @@ _Static_assert(sizeof(struct arb_ioc_subvol_info) == 576, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_list) == 8256, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_path) == 4096, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_subvol_usage) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_default) == 128, "ioctl ABI");
 #endif
