@@ -313,20 +313,19 @@ class Crash:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             time.sleep(self.rnd.uniform(0, self.a.clean_window))
-            for n, fd in held:
-                # an open file of a deleted subvolume still reads
-                os.lseek(fd, 0, os.SEEK_SET)
-                d = b""
-                while True:
-                    b = os.read(fd, 1 << 20)
-                    if not b:
-                        break
-                    d += b
+            while held:
+                # an open file of a deleted subvolume still reads; each
+                # leaves the list before it is closed, so that the
+                # finally below never closes a number twice (another
+                # thread's descriptor may have it by then)
+                n, fd = held.pop(0)
+                try:
+                    d = self.read_fd(fd)
+                finally:
+                    os.close(fd)
                 if sha(d) != self.snaps[n]["own"]:
                     self.errors.append("%s/own, open across its delete, reads "
                                        "other bytes" % n)
-                os.close(fd)
-            held = []
             rc = sync.wait(self.a.sync_timeout)
         finally:
             for _, fd in held:
@@ -340,6 +339,16 @@ class Crash:
         if rc != 0:
             raise Died(sync.stderr.read().decode(errors="replace").strip())
         box["synced"] = True
+
+    @staticmethod
+    def read_fd(fd):
+        os.lseek(fd, 0, os.SEEK_SET)
+        d = b""
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return d
+            d += b
 
     def prepare_clean(self):
         """writable snapshots with exclusive data and nodes"""
