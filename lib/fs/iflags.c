@@ -154,8 +154,15 @@ int arb_fs_set_flags(struct arb_fs *fs, uint64_t ino, uint32_t flags)
 		goto out;
 	}
 	/* as chmod: the reserve, so that a full filesystem can still be
-	 * cleaned up after chattr -i */
-	ret = fs_op_begin(fs, &t, ino, 0, ARB_OP_RESERVE);
+	 * cleaned up after chattr -i; taking IMMUTABLE or APPEND away may
+	 * use all of it, as deleting a subvolume may (a file left
+	 * protected on a full disk could not be deleted at all) */
+	ret = fs_op_begin(fs, &t, ino, 0,
+			  (in.flags & ARB_INODE_PROTECTED) &&
+					  !(fl_to_iflags(flags) &
+					    ARB_INODE_PROTECTED)
+				  ? ARB_OP_LAST
+				  : ARB_OP_RESERVE);
 	if (ret)
 		goto out;
 	in.flags = (in.flags & ~ARB_INODE_SETTABLE) | fl_to_iflags(flags);
