@@ -296,7 +296,7 @@ static int dir_is_under(struct arb_fs *fs, uint64_t dir, uint64_t anc,
  * snapshot took along, fs_subvol_resolve): those do not count, and go
  * with the directory's items.
  */
-static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
+int fs_dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
 {
 	struct fs_tree *tr = fs_tree_of(fs, dir);
 	struct arb_key k = { fs_obj(dir), ARB_DIR_INDEX, 0 };
@@ -1055,10 +1055,13 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	ret = fs_inode_read(fs, ino, &in);
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
-	/* a subvolume goes through arb_subvol_delete (as btrfs before 4.18:
-	 * an rmdir of one is refused) */
-	if (!ret && rmdir && fs_tree_of(fs, ino) != fs_tree_of(fs, dir))
-		ret = -EPERM;
+	/* an empty subvolume goes with rmdir, as on btrfs since 4.18 (with
+	 * the permissions of an rmdir; `arbor subvolume delete` takes a full
+	 * one and needs privilege) */
+	if (!ret && rmdir && fs_tree_of(fs, ino) != fs_tree_of(fs, dir)) {
+		ret = fs_subvol_unlink(fs, dir, name, len, true);
+		goto out;
+	}
 	if (ret)
 		goto out;
 	if (rmdir) {
@@ -1066,7 +1069,7 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			ret = -ENOTDIR;
 			goto out;
 		}
-		ret = dir_is_empty(fs, ino, &empty);
+		ret = fs_dir_is_empty(fs, ino, &empty);
 		if (ret)
 			goto out;
 		if (!empty) {
@@ -1354,7 +1357,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 				goto out;
 			}
 			if (dst_dir) {
-				ret = dir_is_empty(fs, dst_ino, &empty);
+				ret = fs_dir_is_empty(fs, dst_ino, &empty);
 				if (ret)
 					goto out;
 				if (!empty) {

@@ -317,6 +317,13 @@ int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out);
 int fs_tree_open_ino(struct arb_fs *fs, uint64_t ino);
 /* take a dropped tree out of the table (lock held) */
 void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr);
+/* Is directory dir empty?  Stale subvolume links do not count (dir.c). */
+int fs_dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty);
+/* lib/subvol: unlink the subvolume linked at dir/name (lock held) and
+ * leave it to the cleaner; empty: only if its root directory is empty
+ * (ENOTEMPTY otherwise), as an rmdir */
+int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
+		     size_t len, bool empty);
 /* lib/subvol: drop one deleted subvolume none of whose inodes is pinned
  * (lock held): 1 done, 0 none, <0 error */
 int fs_subvol_clean(struct arb_fs *fs);

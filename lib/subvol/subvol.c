@@ -334,7 +334,13 @@ int arb_subvol_snapshot(struct arb_fs *fs, uint64_t src, uint64_t dir,
 
 /* ---- delete and the cleaner -------------------------------------------- */
 
-int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
+/*
+ * Unlink the subvolume linked at dir/name and record it for the cleaner
+ * (lock held).  empty: refuse with ENOTEMPTY unless its root directory
+ * is empty (an rmdir).
+ */
+int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
+		     size_t len, bool empty)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, 0 };
 	struct arb_inode din, in;
@@ -343,14 +349,9 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	struct timespec now;
 	uint64_t ino, seq, parent, def;
 	uint8_t dummy = 0;
-	bool children;
-	size_t len;
+	bool children, is_empty;
 	int ret;
 
-	ret = fs_check_name(name, &len);
-	if (ret)
-		return ret;
-	fs_lock(fs);
 	ret = fs_inode_read(fs, dir, &din);
 	if (!ret && !S_ISDIR(din.mode))
 		ret = -ENOTDIR;
@@ -358,20 +359,22 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 		ret = fs_dir_find(fs, dir, name, len, &ino, &seq, NULL);
 	if (ret == -ESTALE)
 		ret = -ENOENT;
+	if (!ret)
+		ret = fs_inode_read(fs, ino, &in);
 	if (ret)
-		goto out;
-	ret = fs_inode_read(fs, ino, &in);
-	if (ret)
-		goto out;
+		return ret;
 	tr = fs_tree_of(fs, ino);
 	parent = fs_tree_of(fs, dir)->id;
-	if (tr == fs_tree_of(fs, dir) || fs_obj(ino) != ARB_FIRST_INO) {
-		ret = -EINVAL; /* not a subvolume */
-		goto out;
-	}
+	if (tr == fs_tree_of(fs, dir) || fs_obj(ino) != ARB_FIRST_INO)
+		return -EINVAL; /* not a subvolume */
 	ret = has_children(fs, tr->id, &children);
 	if (!ret && children)
 		ret = -ENOTEMPTY;
+	if (!ret && empty) {
+		ret = fs_dir_is_empty(fs, ino, &is_empty);
+		if (!ret && !is_empty)
+			ret = -ENOTEMPTY;
+	}
 	if (!ret)
 		ret = default_read(fs, &def);
 	if (!ret && def == tr->id)
@@ -379,10 +382,10 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
 	if (ret)
-		goto out;
+		return ret;
 	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_LAST);
 	if (ret)
-		goto out;
+		return ret;
 	fs_now(&now);
 	ret = fs_dent_del(fs, t, &din, name, len, seq, &now);
 	if (ret)
@@ -411,7 +414,19 @@ out_end:
 		fs->clean_pending = true;
 		pthread_cond_signal(&fs->cond); /* the cleaner */
 	}
-out:
+	return ret;
+}
+
+int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
+{
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	fs_lock(fs);
+	ret = fs_subvol_unlink(fs, dir, name, len, false);
 	fs_unlock(fs);
 	return ret;
 }

@@ -192,7 +192,9 @@ START_TEST(test_create)
 			 -EEXIST);
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "sv", 0755, &cred, &st),
 			 -EEXIST);
-	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -EPERM);
+	/* rmdir takes only an empty subvolume */
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "sv"), -EISDIR);
 	/* a link moves within its tree, to a free name only */
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
 	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0),
@@ -430,6 +432,55 @@ START_TEST(test_delete_and_clean)
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "plain", 0755, &cred, &st),
 			 0);
 	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "plain"), -EINVAL);
+}
+END_TEST
+
+/* rmdir of an empty subvolume deletes it, as on btrfs since 4.18 */
+START_TEST(test_rmdir_empty)
+{
+	struct counts c = { 0 };
+	struct arb_stat st;
+	uint64_t sv, ro, inner, id, d;
+
+	sv = subvol(ROOT, "sv");
+	id = arb_inum_tree(sv);
+	/* a directory in it: not empty */
+	ck_assert_int_eq(arb_fs_mkdir(fs, sv, "d", 0755, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, sv, "d"), 0);
+	/* a nested subvolume: not empty either */
+	inner = subvol(sv, "inner");
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, sv, "inner"), 0);
+	ck_assert_uint_eq(lookup(sv, "inner"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, inner, &st), -ENOENT);
+
+	/* an empty read-only snapshot of it goes too */
+	ro = snap(sv, ROOT, "ro", ARB_SUBVOL_RDONLY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ro, "x"), -ENOENT);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "ro"), 0);
+	ck_assert_uint_eq(lookup(ROOT, "ro"), 0);
+
+	/* the default one is refused, as by subvolume delete */
+	ck_assert_int_eq(arb_subvol_set_default(fs, id), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -EBUSY);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 5), 0);
+
+	/* in a subdirectory; committed on return: gone after a reopen */
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "dir", 0755, &cred, &st), 0);
+	d = st.ino;
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", d, "sv", 0), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, d, "sv"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, d, &st), 0);
+	ck_assert_uint_eq(st.nlink, 2);
+	reopen();
+	ck_assert_uint_eq(lookup(lookup(ROOT, "dir"), "sv"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_subvol_list(fs, count_fn, &c), 0);
+	ck_assert_int_eq(c.n, 1);
+	ck_assert_int_eq(c.deleted, 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "dir"), 0);
 }
 END_TEST
 
@@ -1032,6 +1083,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_snapshot_independent);
 	tcase_add_test(tc, test_nested_link_in_snapshot);
 	tcase_add_test(tc, test_delete_and_clean);
+	tcase_add_test(tc, test_rmdir_empty);
 	tcase_add_test(tc, test_clean_after_remount);
 	tcase_add_test(tc, test_subvol_orphans);
 	tcase_add_test(tc, test_snapshot_of_orphan);
