@@ -947,6 +947,91 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/*
+ * A thousand snapshots of a changing tree, some written to, then deleted
+ * in random order: fsck clean with all of them, usage back at the end.
+ */
+START_TEST(test_many_snapshots)
+{
+	const int nsnap = TU_SCALE(1000, 3000), nfiles = 40;
+	uint64_t seed = tu_seed("many_snapshots"), *ids, d, f;
+	struct arb_fs_usage u0, u1;
+	struct arb_stat st;
+	char name[32], data[8192];
+	int i, j, *order;
+
+	ids = calloc((size_t)nsnap, sizeof(*ids));
+	order = calloc((size_t)nsnap, sizeof(*order));
+	ck_assert(ids && order);
+	memset(data, 'a', sizeof(data));
+	for (i = 0; i < nfiles; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		f = mkfile(ROOT, name, NULL);
+		ck_assert_int_eq(arb_fs_write(fs, f, data, sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+	}
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "snaps", 0755, &cred, &st),
+			 0);
+	d = st.ino;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
+
+	for (i = 0; i < nsnap; i++) {
+		/* the source changes between snapshots */
+		snprintf(name, sizeof(name), "f%d",
+			 (int)tu_rand_range(&seed, (uint64_t)nfiles));
+		data[0] = (char)('a' + i % 26);
+		ck_assert_int_eq(arb_fs_write(fs, lookup(ROOT, name), data,
+					      sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+		snprintf(name, sizeof(name), "s%d", i);
+		ids[i] = arb_inum_tree(snap(ROOT, d, name,
+					    i % 2 ? ARB_SUBVOL_RDONLY : 0));
+		order[i] = i;
+		/* and some snapshots too: nodes of their own */
+		if (i % 14 == 0) { /* even: writable */
+			f = lookup(lookup(d, name), "f0");
+			ck_assert_int_eq(arb_fs_write(fs, f, "own", 3, 100), 3);
+		}
+	}
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	ck_assert_uint_gt(USED(u1), USED(u0));
+	reopen(); /* fsck with every snapshot, before and after a reopen */
+
+	/* the contents of one snapshot in the middle */
+	snprintf(name, sizeof(name), "s%d", nsnap / 2);
+	f = lookup(lookup(lookup(ROOT, "snaps"), name), "f0");
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.size, sizeof(data));
+
+	for (i = nsnap - 1; i > 0; i--) {
+		j = (int)tu_rand_range(&seed, (uint64_t)i + 1);
+		int tmp = order[i];
+		order[i] = order[j];
+		order[j] = tmp;
+	}
+	d = lookup(ROOT, "snaps");
+	for (i = 0; i < nsnap; i++) {
+		snprintf(name, sizeof(name), "s%d", order[i]);
+		ck_assert_int_eq(arb_subvol_delete(fs, d, name), 0);
+		if (i == nsnap / 2) {
+			ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+			check_clean();
+		}
+	}
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	/* what the snapshots held is free again; the source is as big */
+	ck_assert_uint_le(USED(u1), USED(u0) + 256 * 1024);
+	ck_assert_int_eq(arb_fs_getattr(fs, arb_inum(ids[0], ROOT), &st),
+			 -ENOENT);
+	free(ids);
+	free(order);
+}
+END_TEST
+
 /* ---- the default subvolume ---------------------------------------------- */
 
 static uint64_t get_default(void)
@@ -1091,6 +1176,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
 	tcase_add_test(tc, test_usage);
+	tcase_add_test(tc, test_many_snapshots);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(tc_def, setup, teardown);
