@@ -426,13 +426,23 @@ static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 	arb_node_put(vol, n);
 }
 
+/*
+ * From the superblock's pointer to the root tree: the last committed
+ * one.  The extent tree changes only at a commit (delayed references),
+ * so on a mounted filesystem with a transaction running, the committed
+ * trees are what it counts; the root tree's root in memory may already
+ * be a copy whose reference is still delayed (a rename of a subvolume
+ * link changes the root tree without committing).  ROOT_ITEMs of the
+ * other trees are written at a commit too: below the committed root they
+ * agree with it.
+ */
 void ck_walk_trees(struct ck *c)
 {
-	struct arb_node *root = c->vol->tree_root->node;
+	const struct arb_super *sb = &c->vol->super;
 
-	/* the superblock's pointer to the root tree */
-	walk(c, root->bytenr, root->mirror, arb_node_gen(root),
-	     arb_level(root), NULL, NULL, true, ARB_ROOT_TREE_ID);
+	walk(c, arb_super_s_root(sb), arb_super_s_root_mirror(sb),
+	     arb_super_s_root_generation(sb), arb_super_s_root_level(sb),
+	     NULL, NULL, true, ARB_ROOT_TREE_ID);
 }
 
 static int cmp_exp(const void *a, const void *b)
