@@ -188,6 +188,7 @@ START_TEST(test_create)
 	f = mkfile(sv, "f", "in sv");
 	ck_assert_uint_eq(arb_inum_tree(f), 256);
 	ck_assert_uint_eq(lookup(ROOT, "f"), 0);
+	check_clean();
 	ck_assert_int_eq(arb_subvol_create(fs, ROOT, "sv", 0755, &cred, &st),
 			 -EEXIST);
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "sv", 0755, &cred, &st),
@@ -195,10 +196,27 @@ START_TEST(test_create)
 	/* rmdir takes only an empty subvolume */
 	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
 	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "sv"), -EISDIR);
-	/* a link moves within its tree, to a free name only */
+	/* a link moves within its tree, to a free name or over an empty
+	 * directory */
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
-	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0),
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "full", 0755, &cred, &st), 0);
+	mkfile(st.ino, "x", "x");
+	mkfile(ROOT, "afile", "a");
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here",
+				       RENAME_NOREPLACE),
 			 -EEXIST);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "full", 0),
+			 -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "afile", 0),
+			 -ENOTDIR);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0), 0);
+	ck_assert_uint_eq(lookup(ROOT, "here"), sv);
+	ck_assert_uint_eq(lookup(ROOT, "sv"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, ROOT, &st), 0);
+	ck_assert_uint_eq(st.nlink, 4); /* ., .., full, here */
+	check_clean();
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "here", ROOT, "sv", 0), 0);
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
 	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", lookup(ROOT, "here"),
 				       "sv2", 0),
 			 0);
