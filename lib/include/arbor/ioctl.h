@@ -167,7 +167,8 @@ struct arb_ioc_usage {
 	x(CREATE, 29, "create")                                                \
 	x(FALLOCATE, 30, "fallocate")                                          \
 	x(LSEEK, 31, "lseek")                                                  \
-	x(IOCTL, 32, "ioctl")
+	x(IOCTL, 32, "ioctl")                                                  \
+	x(COPY_FILE_RANGE, 33, "copy_file_range")
 
 enum arb_ioc_op {
 #define ARB_IOC_OP_ENUM(n, v, s) ARB_IOC_OP_##n = v,

@@ -1,0 +1,151 @@
+#!/bin/bash
+# reflink.sh - cp shares data: copy_file_range(2) within a mount reaches
+# the daemon (FUSE_COPY_FILE_RANGE) and shares the block-aligned part of
+# the range (lib/fs/clone.c).
+#
+# A plain `cp` of a large file uses no new data space and is the same
+# bytes; overwriting 1 MiB of the copy uses about 1 MiB and leaves the
+# original alone; deleting either copy frees nothing until the last one
+# goes.  Copies across subvolumes and out of read-only snapshots,
+# overlapping ranges of one file (EINVAL), unaligned and incongruent
+# ranges, holes and inline files are checked against the bytes Python
+# copies; everything survives a remount and fsck -n.
+. "$(dirname "$0")/lib.sh" "$@"
+
+ARBOR=$BUILD/cli/arbor
+MiB=$((1 << 20))
+size_mib=256
+[ "$SCALE" = full ] && size_mib=1024
+
+# free bytes of the mount after a commit (twice: the second releases what
+# the first freed)
+free_bytes() {
+	sync -f "$MNT"
+	sync -f "$MNT"
+	python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print(s.f_bfree*s.f_frsize)' "$MNT"
+}
+
+fs_mkfs -s $((size_mib * 3 + 512))M
+fs_mount
+"$ARBOR" filesystem stats --reset "$MNT" >/dev/null
+
+log "cp of a $size_mib MiB file shares it"
+head -c $((size_mib * MiB + 1234)) /dev/urandom >"$MNT/big"
+sum=$(md5sum <"$MNT/big")
+f0=$(free_bytes)
+cp "$MNT/big" "$MNT/copy"
+f1=$(free_bytes)
+log "clone used $(((f0 - f1) / 1024)) KiB"
+[ $((f0 - f1)) -lt $((4 * MiB)) ] || fail "cp used $((f0 - f1)) bytes"
+[ "$(op_count copy_file_range)" -gt 0 ] || fail "cp sent no copy_file_range"
+[ "$(md5sum <"$MNT/copy")" = "$sum" ] || fail "copy differs"
+[ "$(stat -c %s "$MNT/copy")" = $((size_mib * MiB + 1234)) ] || fail "copy size"
+
+log "overwriting 1 MiB of the copy takes about 1 MiB"
+head -c $MiB /dev/urandom >"$TMP/mid"
+dd if="$TMP/mid" of="$MNT/copy" bs=$MiB seek=7 conv=notrunc status=none
+f2=$(free_bytes)
+log "overwrite used $(((f1 - f2) / 1024)) KiB"
+[ $((f1 - f2)) -ge $MiB ] && [ $((f1 - f2)) -lt $((3 * MiB)) ] ||
+	fail "overwrite of 1 MiB used $((f1 - f2)) bytes"
+[ "$(md5sum <"$MNT/big")" = "$sum" ] || fail "original changed"
+cmp -s <(dd if="$MNT/copy" bs=$MiB skip=7 count=1 status=none) "$TMP/mid" ||
+	fail "overwritten part of the copy"
+
+fs_remount
+[ "$(md5sum <"$MNT/big")" = "$sum" ] || fail "original after remount"
+python3 - "$MNT/big" "$MNT/copy" "$TMP/mid" <<'EOF' || fail "copy after remount"
+import sys
+a, b, mid = (open(p, "rb").read() for p in sys.argv[1:])
+M = 1 << 20
+assert b[:7 * M] == a[:7 * M] and b[8 * M:] == a[8 * M:] and b[7 * M:8 * M] == mid
+EOF
+log "deleting the original frees nothing, the last copy everything"
+rm "$MNT/big"
+f3=$(free_bytes)
+[ $((f3 - f2)) -lt $((2 * MiB)) ] || fail "rm of the original freed $((f3 - f2)) bytes"
+rm "$MNT/copy"
+f4=$(free_bytes)
+[ $((f4 - f3)) -ge $((size_mib * MiB)) ] || fail "rm of the last copy freed $((f4 - f3)) bytes"
+fs_umount
+check_fsck
+
+log "subvolumes, snapshots, ranges, holes, inline files"
+fs_mount
+"$ARBOR" subvolume create "$MNT/sv" >/dev/null || fail "subvolume create"
+head -c $((8 * MiB + 5)) /dev/urandom >"$MNT/sv/a"
+truncate -s $((12 * MiB)) "$MNT/sv/a"       # a hole at the end
+head -c 700 /dev/urandom >"$MNT/sv/small"  # inline
+"$ARBOR" subvolume snapshot -r "$MNT/sv" "$MNT/snap" >/dev/null || fail "snapshot"
+cp "$MNT/sv/a" "$MNT/a1"                    # across subvolumes
+cp "$MNT/snap/a" "$MNT/sv/a2"               # out of a read-only snapshot
+cp "$MNT/snap/small" "$MNT/small"
+cmp "$MNT/sv/a" "$MNT/a1" || fail "copy across subvolumes"
+cmp "$MNT/sv/a" "$MNT/sv/a2" || fail "copy out of a snapshot"
+cmp "$MNT/sv/small" "$MNT/small" || fail "inline copy"
+python3 - "$MNT" <<'EOF' || fail "copy_file_range against Python's bytes"
+import os, random, sys
+mnt = sys.argv[1]
+os.chdir(mnt)
+rnd = random.Random(28)
+names = ["r0", "r1", "sv/r2"]
+model = {}
+for n in names:
+    data = bytearray(rnd.randbytes(rnd.randrange(1, 3 << 20)))
+    with open(n, "wb") as f:
+        f.write(data)
+    model[n] = data
+fds = {n: os.open(n, os.O_RDWR) for n in names}
+for step in range(300):
+    s, d = rnd.choice(names), rnd.choice(names)
+    src, dst = model[s], model[d]
+    kind = rnd.randrange(3)
+    soff = rnd.randrange(len(src) + 4096)
+    doff = rnd.randrange(len(dst) + 8192)
+    if kind == 0:
+        soff &= ~4095
+        doff &= ~4095
+    elif kind == 1:
+        doff = doff // 4096 * 4096 + soff % 4096
+    ln = rnd.choice([rnd.randrange(1, 200000), len(src) + 1, 4096 * rnd.randrange(1, 64)])
+    n = max(0, min(ln, len(src) - soff))
+    if doff + n > (8 << 20):
+        continue
+    if s == d and n and soff < doff + n and doff < soff + n:
+        try:
+            os.copy_file_range(fds[s], fds[d], ln, soff, doff)
+        except OSError as e:
+            assert e.errno == 22, e
+            continue
+        raise SystemExit("overlap not refused")
+    got = 0
+    while got < n:
+        r = os.copy_file_range(fds[s], fds[d], ln - got, soff + got, doff + got)
+        if r == 0:
+            break
+        got += r
+    assert got == n, (step, got, n)
+    chunk = bytes(src[soff:soff + n])
+    if doff > len(dst):
+        dst.extend(bytes(doff - len(dst)))
+    dst[doff:doff + n] = chunk
+    if step % 50 == 49:
+        for x in names:
+            with open(x, "rb") as f:
+                assert f.read() == model[x], (step, x)
+for x in names:
+    with open(x, "rb") as f:
+        assert f.read() == model[x], x
+    with open(x + ".want", "wb") as f:
+        f.write(model[x])
+EOF
+fs_remount
+for x in r0 r1 sv/r2; do
+	cmp "$MNT/$x" "$MNT/$x.want" || fail "$x after remount"
+done
+cmp "$MNT/sv/a" "$MNT/a1" || fail "copy across subvolumes after remount"
+"$ARBOR" subvolume show "$MNT/sv" >"$TMP/show" || fail "subvolume show"
+grep -qi "shared" "$TMP/show" || fail "subvolume show names no shared bytes"
+fs_umount
+check_fsck
+finish
