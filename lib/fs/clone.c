@@ -20,6 +20,16 @@
 /* bytes copied per read/write of the unshared parts */
 #define COPY_CHUNK (1u << 20)
 
+/* one sharing: source [sa, end) (block aligned) to da of the destination,
+ * whose size becomes at least dst_end */
+struct clone_job {
+	uint64_t src, sa, end;
+	uint64_t dst, da, dst_end;
+	/* deduplication: the destination's times stay, and the bytes count
+	 * as deduplicated, not cloned */
+	bool dedupe;
+};
+
 struct clone_piece {
 	uint64_t start, end; /* source file range, block aligned */
 	struct fs_ext e;
@@ -68,13 +78,14 @@ static int flush_both(struct arb_fs *fs, uint64_t src, uint64_t dst)
 /*
  * One step: share the source's extents from *pos (at most CLONE_BATCH of
  * them) into the destination at the same distance from da, and advance
- * *pos.  [sa, end) is the whole source range (block aligned); the
- * destination's size becomes at least dst_end where the step reaches it.
+ * *pos.  The destination's size becomes at least dst_end where the step
+ * reaches it.
  */
-static int clone_step(struct arb_fs *fs, uint64_t src, uint64_t sa,
-		      uint64_t end, uint64_t dst, uint64_t da,
-		      uint64_t dst_end, uint64_t *pos)
+static int clone_step(struct arb_fs *fs, const struct clone_job *j,
+		      uint64_t *pos)
 {
+	uint64_t src = j->src, sa = j->sa, end = j->end, dst = j->dst;
+	uint64_t da = j->da, dst_end = j->dst_end;
 	struct arb_root *root;
 	uint64_t obj = fs_obj(dst), q = *pos, from, to, shared = 0, meta;
 	struct clone_piece *pc;
@@ -187,11 +198,16 @@ static int clone_step(struct arb_fs *fs, uint64_t src, uint64_t sa,
 		to = dst_end;
 	if (to > din.size)
 		din.size = to;
-	fs_now(&now);
-	din.mtime = din.ctime = now;
+	if (!j->dedupe) {
+		fs_now(&now);
+		din.mtime = din.ctime = now;
+	}
 	ret = fs_inode_write(fs, t, &din);
 	if (!ret) {
-		fs->cloned_bytes += shared;
+		if (j->dedupe)
+			fs->deduped_bytes += shared;
+		else
+			fs->cloned_bytes += shared;
 		*pos = q;
 	}
 out_end:
@@ -201,6 +217,24 @@ out_cancel:
 	arb_txn_end(t);
 out_free:
 	free(pc);
+	return ret;
+}
+
+/* Share as job says, in steps.  Lock held, delayed data written
+ * (flush_both).  *done: source bytes shared, also on an error. */
+static int clone_run(struct arb_fs *fs, const struct clone_job *j,
+		     uint64_t *done)
+{
+	uint64_t pos = j->sa;
+	int ret = 0;
+
+	*done = 0;
+	while (pos < j->end) {
+		ret = clone_step(fs, j, &pos);
+		*done = pos - j->sa;
+		if (ret)
+			break;
+	}
 	return ret;
 }
 
@@ -214,7 +248,7 @@ static int clone_locked(struct arb_fs *fs, uint64_t src, uint64_t sa,
 			uint64_t dst, uint64_t da, uint64_t n,
 			uint64_t dst_end, uint64_t *done)
 {
-	uint64_t pos = sa;
+	struct clone_job j = { src, sa, sa + n, dst, da, dst_end, false };
 	int ret;
 
 	*done = 0;
@@ -223,13 +257,7 @@ static int clone_locked(struct arb_fs *fs, uint64_t src, uint64_t sa,
 		return ret;
 	if (fs_has_inline(fs, src))
 		return 1;
-	while (pos < sa + n) {
-		ret = clone_step(fs, src, sa, sa + n, dst, da, dst_end, &pos);
-		*done = pos - sa;
-		if (ret)
-			return ret;
-	}
-	return 0;
+	return clone_run(fs, &j, done);
 }
 
 /* copy [soff, soff + len) of src to doff of dst as bytes; the bytes
@@ -361,5 +389,105 @@ ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 	return (ssize_t)(b - soff + (uint64_t)r);
 out_unlock:
 	fs_unlock(fs);
+	return ret;
+}
+
+/* bytes compared at a time by a deduplication */
+#define DEDUPE_CHUNK (1u << 20)
+
+int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
+			uint64_t dst, uint64_t doff, uint64_t len,
+			uint64_t *deduped)
+{
+	struct arb_inode sin, din;
+	struct clone_job j;
+	uint8_t *a = NULL, *b = NULL;
+	uint64_t bs, n, pos, done;
+	bool tail;
+	int ret;
+
+	*deduped = 0;
+	if (soff >= ARB_MAX_FILE_SIZE || doff >= ARB_MAX_FILE_SIZE)
+		return -EINVAL;
+	fs_lock(fs);
+	bs = fs->bs;
+	ret = fs_reg_inode_read(fs, src, &sin, -EINVAL);
+	if (!ret)
+		ret = fs_reg_inode_read(fs, dst, &din, -EINVAL);
+	if (ret)
+		goto out_unlock;
+	if (din.flags & (ARB_INODE_IMMUTABLE | ARB_INODE_APPEND)) {
+		ret = -EPERM;
+		goto out_unlock;
+	}
+	if (fs->readonly || fs_tree_of(fs, dst)->rdonly) {
+		ret = fs->shutdown ? -EIO : -EROFS;
+		goto out_unlock;
+	}
+	if (soff % bs || doff % bs) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	/* as the kernel's remap checks for FIDEDUPERANGE: the range is cut
+	 * at the source's end, must lie inside the destination, and ends on
+	 * a block unless it ends both files */
+	if (soff >= sin.size || !len) {
+		ret = 0;
+		goto out_unlock;
+	}
+	if (len > sin.size - soff)
+		len = sin.size - soff;
+	if (doff > din.size || len > din.size - doff) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	if (src == dst && soff < doff + len && doff < soff + len) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	tail = soff + len == sin.size && doff + len == din.size;
+	if (!tail)
+		len = len / bs * bs;
+	n = round_up_bs(len, bs);
+	if (!n) {
+		ret = 0;
+		goto out_unlock;
+	}
+	ret = flush_both(fs, src, dst);
+	if (ret)
+		goto out_unlock;
+	if (fs_has_inline(fs, src) || fs_has_inline(fs, dst)) {
+		/* small files: nothing to share */
+		ret = 0;
+		goto out_unlock;
+	}
+	a = malloc(DEDUPE_CHUNK);
+	b = malloc(DEDUPE_CHUNK);
+	if (!a || !b) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	/* byte for byte, under the lock: nothing changes them meanwhile */
+	for (pos = 0; pos < len; pos += DEDUPE_CHUNK) {
+		size_t c = len - pos < DEDUPE_CHUNK ? len - pos : DEDUPE_CHUNK;
+
+		ret = fs_read_locked(fs, src, soff + pos, c, a);
+		if (!ret)
+			ret = fs_read_locked(fs, dst, doff + pos, c, b);
+		if (ret)
+			goto out_unlock;
+		if (memcmp(a, b, c)) {
+			ret = ARB_DEDUPE_DIFFERS;
+			goto out_unlock;
+		}
+	}
+	j = (struct clone_job){ src, soff, soff + n, dst, doff, doff + len,
+				true };
+	ret = clone_run(fs, &j, &done);
+	*deduped = done < len ? done : len;
+out_unlock:
+	fs_unlock(fs);
+	free(a);
+	free(b);
 	return ret;
 }

@@ -257,6 +257,53 @@ static void op_copy(void)
 	memmove(d->data + doff, s->data + soff, n);
 }
 
+/* deduplication: sometimes of ranges made equal by a write first */
+static void op_dedupe(void)
+{
+	struct mfile *s = pick_file(false), *d = pick_file(true);
+	uint64_t soff = rand_off(s->size, true), doff = rand_off(d->size, true);
+	uint64_t len = BS * (1 + tu_rand_range(&rs, 24)), n, got = 7;
+	bool tail, same;
+	int r;
+
+	if (tu_rand_range(&rs, 4) == 0)
+		len = s->size + 1;
+	n = soff >= s->size ? 0 : s->size - soff;
+	if (len < n)
+		n = len;
+	if (tu_rand_range(&rs, 2) && n && doff + n <= d->size &&
+	    !(s == d && soff < doff + n && doff < soff + n)) {
+		ck_assert_int_eq(arb_fs_write(fs, d->ino, s->data + soff, n, doff),
+				 (ssize_t)n);
+		memcpy(d->data + doff, s->data + soff, n);
+	}
+	r = arb_fs_dedupe_range(fs, s->ino, soff, d->ino, doff, len, &got);
+	if (!n) {
+		ck_assert_int_eq(r, 0);
+		ck_assert_uint_eq(got, 0);
+		return;
+	}
+	if (doff + n > d->size || (s == d && soff < doff + n && doff < soff + n)) {
+		ck_assert_int_eq(r, -EINVAL);
+		return;
+	}
+	tail = soff + n == s->size && doff + n == d->size;
+	if (!tail)
+		n = n / BS * BS;
+	if (!n) {
+		ck_assert_int_eq(r, 0);
+		return;
+	}
+	same = memcmp(s->data + soff, d->data + doff, n) == 0;
+	if (!same) {
+		ck_assert_int_eq(r, ARB_DEDUPE_DIFFERS);
+		return;
+	}
+	ck_assert_int_eq(r, 0);
+	/* small files are left alone (0 bytes) */
+	ck_assert(got == n || got == 0);
+}
+
 static void op_snapshot(uint64_t sv, int *snaps)
 {
 	char name[32];
@@ -315,8 +362,10 @@ START_TEST(test_model)
 
 		if (r < 30)
 			op_write();
-		else if (r < 70)
+		else if (r < 62)
 			op_copy();
+		else if (r < 70)
+			op_dedupe();
 		else if (r < 78)
 			op_truncate();
 		else if (r < 88)
@@ -559,6 +608,56 @@ START_TEST(test_enospc)
 }
 END_TEST
 
+START_TEST(test_dedupe)
+{
+	uint64_t a, b, c, f0, f1, f2, got, size = 8 * MiB + 300;
+	uint8_t *x;
+	struct arb_fs_stats s;
+
+	nf = 0;
+	new_fs(128 * MiB, 0);
+	a = create_in(ARB_ROOT_INO, "a");
+	b = create_in(ARB_ROOT_INO, "b");
+	c = create_in(ARB_ROOT_INO, "c");
+	write_pattern(a, 0, size, 4);
+	write_pattern(b, 0, size, 4);
+	write_pattern(c, 0, size, 4);
+	/* c differs from a in one byte */
+	ck_assert_int_eq(arb_fs_write(fs, c, "x", 1, 5 * MiB + 17), 1);
+	f0 = free_after_sync();
+	ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 0, c, 0, size, &got),
+			 ARB_DEDUPE_DIFFERS);
+	ck_assert_uint_eq(got, 0);
+	/* misaligned, outside the destination */
+	ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 1, b, 1, BS, &got), -EINVAL);
+	ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 0, b, BS, size, &got),
+			 -EINVAL);
+	ck_assert_uint_eq(free_after_sync(), f0);
+	ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 0, b, 0, size, &got), 0);
+	ck_assert_uint_eq(got, size);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	ck_assert_uint_eq(s.deduped_bytes, round_up_test(size));
+	f1 = free_after_sync();
+	ck_assert_msg(f1 - f0 >= 8 * MiB, "dedupe reclaimed %llu bytes",
+		      (unsigned long long)(f1 - f0));
+	/* the part of c before the differing byte */
+	ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 0, c, 0, 5 * MiB, &got), 0);
+	ck_assert_uint_eq(got, 5 * MiB);
+	f2 = free_after_sync();
+	ck_assert_msg(f2 >= f1, "dedupe took space");
+	reopen();
+	x = malloc(size);
+	ck_assert_int_eq(arb_fs_read(fs, b, x, size, 0), (ssize_t)size);
+	for (uint64_t i = 0; i < size; i++)
+		ck_assert_uint_eq(x[i], (uint8_t)(i * 131 + 4));
+	ck_assert_int_eq(arb_fs_read(fs, c, x, size, 0), (ssize_t)size);
+	ck_assert_uint_eq(x[5 * MiB + 17], 'x');
+	free(x);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("reflink");
@@ -571,6 +670,7 @@ int main(void)
 	tcase_add_test(te, test_space);
 	tcase_add_test(te, test_edges);
 	tcase_add_test(te, test_enospc);
+	tcase_add_test(te, test_dedupe);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, te);
 	return tu_run_suite(s);

@@ -324,6 +324,22 @@ enum arb_copy_flags {
 ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 			  uint64_t dst, uint64_t doff, uint64_t len,
 			  unsigned flags);
+/*
+ * FIDEDUPERANGE's semantics: if [soff, soff + len) of src and
+ * [doff, doff + len) of dst hold the same bytes (compared byte for byte,
+ * holding the lock), dst's range is made to share src's extents and
+ * *deduped says how many bytes; if not, nothing changes and
+ * ARB_DEDUPE_DIFFERS (1) comes back.  The offsets must be block aligned
+ * (-EINVAL); the range is cut at src's end, must lie inside dst (-EINVAL),
+ * and is cut to whole blocks unless it ends both files.  Small (inline)
+ * files have nothing to share: 0 and *deduped = 0.  dst's times stay.
+ * Not for an immutable or append-only dst (-EPERM), -EROFS.  The whole
+ * range is compared with the lock held: callers go in steps of a few MiB.
+ */
+#define ARB_DEDUPE_DIFFERS 1
+int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
+			uint64_t dst, uint64_t doff, uint64_t len,
+			uint64_t *deduped);
 /* SEEK_DATA / SEEK_HOLE; -ENXIO past the end */
 int64_t arb_fs_lseek(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		     int whence);
@@ -495,6 +511,8 @@ struct arb_fs_stats {
 	uint64_t bytes_read_direct;
 	/* file bytes arb_fs_copy_range shared instead of copying */
 	uint64_t cloned_bytes;
+	/* file bytes arb_fs_dedupe_range shared */
+	uint64_t deduped_bytes;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 
