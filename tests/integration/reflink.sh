@@ -3,18 +3,22 @@
 # the daemon (FUSE_COPY_FILE_RANGE) and shares the block-aligned part of
 # the range (lib/fs/clone.c).
 #
-# A plain `cp` of a large file uses no new data space and is the same
-# bytes; overwriting 1 MiB of the copy uses about 1 MiB and leaves the
-# original alone; deleting either copy frees nothing until the last one
+# A plain `cp` of a large file (128 MiB, 1 GiB at full scale) uses no
+# new data space and is the same bytes; overwriting 1 MiB of the copy
+# uses about 1 MiB and leaves the original alone; deleting either copy frees nothing until the last one
 # goes.  Copies across subvolumes and out of read-only snapshots,
 # overlapping ranges of one file (EINVAL), unaligned and incongruent
 # ranges, holes and inline files are checked against the bytes Python
-# copies; everything survives a remount and fsck -n.
+# copies.  `arbor reflink` shares whole files and ranges and refuses
+# misaligned ones; `arbor dedupe` shares identical chunks (reclaiming
+# the space of a byte copy), leaves a differing range alone, changes
+# nothing with --dry-run, and refuses another user's file.  Everything
+# survives a remount and fsck -n.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
 MiB=$((1 << 20))
-size_mib=256
+size_mib=128
 [ "$SCALE" = full ] && size_mib=1024
 
 # free bytes of the mount after a commit (twice: the second releases what
@@ -146,6 +150,73 @@ done
 cmp "$MNT/sv/a" "$MNT/a1" || fail "copy across subvolumes after remount"
 "$ARBOR" subvolume show "$MNT/sv" >"$TMP/show" || fail "subvolume show"
 grep -qi "shared" "$TMP/show" || fail "subvolume show names no shared bytes"
+fs_umount
+check_fsck
+
+log "arbor reflink"
+fs_mount
+head -c $((4 * MiB + 100)) /dev/urandom >"$MNT/s"
+"$ARBOR" reflink "$MNT/s" "$MNT/t" || fail "arbor reflink"
+cmp "$MNT/s" "$MNT/t" || fail "arbor reflink: copy differs"
+"$ARBOR" reflink "$MNT/s" "$MNT/t" --range 4096 8192 12288 || fail "arbor reflink --range"
+python3 - "$MNT/s" "$MNT/t" <<'EOF' || fail "arbor reflink --range: bytes"
+import sys
+s, t = (open(p, "rb").read() for p in sys.argv[1:])
+want = bytearray(s)
+want[12288:20480] = s[4096:12288]
+assert t == bytes(want)
+EOF
+for bad in "1 4096 0" "0 100 0" "0 4096 8"; do
+	# shellcheck disable=SC2086
+	if "$ARBOR" reflink "$MNT/s" "$MNT/t" --range $bad 2>"$TMP/err"; then
+		fail "arbor reflink --range $bad: not refused"
+	fi
+	grep -q "multiple" "$TMP/err" || fail "arbor reflink --range $bad: $(cat "$TMP/err")"
+done
+# the unaligned tail of the source onto the end of the destination
+"$ARBOR" reflink "$MNT/s" "$MNT/t" --range $((4 * MiB)) 0 $((4 * MiB)) ||
+	fail "reflink of the tail onto the end"
+cmp -s "$MNT/s" "$MNT/t" && fail "reflink --range: t should differ from s at 12288"
+[ "$(stat -c %s "$MNT/t")" = $((4 * MiB + 100)) ] || fail "reflink of the tail: size"
+
+log "arbor dedupe"
+head -c $((8 * MiB)) /dev/urandom >"$MNT/d1"
+# dd: read and write (cat and cp would share)
+dd if="$MNT/d1" of="$MNT/d2" bs=1M status=none
+dd if="$MNT/d1" of="$MNT/d3" bs=1M status=none
+printf 'x' | dd of="$MNT/d3" bs=1 seek=$((3 * MiB + 5)) conv=notrunc status=none
+cp "$MNT/d3" "$TMP/d3"
+g0=$(free_bytes)
+"$ARBOR" dedupe --dry-run "$MNT/d1" "$MNT/d2" "$MNT/d3" >"$TMP/out" || fail "dedupe --dry-run"
+log "$(cat "$TMP/out")"
+if "$ARBOR" dedupe --range "$MNT/d1" 0 $((8 * MiB)) "$MNT/d3" 0 >"$TMP/out"; then
+	fail "dedupe --range of differing files"
+fi
+grep -q differs "$TMP/out" || fail "dedupe --range: $(cat "$TMP/out")"
+[ "$(free_bytes)" = "$g0" ] || fail "dry run or differing range changed the space"
+mkdir "$MNT/dd"
+mv "$MNT/d2" "$MNT/d3" "$MNT/dd/"
+"$ARBOR" dedupe -r "$MNT/d1" "$MNT/dd" >"$TMP/out" || fail "dedupe -r"
+log "$(cat "$TMP/out")"
+g1=$(free_bytes)
+log "dedupe reclaimed $(((g1 - g0) / 1024)) KiB"
+# all of d2; of d3 only its extents without the differing byte (an
+# extent is freed whole, when nothing uses any of it)
+[ $((g1 - g0)) -ge $((8 * MiB)) ] || fail "dedupe reclaimed $((g1 - g0)) bytes"
+cmp "$MNT/d1" "$MNT/dd/d2" || fail "dedupe changed d2"
+cmp "$TMP/d3" "$MNT/dd/d3" || fail "dedupe changed d3"
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+	chmod 755 "$MNT" "$MNT/dd"
+	chmod 644 "$MNT/d1" "$MNT/dd/d2"
+	ab=$(nobody_exe "$ARBOR")
+	if as_nobody "$ab" dedupe --range "$MNT/d1" 0 $MiB "$MNT/dd/d2" 0 2>"$TMP/err"; then
+		fail "dedupe into another user's file"
+	fi
+	grep -q "not permitted" "$TMP/err" || fail "dedupe as nobody: $(cat "$TMP/err")"
+fi
+fs_remount
+cmp "$MNT/d1" "$MNT/dd/d2" || fail "d2 after remount"
+cmp "$TMP/d3" "$MNT/dd/d3" || fail "d3 after remount"
 fs_umount
 check_fsck
 finish
