@@ -456,11 +456,6 @@ int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 	ret = flush_both(fs, src, dst);
 	if (ret)
 		goto out_unlock;
-	if (fs_has_inline(fs, src) || fs_has_inline(fs, dst)) {
-		/* small files: nothing to share */
-		ret = 0;
-		goto out_unlock;
-	}
 	a = malloc(DEDUPE_CHUNK);
 	b = malloc(DEDUPE_CHUNK);
 	if (!a || !b) {
@@ -480,6 +475,11 @@ int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 			ret = ARB_DEDUPE_DIFFERS;
 			goto out_unlock;
 		}
+	}
+	if (fs_has_inline(fs, src) || fs_has_inline(fs, dst)) {
+		/* small files, the same bytes: nothing to share */
+		ret = 0;
+		goto out_unlock;
 	}
 	j = (struct clone_job){ src, soff, soff + n, dst, doff, doff + len,
 				true };

@@ -5,8 +5,8 @@
 #
 # A plain `cp` of a large file (128 MiB, 1 GiB at full scale) uses no
 # new data space and is the same bytes; overwriting 1 MiB of the copy
-# uses about 1 MiB and leaves the original alone; deleting either copy frees nothing until the last one
-# goes.  Copies across subvolumes and out of read-only snapshots,
+# uses about 1 MiB and leaves the original alone; deleting either copy
+# frees nothing until the last one goes.  Copies across subvolumes and out of read-only snapshots,
 # overlapping ranges of one file (EINVAL), unaligned and incongruent
 # ranges, holes and inline files are checked against the bytes Python
 # copies.  `arbor reflink` shares whole files and ranges and refuses

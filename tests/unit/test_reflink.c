@@ -464,7 +464,9 @@ START_TEST(test_space)
 	ck_assert_int_eq(arb_fs_read(fs, b, y, size, 0), (ssize_t)size);
 	memcpy(x + 4 * MiB, y + 4 * MiB, MiB); /* checked by pattern below */
 	for (uint64_t i = 4 * MiB; i < 5 * MiB; i++)
-		ck_assert_uint_eq(y[i], (uint8_t)(i * 131 + 99));
+		if (y[i] != (uint8_t)(i * 131 + 99))
+			ck_abort_msg("overwrite differs at %llu",
+				     (unsigned long long)i);
 	ck_assert(memcmp(x, y, size) == 0);
 	ck_assert_int_eq(arb_fs_unlink(fs, ARB_ROOT_INO, "b"), 0);
 	f4 = free_after_sync();
@@ -649,7 +651,8 @@ START_TEST(test_dedupe)
 	x = malloc(size);
 	ck_assert_int_eq(arb_fs_read(fs, b, x, size, 0), (ssize_t)size);
 	for (uint64_t i = 0; i < size; i++)
-		ck_assert_uint_eq(x[i], (uint8_t)(i * 131 + 4));
+		if (x[i] != (uint8_t)(i * 131 + 4))
+			ck_abort_msg("b differs at %llu", (unsigned long long)i);
 	ck_assert_int_eq(arb_fs_read(fs, c, x, size, 0), (ssize_t)size);
 	ck_assert_uint_eq(x[5 * MiB + 17], 'x');
 	free(x);
