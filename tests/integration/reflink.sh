@@ -29,6 +29,12 @@ free_bytes() {
 	python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print(s.f_bfree*s.f_frsize)' "$MNT"
 }
 
+# stat_of KEY: a top-level counter of `arbor filesystem stats --json`
+stat_of() {
+	"$ARBOR" filesystem stats --json "$MNT" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
 fs_mkfs -s $((size_mib * 3 + 512))M
 fs_mount
 "$ARBOR" filesystem stats --reset "$MNT" >/dev/null
@@ -42,6 +48,7 @@ f1=$(free_bytes)
 log "clone used $(((f0 - f1) / 1024)) KiB"
 [ $((f0 - f1)) -lt $((4 * MiB)) ] || fail "cp used $((f0 - f1)) bytes"
 [ "$(op_count copy_file_range)" -gt 0 ] || fail "cp sent no copy_file_range"
+[ "$(stat_of cloned_bytes)" -ge $((size_mib * MiB)) ] || fail "stats: cloned_bytes $(stat_of cloned_bytes)"
 [ "$(md5sum <"$MNT/copy")" = "$sum" ] || fail "copy differs"
 [ "$(stat -c %s "$MNT/copy")" = $((size_mib * MiB + 1234)) ] || fail "copy size"
 
@@ -204,6 +211,7 @@ log "dedupe reclaimed $(((g1 - g0) / 1024)) KiB"
 # extent is freed whole, when nothing uses any of it)
 [ $((g1 - g0)) -ge $((8 * MiB)) ] || fail "dedupe reclaimed $((g1 - g0)) bytes"
 cmp "$MNT/d1" "$MNT/dd/d2" || fail "dedupe changed d2"
+[ "$(stat_of deduped_bytes)" -ge $((15 * MiB)) ] || fail "stats: deduped_bytes $(stat_of deduped_bytes)"
 cmp "$TMP/d3" "$MNT/dd/d3" || fail "dedupe changed d3"
 if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
 	chmod 755 "$MNT" "$MNT/dd"
