@@ -29,6 +29,9 @@ int cli_unmount(int argc, char **argv);
 int cli_subvolume(int argc, char **argv);
 /* "arbor property ..." (argv[0] is "property"); the exit status */
 int cli_property(int argc, char **argv);
+/* "arbor reflink ..." / "arbor dedupe ..." (argv[0] is the command) */
+int cli_reflink(int argc, char **argv);
+int cli_dedupe(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

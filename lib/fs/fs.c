@@ -814,6 +814,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 						   __ATOMIC_RELAXED);
 	}
 	s->user_bytes_written = fs->user_bytes_written;
+	s->cloned_bytes = fs->cloned_bytes;
+	s->deduped_bytes = fs->deduped_bytes;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
 	s->commit_ns = fs->commit_ns;

@@ -238,6 +238,10 @@ struct arb_fs {
 	uint64_t data_hint;   /* allocation hint: end of the last extent */
 
 	uint64_t user_bytes_written;
+	/* file bytes shared by arb_fs_copy_range (clone.c) */
+	uint64_t cloned_bytes;
+	/* file bytes shared by arb_fs_dedupe_range */
+	uint64_t deduped_bytes;
 	/* time spent in commits that wrote a superblock (ns) */
 	uint64_t commit_ns;
 

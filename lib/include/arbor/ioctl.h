@@ -42,8 +42,10 @@ extern "C" {
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
  * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
  * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
- * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE */
-#define ARB_IOC_VERSION 12
+ * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13: sharing
+ * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
+ * arb_ioc_stats gained cloned_bytes, deduped_bytes */
+#define ARB_IOC_VERSION 13
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -167,7 +169,8 @@ struct arb_ioc_usage {
 	x(CREATE, 29, "create")                                                \
 	x(FALLOCATE, 30, "fallocate")                                          \
 	x(LSEEK, 31, "lseek")                                                  \
-	x(IOCTL, 32, "ioctl")
+	x(IOCTL, 32, "ioctl")                                                  \
+	x(COPY_FILE_RANGE, 33, "copy_file_range")
 
 enum arb_ioc_op {
 #define ARB_IOC_OP_ENUM(n, v, s) ARB_IOC_OP_##n = v,
@@ -272,7 +275,11 @@ struct arb_ioc_stats {
 	 * mount (fuse/syncmode.c) */
 	__u64 fsync_dirty_limit;
 	__u64 fsync_dirty_lowered;
-	__u64 reserved[25];
+	/* out (version 13): file bytes copy_file_range shared instead of
+	 * copying, and bytes ARB_IOC_DEDUPE_RANGE shared */
+	__u64 cloned_bytes;
+	__u64 deduped_bytes;
+	__u64 reserved[23];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
@@ -660,6 +667,44 @@ struct arb_ioc_subvol_usage {
 	__u64 reserved[10];
 };
 
+/*
+ * ARB_IOC_DEDUPE_RANGE, on the destination: FIDEDUPERANGE for one
+ * destination (the kernel does not pass that ioctl to FUSE).  If
+ * [src_off, src_off + len) of the source and [dst_off, dst_off + len) of
+ * the destination hold the same bytes (compared byte for byte by the
+ * daemon), the destination's range comes to share the source's data
+ * (arb_fs_dedupe_range); otherwise status is ARB_IOC_DEDUPE_DIFFERS and
+ * nothing changes.  Offsets block aligned (EINVAL); the range is cut at
+ * the source's end and must lie inside the destination; whole blocks
+ * unless it ends both files.  The source is src_fd, a descriptor of the
+ * calling process open for reading on the same mount; the destination
+ * descriptor must be open for writing, or its file owned by the caller,
+ * or the caller privileged (the kernel's rule for dedupe); EPERM
+ * otherwise, and when the caller's descriptors cannot be seen (another
+ * pid namespace).  The range is compared holding the filesystem's lock:
+ * ask for a few MiB at a time.  128 bytes.
+ */
+#define ARB_IOC_DEDUPE_SAME 0
+#define ARB_IOC_DEDUPE_DIFFERS 1
+struct arb_ioc_dedupe_range {
+	__u32 size;
+	__u32 version;
+	/* in: the source, a descriptor of the caller */
+	__s32 src_fd;
+	/* in: none defined yet: 0 */
+	__u32 flags;
+	/* in: the ranges (bytes) */
+	__u64 src_off;
+	__u64 len;
+	__u64 dst_off;
+	/* out: bytes now shared */
+	__u64 bytes;
+	/* out: ARB_IOC_DEDUPE_SAME or ARB_IOC_DEDUPE_DIFFERS */
+	__u32 status;
+	__u32 pad;
+	__u64 reserved[9];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -694,7 +739,12 @@ struct arb_ioc_subvol_usage {
 #define ARB_IOC_SUBVOL_USAGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 25, struct arb_ioc_subvol_usage)
 
+/* 40 and up: reflink and deduplication */
+#define ARB_IOC_DEDUPE_RANGE                                                   \
+	_IOWR(ARB_IOC_MAGIC, 40, struct arb_ioc_dedupe_range)
+
 #ifndef __cplusplus
+_Static_assert(sizeof(struct arb_ioc_dedupe_range) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_sync) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_usage) == 256, "ioctl ABI");
