@@ -996,15 +996,16 @@ static int diff_tree(struct arb_fs *fs, uint64_t id, struct arb_root **out)
 	return 0;
 }
 
+/* a walk from objectid start: the first one (start 0) commits first */
 static int diff_begin(struct arb_fs *fs, struct arb_diff_stats *st,
-		      uint64_t *misses)
+		      uint64_t *misses, uint64_t start)
 {
 	int ret = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (fs->failed)
 		return fs->error ? fs->error : -EIO;
-	if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
+	if (!start && !fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
 		ret = fs_commit(fs);
 	st->generation = fs->vol->generation;
 	*misses = fs->vol->cache.misses;
@@ -1038,7 +1039,7 @@ int arb_find_new(struct arb_fs *fs, uint64_t id, uint64_t gen, uint64_t start,
 	d->st = st;
 	d->id[0] = d->id[1] = id;
 	fs_lock(fs);
-	ret = diff_begin(fs, st, &misses);
+	ret = diff_begin(fs, st, &misses, start);
 	if (!ret)
 		ret = diff_tree(fs, id, &d->root[1]);
 	if (!ret) {
@@ -1072,7 +1073,7 @@ int arb_tree_diff(struct arb_fs *fs, uint64_t id_a, uint64_t id_b,
 	d->id[0] = id_a;
 	d->id[1] = id_b;
 	fs_lock(fs);
-	ret = diff_begin(fs, st, &misses);
+	ret = diff_begin(fs, st, &misses, start);
 	if (!ret)
 		ret = diff_tree(fs, id_a, &d->root[0]);
 	if (!ret)

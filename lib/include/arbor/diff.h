@@ -100,10 +100,10 @@ struct arb_diff_stats {
 /*
  * Every inode of subvolume id (ARB_INUM_FS_TREE or a subvolume's id)
  * changed after generation gen, from objectid start on (0: all; a cursor
- * for a caller taking the answer in parts).  Commits pending changes
- * first (not on a read-only filesystem), so that the answer holds
- * everything written before the call and st->generation is the one to
- * ask from next time.  Deleted inodes leave nothing to find: their
+ * for a caller taking the answer in parts).  With start 0 it commits
+ * pending changes first (not on a read-only filesystem), so that the
+ * answer holds everything written before the call and st->generation is
+ * the one to ask from next time (later parts do not commit).  Deleted inodes leave nothing to find: their
  * directories show as changed (use arb_tree_diff between snapshots to
  * name them).
  */
@@ -113,8 +113,8 @@ int arb_find_new(struct arb_fs *fs, uint64_t id, uint64_t gen, uint64_t start,
 /*
  * What changed from subvolume id_a to subvolume id_b (typically two
  * read-only snapshots, A the older), from objectid start on: created,
- * deleted, renamed (NAME) and modified inodes.  Commits pending changes
- * first, as arb_find_new.  Trees of one lineage (snapshots of one
+ * deleted, renamed (NAME) and modified inodes.  With start 0 it commits
+ * pending changes first, as arb_find_new.  Trees of one lineage (snapshots of one
  * another) share most nodes and cost what differs; unrelated trees cost a
  * walk of both.
  */
