@@ -350,8 +350,8 @@ static void dircache_free(struct dircache *dc)
 	memset(dc, 0, sizeof(*dc));
 }
 
-/* the deepest a path may go (a longer chain is a cycle or a damaged tree:
- * each level takes at least 2 bytes of ARB_DIFF_PATH_MAX) */
+/* the deepest a path may go: each level takes at least 2 bytes of
+ * ARB_DIFF_PATH_MAX */
 #define PATH_DEPTH_MAX (ARB_DIFF_PATH_MAX / 2)
 
 /*
@@ -406,12 +406,17 @@ static int dir_path(struct arb_root *r, struct dircache *dc, uint64_t dir,
 	char *buf, name[ARB_NAME_MAX + 1];
 	size_t pos = ARB_DIFF_PATH_MAX - 1, len;
 	uint64_t cur = dir, parent;
-	unsigned depth = 0, slot;
+	unsigned depth = 0, slot, i;
+	uint64_t *chain;
 	int ret;
 
 	buf = malloc(ARB_DIFF_PATH_MAX);
-	if (!buf)
+	chain = malloc(PATH_DEPTH_MAX * sizeof(*chain));
+	if (!buf || !chain) {
+		free(buf);
+		free(chain);
 		return -ENOMEM;
+	}
 	buf[pos] = '\0';
 	while (cur != ARB_FIRST_INO) {
 		slot = (unsigned)(cur % DIRCACHE_SLOTS);
@@ -429,7 +434,11 @@ static int dir_path(struct arb_root *r, struct dircache *dc, uint64_t dir,
 			memcpy(buf + pos, dc->path[slot], n);
 			goto done;
 		}
-		if (++depth > PATH_DEPTH_MAX) {
+		/* a directory met twice on the way up: a cycle */
+		for (i = 0; i < depth; i++)
+			if (chain[i] == cur)
+				break;
+		if (i < depth || depth == PATH_DEPTH_MAX) {
 			arb_log(ARB_LOG_ERR,
 				"tree %llu: directory %llu: its parents loop",
 				(unsigned long long)r->id,
@@ -437,6 +446,7 @@ static int dir_path(struct arb_root *r, struct dircache *dc, uint64_t dir,
 			ret = -EUCLEAN;
 			goto out_free;
 		}
+		chain[depth++] = cur;
 		ret = first_ref(r, cur, &parent, name, &len);
 		if (ret == -ENOENT) {
 			/* not linked in this tree: an orphan's directory */
@@ -465,6 +475,7 @@ done:
 		dc->path[slot] = strdup(*out);
 	}
 out_free:
+	free(chain);
 	free(buf);
 	return ret;
 }

@@ -836,6 +836,61 @@ START_TEST(test_cost)
 }
 END_TEST
 
+/* ---- hostile trees --------------------------------------------------------------- */
+
+/*
+ * Directories whose INODE_REFs name each other (a cycle no operation
+ * makes): resolving a path under them ends with -EUCLEAN, not a hang.
+ */
+START_TEST(test_ref_cycle)
+{
+	uint8_t buf[sizeof(struct arb_inode_ref) + 1];
+	struct arb_inode_ref *r = (struct arb_inode_ref *)buf;
+	uint64_t gen, a, b, f;
+	struct arb_setattr sa = { 0 };
+	struct arb_diff_stats st;
+	struct arb_root *root;
+	struct arb_stat s;
+	struct arb_txn *t;
+	struct arb_key k;
+
+	ck_assert_int_eq(arb_subvol_create(fs, ROOT, "src", 0755, &cred, &s), 0);
+	tree_id = arb_inum_tree(s.ino);
+	ck_assert_int_eq(arb_fs_mkdir(fs, s.ino, "a", 0755, &cred, &s), 0);
+	a = s.ino;
+	ck_assert_int_eq(arb_fs_mkdir(fs, a, "b", 0755, &cred, &s), 0);
+	b = s.ino;
+	ck_assert_int_eq(arb_fs_mknod(fs, b, "f", S_IFREG | 0644, 0, &cred,
+				      &s),
+			 0);
+	f = s.ino;
+	gen = commit();
+	sa.mode = S_IFREG | 0600;
+	ck_assert_int_eq(arb_fs_setattr(fs, f, &sa, ARB_SET_MODE, &cred, NULL),
+			 0);
+	/* a's name moves from the subvolume's root into b */
+	fs_lock(fs);
+	ck_assert_int_eq(arb_root_get(fs->vol, tree_id, &root), 0);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	k = (struct arb_key){ arb_inum_obj(a), ARB_INODE_REF, ARB_FIRST_INO };
+	ck_assert_int_eq(arb_del_item(t, root, &k), 0);
+	k.offset = arb_inum_obj(b);
+	arb_set_inode_ref_r_index(r, 2);
+	arb_set_inode_ref_r_name_len(r, 1);
+	buf[sizeof(*r)] = 'a';
+	ck_assert_int_eq(arb_insert_item(t, root, &k, buf, sizeof(buf)), 0);
+	arb_txn_end(t);
+	fs_unlock(fs);
+	commit();
+	ck_assert_int_eq(arb_find_new(fs, tree_id, gen, 0, count_cb, NULL, &st),
+			 -EUCLEAN);
+	/* the image is damaged on purpose: no check at the end */
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	nr_counted = 0;
+}
+END_TEST
+
 static Suite *findnew_suite(void)
 {
 	Suite *s = suite_create("findnew");
@@ -849,6 +904,10 @@ static Suite *findnew_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_cost);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hostile");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_ref_cycle);
 	suite_add_tcase(s, tc);
 	return s;
 }
