@@ -801,6 +801,11 @@ static int acc_flush(struct diff_ctx *d)
 	}
 	if (ret)
 		goto out;
+	/* an inode with no name left (unlinked while open, freed at its
+	 * release) is gone for whoever reads the tree */
+	for (side = 0; side < 2; side++)
+		if (a->have[side] && !arb_inode_item_i_nlink(&a->in[side]))
+			a->have[side] = false;
 	if (d->find_new) {
 		const struct arb_inode_item *in = &a->in[1];
 
