@@ -364,7 +364,7 @@ static int first_ref(struct arb_root *r, uint64_t obj, uint64_t *parent,
 	struct arb_iter it;
 	struct arb_key k = { obj, ARB_INODE_REF, 0 };
 	struct arb_iref ref;
-	const char *why;
+	const char *why = NULL;
 	size_t pos = 0;
 	int ret;
 
@@ -534,7 +534,7 @@ static int paths_of(struct arb_root *r, struct dircache *dc, uint64_t obj,
 	for (ret = arb_iter_seek(&it, &k); !ret; ret = arb_iter_next(&it)) {
 		const uint8_t *d;
 		uint32_t size;
-		const char *why;
+		const char *why = NULL;
 		size_t pos = 0;
 		struct arb_iref ref;
 		char *dp = NULL;
@@ -582,6 +582,11 @@ static int paths_of(struct arb_root *r, struct dircache *dc, uint64_t obj,
 				break;
 		}
 		free(dp);
+		if (ret == -EUCLEAN)
+			arb_log(ARB_LOG_ERR,
+				"tree %llu: inode %llu: INODE_REF: %s",
+				(unsigned long long)r->id,
+				(unsigned long long)obj, why ? why : "damaged");
 		if (ret < 0)
 			break;
 		ret = 0;
