@@ -164,8 +164,10 @@ int main(int argc, char **argv)
 		return cli_reflink(argc - 1, argv + 1);
 	if (!strcmp(cmd, "dedupe"))
 		return cli_dedupe(argc - 1, argv + 1);
-	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive") ||
-	    !strcmp(cmd, "find-new"))
+	/* as btrfs: "find-new" is a subvolume command; argv[1] names it */
+	if (!strcmp(cmd, "find-new"))
+		return cli_subvolume(argc, argv);
+	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive"))
 		return not_yet(cmd);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&

@@ -20,6 +20,7 @@
  *                             level), or the one holding PATH
  *   get-default PATH
  *   property get PATH [ro] / property set PATH ro true|false
+ *   find-new, diff            findnew.c
  *
  * Exit status: 0 ok, 1 failed, 2 bad usage.
  */
@@ -152,7 +153,7 @@ static int image_close(struct target *t, int rc)
 }
 
 /* the inode of path inside the image (from the top-level subvolume) */
-static int image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
+int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 {
 	char name[ARB_NAME_MAX + 1];
 	uint64_t cur = ARB_ROOT_INO;
@@ -427,7 +428,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 		return 1;
 	rc = 1;
 	if (snapshot) {
-		ret = image_resolve(t->fs, src, &sino);
+		ret = cli_image_resolve(t->fs, src, &sino);
 		if (!ret)
 			ret = arb_subvol_info(t->fs, sino, &si);
 		if (ret) {
@@ -442,7 +443,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 						      : si.name);
 			goto out;
 		}
-		dest_dir = image_resolve(t->fs, dest, &dino) == 0 &&
+		dest_dir = cli_image_resolve(t->fs, dest, &dino) == 0 &&
 			   arb_fs_getattr(t->fs, dino, &st) == 0 &&
 			   S_ISDIR(st.mode);
 	}
@@ -450,7 +451,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 	if (rc)
 		goto out;
 	rc = 1;
-	ret = image_resolve(t->fs, dir, &dir_ino);
+	ret = cli_image_resolve(t->fs, dir, &dir_ino);
 	if (ret) {
 		err("%s: %s: %s", t->image, dir, arb_reason(ret, NULL));
 		goto out;
@@ -574,7 +575,7 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 	uint64_t ino, dir_ino;
 	int ret;
 
-	ret = image_resolve(t->fs, path, &ino);
+	ret = cli_image_resolve(t->fs, path, &ino);
 	if (!ret)
 		ret = arb_subvol_info(t->fs, ino, &si);
 	if (ret) {
@@ -594,7 +595,7 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 		return 1;
 	}
 	split(path, &dir, &name);
-	ret = image_resolve(t->fs, dir, &dir_ino);
+	ret = cli_image_resolve(t->fs, dir, &dir_ino);
 	if (!ret)
 		ret = arb_subvol_delete(t->fs, dir_ino, name);
 	free(dir);
@@ -952,7 +953,7 @@ static int info_of(struct target *t, const char *path, struct sv *s,
 
 	*mount_root = ARB_INUM_FS_TREE;
 	if (t->image) {
-		ret = image_resolve(t->fs, path, path_ino);
+		ret = cli_image_resolve(t->fs, path, path_ino);
 		if (!ret)
 			ret = arb_subvol_info(t->fs, *path_ino, &si);
 		if (ret) {
@@ -1196,7 +1197,7 @@ static int do_set_default(struct target *t, const char *idstr,
 		if (image_open(t, true))
 			return 1;
 		if (!idstr) {
-			ret = image_resolve(t->fs, path, &ino);
+			ret = cli_image_resolve(t->fs, path, &ino);
 			if (!ret)
 				ret = arb_subvol_info(t->fs, ino, &si);
 			if (ret) {
@@ -1435,6 +1436,9 @@ int cli_subvolume(int argc, char **argv)
 		sub_usage(stdout);
 		return 0;
 	}
+	/* find-new and diff: findnew.c */
+	if (!strcmp(cmd, "find-new") || !strcmp(cmd, "diff"))
+		return cli_subvol_diff(argc, argv);
 	if (strcmp(cmd, "create") && strcmp(cmd, "snapshot") &&
 	    strcmp(cmd, "delete") && strcmp(cmd, "list") &&
 	    strcmp(cmd, "show") && strcmp(cmd, "sync") &&

@@ -44,8 +44,9 @@ extern "C" {
  * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
  * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13: sharing
  * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
- * arb_ioc_stats gained cloned_bytes, deduped_bytes */
-#define ARB_IOC_VERSION 13
+ * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
+ * ARB_IOC_DIFF */
+#define ARB_IOC_VERSION 14
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -705,6 +706,99 @@ struct arb_ioc_dedupe_range {
 	__u64 reserved[9];
 };
 
+/*
+ * ARB_IOC_FIND_NEW: the inodes of subvolume id_a (0: the one holding the
+ * inode the descriptor names) changed after generation gen
+ * (arbor/diff.h, arb_find_new).  ARB_IOC_DIFF: what changed from
+ * subvolume id_a to id_b (arb_tree_diff).  Privileged (uid 0 or
+ * CAP_SYS_ADMIN, as btrfs's find-new): the answer names files in
+ * directories the caller may not be able to read.
+ *
+ * The answer may be larger than one ioctl carries, so it comes in pages:
+ * the first call has cursor 0 and cursor_sub 0 (it commits pending
+ * changes first, so that generation holds everything written before it);
+ * each answer fills data[] with used bytes of records and sets cursor and
+ * cursor_sub to pass to the next call, until done is 1.  The statistics
+ * are those of the page.  Later pages see later commits of a live
+ * subvolume: an inode changed meanwhile may show up in this answer and
+ * again in the next find-new from generation, never in neither.
+ *
+ * data[] holds records back to back, each at a multiple of 8 bytes:
+ *
+ *   OFFSET SIZE DESCRIPTION
+ *   0      2    type: ARB_IOC_DIFF_REC_*
+ *   2      2    reserved, 0
+ *   4      4    len: bytes of payload after this 8-byte header
+ *   8      len  payload; the next record starts at 8 + len rounded up to 8
+ *
+ * An inode is an INODE record (struct arb_ioc_diff_inode) followed by its
+ * PATH, OLD_PATH (NUL-terminated, relative to the subvolume's root, "."
+ * for the root) and RANGE (struct arb_ioc_diff_range) records; a page may
+ * end inside an inode's records, and the next page goes on with the
+ * rest.  Unknown record types are skipped by their length.
+ */
+#define ARB_IOC_DIFF_REC_INODE 1
+#define ARB_IOC_DIFF_REC_PATH 2
+#define ARB_IOC_DIFF_REC_OLD_PATH 3
+#define ARB_IOC_DIFF_REC_RANGE 4
+#define ARB_IOC_DIFF_DATA 16000
+
+struct arb_ioc_diff_rec {
+	__u16 type;
+	__u16 pad;
+	__u32 len;
+};
+
+/* struct arb_change (arbor/diff.h), flags ARB_CHANGE_* */
+struct arb_ioc_diff_inode {
+	__u64 ino;
+	__u64 obj;
+	__u32 flags;
+	__u32 mode;
+	__u64 size;
+	__u64 old_size;
+	__u64 transid;
+	__u32 nr_paths;
+	__u32 nr_old_paths;
+	__u32 nr_ranges;
+	__u32 pad;
+};
+
+struct arb_ioc_diff_range {
+	__u64 off;
+	__u64 len;
+};
+
+struct arb_ioc_diff {
+	__u32 size;
+	__u32 version;
+	/* in: the subvolume (FIND_NEW), A (DIFF); 0: the descriptor's */
+	__u64 id_a;
+	/* in (DIFF): B */
+	__u64 id_b;
+	/* in (FIND_NEW): report changes after this generation */
+	__u64 gen;
+	/* in: where to go on (0, 0 first); out: what to pass next */
+	__u64 cursor;
+	__u32 cursor_sub;
+	/* out: 1 when this page is the last */
+	__u32 done;
+	/* out: the generation the answer holds (the first page's is the
+	 * one to pass as gen next time) */
+	__u64 generation;
+	/* out: arb_diff_stats of this page */
+	__u64 nodes_visited;
+	__u64 subtrees_skipped;
+	__u64 nodes_read;
+	__u64 items;
+	__u64 inodes;
+	/* out: bytes of data[] used */
+	__u32 used;
+	__u32 pad;
+	__u64 reserved[8];
+	__u8 data[ARB_IOC_DIFF_DATA];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -738,6 +832,8 @@ struct arb_ioc_dedupe_range {
 	_IOWR(ARB_IOC_MAGIC, 24, struct arb_ioc_subvol_default)
 #define ARB_IOC_SUBVOL_USAGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 25, struct arb_ioc_subvol_usage)
+#define ARB_IOC_FIND_NEW _IOWR(ARB_IOC_MAGIC, 30, struct arb_ioc_diff)
+#define ARB_IOC_DIFF _IOWR(ARB_IOC_MAGIC, 31, struct arb_ioc_diff)
 
 /* 40 and up: reflink and deduplication */
 #define ARB_IOC_DEDUPE_RANGE                                                   \
@@ -764,6 +860,10 @@ _Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_usage) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_default) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_rec) == 8, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_inode) == 64, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_range) == 16, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff) == 16168, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
