@@ -328,8 +328,8 @@ int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
  * lib/subvol: one batch of the cleaning of a deleted subvolume none of
  * whose inodes is pinned (lock held): 1 a subvolume is gone (committed),
  * 2 a batch was dropped and more remains (not committed), 0 none, <0
- * error.  The batch: ARB_CLEAN_BATCH_NODES tree nodes or
- * ARB_CLEAN_BATCH_NS, whichever comes first.  fs_subvol_clean_batch: of
+ * error.  The batch: opts.clean_batch_nodes (0: ARB_CLEAN_BATCH_NODES)
+ * tree nodes or ARB_CLEAN_BATCH_NS, whichever comes first.  fs_subvol_clean_batch: of
  * want only (0: any), with budget b (NULL: all of it).
  */
 #define ARB_CLEAN_BATCH_NODES 1024

@@ -538,18 +538,26 @@ int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 	return 1;
 }
 
+/* the budget of a batch of the cleaner */
+static struct arb_drop_budget clean_budget(const struct arb_fs *fs)
+{
+	return (struct arb_drop_budget){
+		fs->opts.clean_batch_nodes ? fs->opts.clean_batch_nodes
+					   : ARB_CLEAN_BATCH_NODES,
+		ARB_CLEAN_BATCH_NS
+	};
+}
+
 int fs_subvol_clean(struct arb_fs *fs)
 {
-	const struct arb_drop_budget b = { ARB_CLEAN_BATCH_NODES,
-					   ARB_CLEAN_BATCH_NS };
+	const struct arb_drop_budget b = clean_budget(fs);
 
 	return fs_subvol_clean_batch(fs, 0, &b);
 }
 
 int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 {
-	const struct arb_drop_budget b = { ARB_CLEAN_BATCH_NODES,
-					   ARB_CLEAN_BATCH_NS };
+	const struct arb_drop_budget b = clean_budget(fs);
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 	uint64_t next, last = arb_mono_ns();
 	int ret;
