@@ -586,7 +586,8 @@ int arb_root_drop(struct arb_txn *t, struct arb_root *root);
 /*
  * The same in batches, each in a transaction of its own (btree.c,
  * "Dropping a tree"): release about b->nodes pointers (0: no limit), or
- * stop after b->ns nanoseconds (0: no limit), whichever comes first, and
+ * stop after b->ns nanoseconds (0: no limit), or when b->yield says
+ * another thread waits, whichever comes first, and
  * record how far it got in the tree's DROP_PROGRESS item (format.h),
  * written by t's commit with the frees.  b NULL: the whole tree.  1 when
  * the tree is gone (ROOT_ITEM and DROP_PROGRESS deleted, root unloaded:
@@ -596,7 +597,11 @@ int arb_root_drop(struct arb_txn *t, struct arb_root *root);
 struct arb_drop_budget {
 	uint64_t nodes;
 	uint64_t ns;
+	/* when not NULL: also stop once *yield is non-zero (someone waits
+	 * for the lock), after ARB_DROP_MIN_NODES at least */
+	const unsigned *yield;
 };
+#define ARB_DROP_MIN_NODES 16
 int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 			const struct arb_drop_budget *b);
 /* the DROP_PROGRESS item of tree id: 0 and *dp, 1 none (not started),

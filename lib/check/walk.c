@@ -175,6 +175,51 @@ static void collect_file_extent(struct ck *c, struct arb_node *n, int slot,
 }
 
 /*
+ * Item k of the committed root tree, the one the walk follows (see
+ * ck_walk_trees), copied into buf (at most max bytes): its size, -ENOENT,
+ * or an error.
+ */
+static int committed_lookup(struct ck *c, const struct arb_key *k, void *buf,
+			    uint32_t max)
+{
+	struct arb_vol *vol = c->vol;
+	const struct arb_super *sb = &vol->super;
+	uint64_t bytenr = arb_super_s_root(sb);
+	uint64_t mirror = arb_super_s_root_mirror(sb);
+	uint64_t gen = arb_super_s_root_generation(sb);
+	int level = arb_super_s_root_level(sb), ret = -ENOENT, s;
+	struct arb_node *n;
+	struct arb_key nk = { 0, 0, 0 };
+
+	for (;;) {
+		ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
+		if (ret)
+			return ret;
+		/* the last slot with a key <= k */
+		for (s = (int)arb_nritems(n) - 1; s >= 0; s--) {
+			arb_node_key(n, s, &nk);
+			if (arb_key_cmp(&nk, k) <= 0)
+				break;
+		}
+		if (level == 0 || s < 0)
+			break;
+		bytenr = arb_child_bytenr(n, s);
+		mirror = arb_child_mirror(n, s);
+		gen = arb_child_gen(n, s);
+		level--;
+		arb_node_put(vol, n);
+	}
+	ret = -ENOENT;
+	if (level == 0 && s >= 0 && arb_key_cmp(&nk, k) == 0) {
+		ret = (int)arb_item_size(n, s);
+		memcpy(buf, arb_item_ptr(n, s),
+		       (uint32_t)ret < max ? (uint32_t)ret : max);
+	}
+	arb_node_put(vol, n);
+	return ret;
+}
+
+/*
  * The DROP_PROGRESS of tree id, if any, into *d (level 0: none).  False
  * when the tree cannot be walked: a progress this code cannot read (a
  * newer format, or malformed, or at a level above the root's: then the
@@ -190,7 +235,7 @@ static bool root_drop(struct ck *c, struct arb_node *n, bool own,
 	int ret, v = 0;
 
 	memset(d, 0, sizeof(*d));
-	ret = arb_lookup_item(c->vol->tree_root, &k, &dp, sizeof(dp));
+	ret = committed_lookup(c, &k, &dp, sizeof(dp));
 	if (ret == -ENOENT)
 		return true;
 	if (ret >= 0)

@@ -2032,6 +2032,9 @@ int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 			goto out;
 		if (b && b->nodes && w.seen >= b->nodes)
 			break;
+		if (b && b->yield && w.seen >= ARB_DROP_MIN_NODES &&
+		    __atomic_load_n(b->yield, __ATOMIC_RELAXED))
+			break;
 		if (start && (w.seen & 15) == 0 && mono_ns() - start >= b->ns)
 			break;
 	}

@@ -251,6 +251,9 @@ struct arb_fs {
 
 	/* a deleted subvolume may be ready for the cleaner (commit thread) */
 	bool clean_pending;
+	/* threads waiting in fs_lock: a batch of the cleaner ends early
+	 * when one is (atomic) */
+	unsigned lock_waiters;
 
 	/* commit thread */
 	pthread_t thread;
@@ -268,7 +271,11 @@ struct arb_fs {
 
 static inline void fs_lock(struct arb_fs *fs)
 {
+	if (pthread_mutex_trylock(&fs->vol->lock) == 0)
+		return;
+	__atomic_add_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fs->vol->lock);
+	__atomic_sub_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 }
 static inline void fs_unlock(struct arb_fs *fs)
 {

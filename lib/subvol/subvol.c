@@ -544,7 +544,7 @@ static struct arb_drop_budget clean_budget(const struct arb_fs *fs)
 	return (struct arb_drop_budget){
 		fs->opts.clean_batch_nodes ? fs->opts.clean_batch_nodes
 					   : ARB_CLEAN_BATCH_NODES,
-		ARB_CLEAN_BATCH_NS
+		ARB_CLEAN_BATCH_NS, &fs->lock_waiters
 	};
 }
 
