@@ -1074,6 +1074,49 @@ START_TEST(test_clean_crash_points)
 }
 END_TEST
 
+/* a DROP_PROGRESS naming a key that is not in the tree (a hostile
+ * image): the check says so, the cleaner refuses (-EUCLEAN), no crash */
+START_TEST(test_clean_bad_progress)
+{
+	struct arb_key k;
+	struct arb_drop_progress dp;
+	const struct arb_drop_budget b = { 4, 0, NULL };
+	struct arb_txn *t;
+	uint64_t id;
+	int ret;
+
+	small_nodes_fs(64 * MiB, NULL);
+	fill_tree(ROOT, 1200);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
+	touch_files(lookup(ROOT, "s"), 0, 8, 1200, "own");
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
+	ck_assert_int_eq(clean_batch(id, 8), 2);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+	fs_lock(fs);
+	ck_assert_int_eq(arb_root_drop_progress(fs->vol, id, &dp), 0);
+	k = (struct arb_key){ (uint64_t)1 << 39, ARB_INODE_ITEM, 7 };
+	arb_key_to_disk(&dp.d_key, &k);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	k = (struct arb_key){ id, ARB_DROP_PROGRESS, 0 };
+	ck_assert_int_eq(arb_update_item(t, fs->vol->tree_root, &k, &dp,
+					 sizeof(dp)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_ne(arb_fs_check(fs, NULL), 0);
+	fs_lock(fs);
+	ret = fs_subvol_clean_batch(fs, id, &b);
+	fs_unlock(fs);
+	ck_assert_int_eq(ret, -EUCLEAN);
+	(void)arb_fs_close(fs);
+	fs = NULL;
+}
+END_TEST
+
 /*
  * A full filesystem with a snapshot: unlinking every file needs space
  * (the snapshot keeps the old leaves, the source's are copied).  Those
@@ -1489,6 +1532,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_crash_points);
 	tcase_add_test(tc, test_clean_batches);
 	tcase_add_test(tc, test_clean_crash_points);
+	tcase_add_test(tc, test_clean_bad_progress);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
 	tcase_add_test(tc, test_usage);
