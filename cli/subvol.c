@@ -212,6 +212,9 @@ static void entry_from_info(struct arb_ioc_subvol_entry *e,
 		e->flags |= ARB_IOC_SUBVOL_RDONLY;
 	if (i->flags & ARB_SUBVOL_DELETED)
 		e->flags |= ARB_IOC_SUBVOL_DELETED;
+	e->clean_nodes = i->clean_nodes;
+	e->clean_freed = i->clean_freed;
+	e->clean_permille = i->clean_permille;
 	memcpy(e->uuid, i->uuid, 16);
 	memcpy(e->parent_uuid, i->parent_uuid, 16);
 	memcpy(e->received_uuid, i->received_uuid, 16);
@@ -878,6 +881,11 @@ static void print_json_entry(const struct sv *s,
 	       *pu == '-' ? "" : "\"", *pu == '-' ? "null" : pu,
 	       *pu == '-' ? "" : "\"", *ru == '-' ? "" : "\"",
 	       *ru == '-' ? "null" : ru, *ru == '-' ? "" : "\"");
+	if (e->flags & ARB_IOC_SUBVOL_DELETED)
+		printf(", \"cleaning\": {\"nodes\": %llu, \"freed\": %llu, "
+		       "\"permille\": %u}",
+		       (unsigned long long)e->clean_nodes,
+		       (unsigned long long)e->clean_freed, e->clean_permille);
 	if (use)
 		printf(", \"exclusive\": %llu, \"shared\": %llu, "
 		       "\"meta_exclusive\": %llu, \"meta_shared\": %llu",
@@ -909,7 +917,7 @@ static int do_list(struct target *t, const char *path, bool json,
 		       "CGEN", "PARENT", "FLAGS", "PARENT UUID", "PATH");
 	for (size_t i = 0; i < c.n; i++) {
 		const struct arb_ioc_subvol_entry *e = &c.v[i].e;
-		char pu[37];
+		char pu[37], del[96];
 
 		/* as btrfs: the top-level subvolume is not listed */
 		if (e->id == ARB_INUM_FS_TREE)
@@ -925,6 +933,12 @@ static int do_list(struct target *t, const char *path, bool json,
 			continue;
 		}
 		uuid_text(e->parent_uuid, pu);
+		if (e->flags & ARB_IOC_SUBVOL_DELETED)
+			snprintf(del, sizeof(del),
+				 "(deleted, being cleaned: %u.%u%%, %llu "
+				 "nodes freed)",
+				 e->clean_permille / 10, e->clean_permille % 10,
+				 (unsigned long long)e->clean_freed);
 		printf("%-6llu %-8llu %-8llu %-6llu %-5s %-36s %s\n",
 		       (unsigned long long)e->id, (unsigned long long)e->gen,
 		       (unsigned long long)e->otransid,
@@ -933,9 +947,7 @@ static int do_list(struct target *t, const char *path, bool json,
 		       : e->flags & ARB_IOC_SUBVOL_RDONLY ? "ro"
 							   : "rw",
 		       pu,
-		       e->flags & ARB_IOC_SUBVOL_DELETED
-			       ? "(deleted, space being given back)"
-			       : c.v[i].path);
+		       e->flags & ARB_IOC_SUBVOL_DELETED ? del : c.v[i].path);
 	}
 	if (json)
 		printf("\n]}\n");

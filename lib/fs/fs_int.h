@@ -255,6 +255,9 @@ struct arb_fs {
 
 	/* a deleted subvolume may be ready for the cleaner (commit thread) */
 	bool clean_pending;
+	/* threads waiting in fs_lock: a batch of the cleaner ends early
+	 * when one is (atomic) */
+	unsigned lock_waiters;
 
 	/* commit thread */
 	pthread_t thread;
@@ -272,7 +275,11 @@ struct arb_fs {
 
 static inline void fs_lock(struct arb_fs *fs)
 {
+	if (pthread_mutex_trylock(&fs->vol->lock) == 0)
+		return;
+	__atomic_add_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fs->vol->lock);
+	__atomic_sub_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 }
 static inline void fs_unlock(struct arb_fs *fs)
 {
@@ -328,9 +335,19 @@ int fs_dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty);
  * (ENOTEMPTY otherwise), as an rmdir */
 int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
 		     size_t len, bool empty);
-/* lib/subvol: drop one deleted subvolume none of whose inodes is pinned
- * (lock held): 1 done, 0 none, <0 error */
+/*
+ * lib/subvol: one batch of the cleaning of a deleted subvolume none of
+ * whose inodes is pinned (lock held): 1 a subvolume is gone (committed),
+ * 2 a batch was dropped and more remains (not committed), 0 none, <0
+ * error.  The batch: opts.clean_batch_nodes (0: ARB_CLEAN_BATCH_NODES)
+ * tree nodes or ARB_CLEAN_BATCH_NS, whichever comes first.  fs_subvol_clean_batch: of
+ * want only (0: any), with budget b (NULL: all of it).
+ */
+#define ARB_CLEAN_BATCH_NODES 1024
+#define ARB_CLEAN_BATCH_NS (2 * 1000 * 1000)
 int fs_subvol_clean(struct arb_fs *fs);
+int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
+			  const struct arb_drop_budget *b);
 /* highest inode objectid present in tr (fs.c) */
 int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 /*

@@ -142,6 +142,12 @@ struct arb_fs_opts {
 	void (*check_progress)(void *arg, const char *phase, uint64_t done,
 			       uint64_t total, uint64_t checked);
 	void *check_progress_arg;
+	/*
+	 * The cleaner of deleted subvolumes drops at most this many tree
+	 * nodes (and at most 2 ms) at a time under the lock, then lets the
+	 * operations waiting for it run.  0 = 1024.
+	 */
+	uint32_t clean_batch_nodes;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 

@@ -503,7 +503,13 @@ struct arb_ioc_subvol_entry {
 	__u8 parent_uuid[16];
 	/* made by a receive: the sender's uuid; else zero */
 	__u8 received_uuid[16];
-	__u64 reserved[13];
+	/* deleted: how far its cleaning has come (struct arb_subvol_info
+	 * clean_*): tree nodes visited, freed, thousandths of the tree */
+	__u64 clean_nodes;
+	__u64 clean_freed;
+	__u32 clean_permille;
+	__u32 pad2;
+	__u64 reserved[10];
 	/* its name in the directory dir_ino, NUL-terminated */
 	char name[256];
 };
