@@ -560,6 +560,22 @@ START_TEST(test_edges)
 			 (ssize_t)(14 * BS));
 	/* not regular files */
 	ck_assert_int_eq(arb_fs_copy_range(fs, a, 0, sv, 0, BS, 0), -EISDIR);
+	/* an immutable or append-only destination takes no copy or dedupe;
+	 * an immutable source may be copied */
+	{
+		uint64_t got;
+
+		ck_assert_int_eq(arb_fs_set_flags(fs, b, ARB_FL_IMMUTABLE), 0);
+		ck_assert_int_eq(arb_fs_copy_range(fs, a, 0, b, 0, BS, 0), -EPERM);
+		ck_assert_int_eq(arb_fs_dedupe_range(fs, a, 0, b, 0, BS, &got),
+				 -EPERM);
+		ck_assert_int_eq(arb_fs_copy_range(fs, b, 0, c, 0, 1 << 20, 0),
+				 (ssize_t)(14 * BS));
+		ck_assert_int_eq(arb_fs_set_flags(fs, b, ARB_FL_APPEND), 0);
+		ck_assert_int_eq(arb_fs_copy_range(fs, a, 0, b, 14 * BS, BS, 0),
+				 -EPERM);
+		ck_assert_int_eq(arb_fs_set_flags(fs, b, 0), 0);
+	}
 	reopen();
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	arb_dev_destroy(mem);
