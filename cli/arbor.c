@@ -21,8 +21,11 @@
  *
  *   arbor subvolume|sub create|snapshot|delete|list|show|sync ...
  *   arbor property get|set PATH ro [true|false]        (subvol.c)
+ *   arbor send [-p PARENT] [-f FILE] [--estimate] SNAPSHOT  (send.c)
+ *   arbor receive [-f FILE] DIR | --dump                    (send.c)
+ *   arbor subvolume digest PATH                             (send.c)
  *
- * find-new and send/receive come later: those commands say so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
+ * find-new comes later: it says so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -47,7 +50,7 @@ static void usage(FILE *f)
 static int not_yet(const char *cmd)
 {
 	fprintf(stderr,
-		"arbor %s: send/receive and find-new are not implemented "
+		"arbor %s: find-new is not implemented "
 		"yet\n"
 		"(snapshots are: arbor subvolume snapshot)\n",
 		cmd);
@@ -136,6 +139,8 @@ int main(int argc, char **argv)
 			{ "sub", ARBOR_HELP_SUBVOLUME },
 			{ "subvol", ARBOR_HELP_SUBVOLUME },
 			{ "property", ARBOR_HELP_PROPERTY },
+			{ "send", ARBOR_HELP_SEND },
+			{ "receive", ARBOR_HELP_RECEIVE },
 		};
 
 		/* "arbor help scrub": that command's part */
@@ -153,13 +158,19 @@ int main(int argc, char **argv)
 		printf("arbor (arborfs) %s\n", ARBORFS_VERSION);
 		return 0;
 	}
+	if ((!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
+	     !strcmp(cmd, "sub")) && argc > 2 && !strcmp(argv[2], "digest"))
+		return cli_digest(argc - 2, argv + 2);
 	if (!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
 	    !strcmp(cmd, "sub"))
 		return cli_subvolume(argc - 1, argv + 1);
 	if (!strcmp(cmd, "property") || !strcmp(cmd, "prop"))
 		return cli_property(argc - 1, argv + 1);
-	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive") ||
-	    !strcmp(cmd, "find-new"))
+	if (!strcmp(cmd, "send"))
+		return cli_send(argc - 1, argv + 1);
+	if (!strcmp(cmd, "receive"))
+		return cli_receive(argc - 1, argv + 1);
+	if (!strcmp(cmd, "find-new"))
 		return not_yet(cmd);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&

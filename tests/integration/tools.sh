@@ -85,7 +85,7 @@ out=$(bash -c '. "$1"; COMP_WORDS=(arbor sc); COMP_CWORD=1; _arbor; echo "${COMP
 [ "$out" = scrub ] || fail "completion of 'arbor sc': '$out'"
 
 log "commands not implemented yet say so"
-for c in "send x" "receive x" "find-new x"; do
+for c in "find-new x"; do
 	# shellcheck disable=SC2086
 	st=$(status "$ARBOR" $c)
 	[ "$st" = 1 ] || fail "arbor $c: exit $st, want 1"
