@@ -285,7 +285,8 @@ static int digest_xattrs(struct dwalk *w, uint64_t ino)
 	i = 0;
 	for (char *p = w->list; p < w->list + n; p += strlen(p) + 1)
 		names[i++] = p;
-	qsort(names, nr, sizeof(*names), str_cmp);
+	if (nr)
+		qsort(names, nr, sizeof(*names), str_cmp);
 	put64(w, nr);
 	for (i = 0; i < nr; i++) {
 		ssize_t v = arb_fs_getxattr(w->fs, ino, names[i], w->buf,
@@ -352,7 +353,7 @@ static int digest_dir(struct dwalk *w, uint64_t dir)
 	ret = arb_fs_readdir(w->fs, dir, 0, false, collect, &l);
 	if (!ret)
 		ret = l.err;
-	if (!ret)
+	if (!ret && l.nr)
 		qsort(l.e, l.nr, sizeof(*l.e), dent_cmp);
 	if (!ret)
 		put64(w, l.nr);

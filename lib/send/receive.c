@@ -694,8 +694,14 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		snprintf(res->name, sizeof(res->name), "%s", c.name);
 	}
 out:
-	if (ret && c.tr)
+	if (ret && c.tr) {
+		uint64_t id = c.tr->id;
+
+		/* give its space back now (a tool exits right after; a
+		 * mount's next receive may need it) */
 		fs_subvol_recv_abandon(fs, c.tr);
+		(void)arb_subvol_wait(fs, id);
+	}
 	res->commands = c.r.index;
 	res->bytes = c.r.off;
 	sr_free(&c.r);
