@@ -92,6 +92,8 @@ struct sctx {
 	uint8_t *pbuf;
 	char *why;
 	size_t why_len;
+	/* incremental: tree nodes read to find what changed */
+	uint64_t nodes_read;
 };
 
 static int grow(void **p, size_t *cap, size_t nr, size_t size)
@@ -525,6 +527,188 @@ static int send_links(struct sctx *c, struct slink *l, size_t nr,
 	return 0;
 }
 
+/* ---- which inodes changed ----------------------------------------------
+ *
+ * An inode differs between the snapshot S and the parent P only if one
+ * of its items sits in a leaf of S or of P that the other tree does not
+ * share.  A node of one tree is shared when the other tree, followed
+ * from its root along the node's first key, has a node of the same
+ * level at the same address: the same block, so the same content, and
+ * everything below it too, which the walk then skips.  Walking both
+ * trees this way visits the nodes on the paths that changed (and looks
+ * up one path of the other tree per child it passes), so the cost
+ * follows the size of the change, not of the trees.  The result is the
+ * sorted list of objectids to compare item by item (send_one).  This is
+ * the small stand-in for the shared tree-comparison engine
+ * (lib/send/compare.c) that find-new and diff use.
+ */
+struct objset {
+	uint64_t *v;
+	size_t nr, cap;
+	uint64_t nodes_read;
+};
+
+static int objset_add(struct objset *o, uint64_t obj)
+{
+	if (obj < ARB_FIRST_INO || obj > ARB_INUM_OBJ_MAX)
+		return 0;
+	if (o->nr && o->v[o->nr - 1] == obj)
+		return 0;
+	if (grow((void **)&o->v, &o->cap, o->nr, sizeof(*o->v)))
+		return -ENOMEM;
+	o->v[o->nr++] = obj;
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* does tree other hold the node (bytenr, level, first key k)? lock held */
+static int shared_in(struct arb_vol *vol, struct arb_root *other,
+		     uint64_t bytenr, int level, const struct arb_key *k,
+		     struct objset *o, bool *yes)
+{
+	struct arb_node *n = other->node, *ch;
+	struct arb_key nk;
+	int ret = 0, i, nr;
+
+	*yes = false;
+	arb_node_pin(n);
+	for (;;) {
+		if (arb_level(n) == level) {
+			*yes = n->bytenr == bytenr;
+			break;
+		}
+		if (arb_level(n) < level)
+			break;
+		nr = (int)arb_nritems(n);
+		/* the last child whose first key is <= k */
+		for (i = nr - 1; i > 0; i--) {
+			arb_node_key(n, i, &nk);
+			if (arb_key_cmp(&nk, k) <= 0)
+				break;
+		}
+		if (nr == 0)
+			break;
+		if (arb_level(n) - 1 == level) {
+			arb_node_key(n, i, &nk);
+			*yes = arb_child_bytenr(n, i) == bytenr &&
+			       !arb_key_cmp(&nk, k);
+			break;
+		}
+		ret = arb_node_read(vol, arb_child_bytenr(n, i),
+				    arb_child_mirror(n, i), arb_child_gen(n, i),
+				    arb_level(n) - 1, &ch);
+		if (ret)
+			break;
+		o->nodes_read++;
+		arb_node_put(vol, n);
+		n = ch;
+	}
+	arb_node_put(vol, n);
+	return ret;
+}
+
+/* the objectids of items in nodes under n (of tree t) not shared with
+ * tree other; lock held */
+static int unshared_objs(struct arb_vol *vol, struct arb_node *n,
+			 struct arb_root *other, struct objset *o)
+{
+	struct arb_key k;
+	struct arb_node *ch;
+	bool yes;
+	int ret = 0;
+
+	if (arb_level(n) == 0) {
+		for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+			arb_node_key(n, i, &k);
+			ret = objset_add(o, k.objectid);
+		}
+		return ret;
+	}
+	for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+		arb_node_key(n, i, &k);
+		ret = shared_in(vol, other, arb_child_bytenr(n, i),
+				arb_level(n) - 1, &k, o, &yes);
+		if (ret || yes)
+			continue;
+		ret = arb_node_read(vol, arb_child_bytenr(n, i),
+				    arb_child_mirror(n, i), arb_child_gen(n, i),
+				    arb_level(n) - 1, &ch);
+		if (ret)
+			break;
+		o->nodes_read++;
+		ret = unshared_objs(vol, ch, other, o);
+		arb_node_put(vol, ch);
+	}
+	return ret;
+}
+
+/* the sorted, distinct objectids that may differ between the trees */
+static int changed_objs(struct sctx *c, struct objset *o)
+{
+	struct arb_vol *vol = c->fs->vol;
+	struct arb_root *s = c->tr->root, *p = c->ptr->root;
+	struct arb_key k = { 0, 0, 0 };
+	size_t i, j;
+	bool yes = false;
+	int ret;
+
+	fs_lock(c->fs);
+	if (arb_nritems(s->node))
+		arb_node_key(s->node, 0, &k);
+	ret = shared_in(vol, p, s->node->bytenr, arb_level(s->node), &k, o,
+			&yes);
+	if (!ret && !yes)
+		ret = unshared_objs(vol, s->node, p, o);
+	if (!ret && !yes)
+		ret = unshared_objs(vol, p->node, s, o);
+	fs_unlock(c->fs);
+	if (ret || !o->nr)
+		return ret;
+	qsort(o->v, o->nr, sizeof(*o->v), u64_cmp);
+	for (i = 1, j = 1; i < o->nr; i++)
+		if (o->v[i] != o->v[j - 1])
+			o->v[j++] = o->v[i];
+	o->nr = j;
+	return 0;
+}
+
+/* incremental: only the objectids changed_objs names */
+static int walk_changed(struct sctx *c)
+{
+	struct sinode s = { 0 }, p = { 0 };
+	struct objset o = { 0 };
+	int ret;
+
+	ret = changed_objs(c, &o);
+	c->nodes_read = o.nodes_read;
+	for (size_t i = 0; !ret && i < o.nr; i++) {
+		ret = scan(c, c->tr, o.v[i], &s);
+		if (ret < 0)
+			break;
+		if (ret == 1 || s.obj != o.v[i])
+			s.present = false;
+		ret = scan(c, c->ptr, o.v[i], &p);
+		if (ret < 0)
+			break;
+		if (ret == 1 || p.obj != o.v[i])
+			p.present = false;
+		s.obj = p.obj = o.v[i];
+		ret = 0;
+		if (s.present || p.present)
+			ret = send_one(c, &s, &p);
+	}
+	free(o.v);
+	sinode_free(&s);
+	sinode_free(&p);
+	return ret;
+}
+
 static int walk(struct sctx *c)
 {
 	struct sinode s = { 0 }, p = { 0 }, none = { 0 };
@@ -603,7 +787,7 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 
 	if (why && why_len)
 		why[0] = 0;
-	if (flags & ~ARB_SEND_ESTIMATE)
+	if (flags & ~(ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE))
 		return -EINVAL;
 	ret = check_rdonly(&c, id, &si, "source");
 	if (!ret && parent)
@@ -648,7 +832,9 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	sw_bytes(&c.w, si.name, strlen(si.name));
 	ret = sw_end(&c.w);
 	if (!ret)
-		ret = walk(&c);
+		ret = parent && !(flags & ARB_SEND_FULL_COMPARE)
+			      ? walk_changed(&c)
+			      : walk(&c);
 	if (!ret)
 		ret = send_links(&c, c.unlinks, c.nr_unlinks, ARB_SCMD_UNLINK);
 	if (!ret)
@@ -684,6 +870,7 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	else if (ret)
 		fail(&c, ret, "%s", strerror(-ret));
 	c.st.bytes = c.w.bytes;
+	c.st.nodes_read = c.nodes_read;
 	c.st.commands = c.w.commands;
 	if (stp)
 		*stp = c.st;

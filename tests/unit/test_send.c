@@ -983,7 +983,7 @@ START_TEST(test_incremental_chain)
 {
 	struct model *m = calloc(1, sizeof(*m));
 	uint64_t prev_s = 0, prev_d = 0, sid, did;
-	struct arb_send_stats full, inc;
+	struct arb_send_stats full, inc, cmp;
 	int steps = TU_SCALE(6, 20);
 	char name[32];
 	int fd;
@@ -1006,6 +1006,16 @@ START_TEST(test_incremental_chain)
 						  sizeof(why)), 0);
 			ck_assert_uint_lt(inc.bytes, full.bytes);
 			ck_assert_uint_lt(inc.inodes, full.inodes);
+			/* skipping the shared subtrees finds what comparing
+			 * every inode finds: the same stream */
+			ck_assert_int_eq(arb_send(sfs, sid, prev_s, -1,
+						  ARB_SEND_ESTIMATE |
+							  ARB_SEND_FULL_COMPARE,
+						  &cmp, why, sizeof(why)), 0);
+			ck_assert_uint_eq(cmp.bytes, inc.bytes);
+			ck_assert_uint_eq(cmp.commands, inc.commands);
+			ck_assert_uint_eq(cmp.inodes, inc.inodes);
+			ck_assert_uint_gt(inc.nodes_read, 0);
 		}
 		prev_s = sid;
 		prev_d = did;
@@ -1082,6 +1092,50 @@ START_TEST(test_dump_and_estimate)
 }
 END_TEST
 
+/* finding what changed reads the changed paths, not the tree */
+START_TEST(test_incremental_cost)
+{
+	unsigned n = TU_SCALE(5000, 100000), i;
+	struct arb_send_stats inc, cmp;
+	struct arb_stat st, dst;
+	uint64_t s1, s2, dirs[10];
+	char name[32], why[256];
+
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		ck_assert_int_eq(arb_fs_mkdir(sfs, ROOT, name, 0755, NULL, &dst),
+				 0);
+		dirs[i] = dst.ino;
+	}
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-%u", i);
+		ck_assert_int_eq(arb_fs_mknod(sfs, dirs[i % 10], name,
+					      S_IFREG | 0644, 0, NULL, &st), 0);
+	}
+	s1 = snap("s1");
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "file-%u", i * (n / 10) + 3);
+		ck_assert_int_eq(arb_fs_lookup(sfs, dirs[(i * (n / 10) + 3) % 10],
+					       name, &st), 0);
+		ck_assert_int_eq(arb_fs_write(sfs, st.ino, "x", 1, 0), 1);
+	}
+	s2 = snap("s2");
+	ck_assert_int_eq(arb_send(sfs, s2, s1, -1, ARB_SEND_ESTIMATE, &inc, why,
+				  sizeof(why)), 0);
+	ck_assert_int_eq(arb_send(sfs, s2, s1, -1,
+				  ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE,
+				  &cmp, why, sizeof(why)), 0);
+	printf("incremental send, 10 of %u files changed: %llu tree nodes "
+	       "read to find them, %llu inodes sent, %llu stream bytes\n",
+	       n, (unsigned long long)inc.nodes_read,
+	       (unsigned long long)inc.inodes, (unsigned long long)inc.bytes);
+	ck_assert_uint_eq(cmp.bytes, inc.bytes);
+	/* the 10 files and their directories */
+	ck_assert_uint_le(inc.inodes, 20);
+	ck_assert_uint_le(inc.nodes_read, 300);
+}
+END_TEST
+
 static Suite *send_suite(void)
 {
 	Suite *s = suite_create("send");
@@ -1095,6 +1149,7 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_incremental_chain);
 	tcase_add_test(tc, test_parent_missing);
 	tcase_add_test(tc, test_dump_and_estimate);
+	tcase_add_test(tc, test_incremental_cost);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -49,10 +49,16 @@ struct arb_send_stats {
 	uint64_t commands;  /* commands written */
 	uint64_t inodes;    /* inodes sent (changed ones when incremental) */
 	uint64_t data;      /* file data bytes sent */
+	/* incremental: tree nodes read to find the changed inodes (the
+	 * paths that differ; nodes both trees share are skipped) */
+	uint64_t nodes_read;
 };
 
 /* arb_send flags: count only, write nothing (fd ignored): --estimate */
 #define ARB_SEND_ESTIMATE (1u << 0)
+/* incremental: compare every inode of both trees instead of skipping
+ * the subtrees they share (slower; for tests and as a cross-check) */
+#define ARB_SEND_FULL_COMPARE (1u << 1)
 
 /*
  * Write a stream of read-only subvolume id to fd: full when parent is 0,
