@@ -584,6 +584,8 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 	ret = arb_fs_getattr(fs, dir, &st);
 	if (!ret && !S_ISDIR(st.mode))
 		ret = -ENOTDIR;
+	if (!ret && st.rdonly)
+		ret = -EROFS;
 	if (ret) {
 		snprintf(res->error, sizeof(res->error),
 			 "the target directory: %s", strerror(-ret));
