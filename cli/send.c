@@ -272,16 +272,111 @@ out:
 	return rc;
 }
 
+static void uuid_text(const uint8_t *u, char out[37])
+{
+	for (int i = 0, n = 0; i < 16; i++)
+		n += sprintf(out + n, "%02x%s", u[i],
+			     i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
+}
+
+/* one line of --list-parents: a read-only, live subvolume */
+static void parent_line(uint64_t id, uint32_t flags, bool deleted,
+			const uint8_t *uuid, uint64_t gen,
+			const uint8_t *ruuid, uint64_t stransid,
+			const char *name)
+{
+	static const uint8_t zero[16];
+	char u[37], r[37];
+
+	if (!(flags & ARB_SUBVOL_RDONLY) || deleted)
+		return;
+	uuid_text(uuid, u);
+	if (memcmp(ruuid, zero, 16)) {
+		uuid_text(ruuid, r);
+		printf("%-6llu %s %llu (received: %s %llu)\n",
+		       (unsigned long long)id, name, (unsigned long long)gen, r,
+		       (unsigned long long)stransid);
+	} else {
+		printf("%-6llu %s %llu (own: %s %llu)\n",
+		       (unsigned long long)id, name, (unsigned long long)gen, u,
+		       (unsigned long long)gen);
+	}
+}
+
+static int list_image_fn(void *ctx, const struct arb_subvol_info *si)
+{
+	(void)ctx;
+	parent_line(si->id, si->flags & ARB_SUBVOL_RDONLY,
+		    si->flags & ARB_SUBVOL_DELETED, si->uuid, si->gen,
+		    si->received_uuid, si->stransid, si->name);
+	return 0;
+}
+
+/* the subvolumes an incremental stream can name as its parent here */
+static int list_parents(const char *image, const char *dir)
+{
+	puts("ID     NAME GENERATION (PARENT UUID AND GENERATION A STREAM MAY NAME)");
+	if (image) {
+		struct arb_fs *fs;
+		int ret, rc = 0;
+
+		if (open_image(image, false, &fs))
+			return 1;
+		ret = arb_subvol_list(fs, list_image_fn, NULL);
+		if (ret < 0) {
+			err("%s: listing the subvolumes: %s", image,
+			    arb_reason(ret, NULL));
+			rc = 1;
+		}
+		return close_image(image, fs, rc);
+	}
+	{
+		struct arb_ioc_subvol_list *l = calloc(1, sizeof(*l));
+		int fd = cli_open_mount(dir), rc = 0;
+
+		if (!l || fd < 0) {
+			free(l);
+			if (fd >= 0)
+				close(fd);
+			return 1;
+		}
+		do {
+			l->size = sizeof(*l);
+			l->version = ARB_IOC_VERSION;
+			l->start = l->next;
+			if (cli_ioctl(fd, dir, ARB_IOC_SUBVOL_LIST, l,
+				      "list subvolumes")) {
+				rc = 1;
+				break;
+			}
+			for (uint32_t i = 0; i < l->nr; i++) {
+				const struct arb_ioc_subvol_entry *e = &l->e[i];
+
+				parent_line(e->id,
+					    e->flags & ARB_IOC_SUBVOL_RDONLY
+						    ? ARB_SUBVOL_RDONLY
+						    : 0,
+					    e->flags & ARB_IOC_SUBVOL_DELETED,
+					    e->uuid, e->gen, e->received_uuid,
+					    e->stransid, e->name);
+			}
+		} while (l->next);
+		free(l);
+		close(fd);
+		return rc;
+	}
+}
+
 int cli_receive(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "file", 1, 0, 'f' }, { "image", 1, 0, 'i' },
 		{ "dump", 0, 0, 'd' }, { "help", 0, 0, 'h' },
-		{ 0, 0, 0, 0 }
+		{ "list-parents", 0, 0, 'l' }, { 0, 0, 0, 0 }
 	};
 	const char *file = NULL, *image = NULL, *dir = NULL;
 	struct arb_recv_result *res;
-	bool dump = false;
+	bool dump = false, parents = false;
 	int c, fd = STDIN_FILENO, rc = 0, ret;
 
 	optind = 1;
@@ -290,9 +385,17 @@ int cli_receive(int argc, char **argv)
 		case 'f': file = optarg; break;
 		case 'i': image = optarg; break;
 		case 'd': dump = true; break;
+		case 'l': parents = true; break;
 		case 'h': fputs(ARBOR_HELP_RECEIVE, stdout); return 0;
 		default: fputs(ARBOR_HELP_RECEIVE, stderr); return 2;
 		}
+	}
+	if (parents) {
+		if (optind != argc - 1 || dump || file) {
+			fputs(ARBOR_HELP_RECEIVE, stderr);
+			return 2;
+		}
+		return list_parents(image, argv[optind]);
 	}
 	if (dump ? optind != argc : optind != argc - 1) {
 		fputs(ARBOR_HELP_RECEIVE, stderr);

@@ -193,6 +193,8 @@ EOF
 	prev=s$i
 done
 log "$STEPS incremental streams received"
+"$ARBOR" receive --list-parents "$MNTB" >"$TMP/parents" || fail "receive --list-parents"
+grep -q " $prev .*received: " "$TMP/parents" || fail "--list-parents: $(cat "$TMP/parents")"
 
 # an incremental stream is much smaller than a full one
 full=$("$ARBOR" send --estimate "$MNT/$prev" | cut -d' ' -f1)
@@ -245,6 +247,8 @@ rm -f "$TMP/c.img"
 	fail "send --image | receive --image"
 dC=$("$ARBOR" subvolume digest --image "$TMP/c.img" "/$prev" | cut -d' ' -f1)
 [ "$dA" = "$dC" ] || fail "digest on image C ($dC) is not the source's ($dA)"
+"$ARBOR" receive --list-parents --image "$TMP/c.img" / | grep -q " $prev .*received: " ||
+	fail "receive --list-parents --image"
 "$FSCK" -n "$TMP/c.img" || fail "fsck.arborfs -n of image C"
 
 fs_mount
