@@ -372,11 +372,12 @@ int cli_receive(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "file", 1, 0, 'f' }, { "image", 1, 0, 'i' },
 		{ "dump", 0, 0, 'd' }, { "help", 0, 0, 'h' },
-		{ "list-parents", 0, 0, 'l' }, { 0, 0, 0, 0 }
+		{ "list-parents", 0, 0, 'l' }, { "extract", 0, 0, 'x' },
+		{ 0, 0, 0, 0 }
 	};
 	const char *file = NULL, *image = NULL, *dir = NULL;
 	struct arb_recv_result *res;
-	bool dump = false, parents = false;
+	bool dump = false, parents = false, extract = false;
 	int c, fd = STDIN_FILENO, rc = 0, ret;
 
 	optind = 1;
@@ -386,6 +387,7 @@ int cli_receive(int argc, char **argv)
 		case 'i': image = optarg; break;
 		case 'd': dump = true; break;
 		case 'l': parents = true; break;
+		case 'x': extract = true; break;
 		case 'h': fputs(ARBOR_HELP_RECEIVE, stdout); return 0;
 		default: fputs(ARBOR_HELP_RECEIVE, stderr); return 2;
 		}
@@ -422,6 +424,32 @@ int cli_receive(int argc, char **argv)
 			err("receive --dump: %s: %s", file ? file : "stdin",
 			    why[0] ? why : strerror(-ret));
 			rc = 1;
+		}
+		goto out;
+	}
+	if (extract) {
+		char why[600], name[ARB_NAME_MAX + 1];
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (image) {
+			err("receive --extract writes plain files: no --image");
+			rc = 2;
+			goto out;
+		}
+		if (dfd < 0) {
+			err("%s: %s", dir, strerror(errno));
+			rc = 1;
+			goto out;
+		}
+		ret = arb_receive_extract(fd, dfd, stderr, name, why,
+					  sizeof(why));
+		close(dfd);
+		if (ret) {
+			err("receive --extract into %s: %s", dir,
+			    why[0] ? why : strerror(-ret));
+			rc = 1;
+		} else {
+			printf("Extracted '%s' in %s\n", name, dir);
 		}
 		goto out;
 	}

@@ -224,6 +224,17 @@ log "truncated and corrupt streams refused: $(head -c 200 "$TMP/err")"
 "$ARBOR" receive -f "$TMP/full.stream" "$MNTB/t" >/dev/null || fail "receive -f"
 same_tree "$MNT/$prev" "$MNTB/t/$prev"
 "$ARBOR" receive --dump -f "$TMP/full.stream" | grep -q "^end " || fail "receive --dump"
+# --extract: plain files on the host's filesystem, same manifest
+mkdir "$TMP/x"
+"$ARBOR" receive --extract -f "$TMP/cut.stream" "$TMP/x" 2>"$TMP/err" && fail "extract of a cut stream"
+[ ! -e "$TMP/x/$prev" ] && [ -d "$TMP/x/.arbor-extract-$prev" ] ||
+	fail "a cut --extract: $(ls -a "$TMP/x")"
+rm -rf "$TMP/x/.arbor-extract-$prev"
+"$ARBOR" receive --extract -f "$TMP/full.stream" "$TMP/x" >/dev/null || fail "receive --extract"
+[ "$(ls -A "$TMP/x")" = "$prev" ] || fail "--extract left $(ls -A "$TMP/x")"
+manifest "$MNT/$prev" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.src"
+manifest "$TMP/x/$prev" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.dst"
+diff -u "$TMP/m.src" "$TMP/m.dst" >&2 || fail "--extract differs from the source"
 
 # a missing parent is named
 "$ARBOR" subvolume snapshot -r "$MNT" "$MNT/lonely" >/dev/null || fail "snapshot lonely"

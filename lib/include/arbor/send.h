@@ -107,6 +107,19 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
  */
 int arb_receive_dump(int fd, FILE *out, char *why, size_t why_len);
 
+/*
+ * Write a full stream from fd as plain files under directory dirfd, on
+ * any filesystem (arbor receive --extract): the tree appears as dirfd/NAME
+ * (NAME from the stream, copied to name_out, ARB_NAME_MAX + 1 bytes, may
+ * be NULL) once the stream ended; until then, and after a failure, it is
+ * in dirfd/.arbor-extract-NAME.  Owners are set when running as root;
+ * devices that cannot be made and xattrs the filesystem refuses are left
+ * out with a line on warnings (may be NULL).  -EBADMSG / -EINVAL (an
+ * incremental stream) / -EEXIST / -errno, with why naming the command.
+ */
+int arb_receive_extract(int fd, int dirfd, FILE *warnings, char *name_out,
+			char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif
