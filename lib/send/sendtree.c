@@ -567,38 +567,89 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The other tree's nodes on the last path looked up, with the key range
+ * each covers, so that lookups in key order (children of one node) start
+ * from the deepest cached node that covers their key instead of the root.
+ */
+struct pcache {
+	struct arb_node *node[ARB_MAX_LEVEL];
+	struct arb_key lo[ARB_MAX_LEVEL], hi[ARB_MAX_LEVEL];
+	bool hi_inf[ARB_MAX_LEVEL];
+};
+
+static void pcache_drop(struct arb_vol *vol, struct pcache *pc, int from)
+{
+	for (int l = from; l >= 0; l--) {
+		if (pc->node[l])
+			arb_node_put(vol, pc->node[l]);
+		pc->node[l] = NULL;
+	}
+}
+
+static bool pcache_covers(const struct pcache *pc, int l,
+			  const struct arb_key *k)
+{
+	return pc->node[l] && arb_key_cmp(&pc->lo[l], k) <= 0 &&
+	       (pc->hi_inf[l] || arb_key_cmp(k, &pc->hi[l]) < 0);
+}
+
 /* does tree other hold the node (bytenr, level, first key k)? lock held */
 static int shared_in(struct arb_vol *vol, struct arb_root *other,
-		     uint64_t bytenr, int level, const struct arb_key *k,
-		     struct objset *o, bool *yes)
+		     struct pcache *pc, uint64_t bytenr, int level,
+		     const struct arb_key *k, struct objset *o, bool *yes)
 {
-	struct arb_node *n = other->node, *ch;
-	struct arb_key nk;
-	int ret = 0, i, nr;
+	struct arb_node *n, *ch;
+	struct arb_key nk, lo, hi;
+	bool hi_inf;
+	int ret = 0, i, nr, l, top = arb_level(other->node);
 
 	*yes = false;
-	arb_node_pin(n);
+	if (level > top)
+		return 0;
+	if (level == top) {
+		*yes = other->node->bytenr == bytenr;
+		return 0;
+	}
+	/* the deepest cached node above level that covers k */
+	for (l = level + 1; l < top; l++)
+		if (pcache_covers(pc, l, k))
+			break;
+	if (l == top) {
+		pcache_drop(vol, pc, top - 1);
+		n = other->node;
+		memset(&lo, 0, sizeof(lo));
+		memset(&hi, 0, sizeof(hi));
+		hi_inf = true;
+	} else {
+		pcache_drop(vol, pc, l - 1);
+		n = pc->node[l];
+		lo = pc->lo[l];
+		hi = pc->hi[l];
+		hi_inf = pc->hi_inf[l];
+	}
 	for (;;) {
-		if (arb_level(n) == level) {
-			*yes = n->bytenr == bytenr;
-			break;
-		}
-		if (arb_level(n) < level)
-			break;
 		nr = (int)arb_nritems(n);
+		if (nr == 0)
+			break;
 		/* the last child whose first key is <= k */
 		for (i = nr - 1; i > 0; i--) {
 			arb_node_key(n, i, &nk);
 			if (arb_key_cmp(&nk, k) <= 0)
 				break;
 		}
-		if (nr == 0)
-			break;
 		if (arb_level(n) - 1 == level) {
 			arb_node_key(n, i, &nk);
 			*yes = arb_child_bytenr(n, i) == bytenr &&
 			       !arb_key_cmp(&nk, k);
 			break;
+		}
+		/* the child's range */
+		if (i > 0)
+			arb_node_key(n, i, &lo);
+		if (i + 1 < nr) {
+			arb_node_key(n, i + 1, &hi);
+			hi_inf = false;
 		}
 		ret = arb_node_read(vol, arb_child_bytenr(n, i),
 				    arb_child_mirror(n, i), arb_child_gen(n, i),
@@ -606,17 +657,21 @@ static int shared_in(struct arb_vol *vol, struct arb_root *other,
 		if (ret)
 			break;
 		o->nodes_read++;
-		arb_node_put(vol, n);
+		l = arb_level(ch);
+		pc->node[l] = ch; /* the cache holds the read's pin */
+		pc->lo[l] = lo;
+		pc->hi[l] = hi;
+		pc->hi_inf[l] = hi_inf;
 		n = ch;
 	}
-	arb_node_put(vol, n);
 	return ret;
 }
 
 /* the objectids of items in nodes under n (of tree t) not shared with
  * tree other; lock held */
 static int unshared_objs(struct arb_vol *vol, struct arb_node *n,
-			 struct arb_root *other, struct objset *o)
+			 struct arb_root *other, struct pcache *pc,
+			 struct objset *o)
 {
 	struct arb_key k;
 	struct arb_node *ch;
@@ -632,7 +687,7 @@ static int unshared_objs(struct arb_vol *vol, struct arb_node *n,
 	}
 	for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
 		arb_node_key(n, i, &k);
-		ret = shared_in(vol, other, arb_child_bytenr(n, i),
+		ret = shared_in(vol, other, pc, arb_child_bytenr(n, i),
 				arb_level(n) - 1, &k, o, &yes);
 		if (ret || yes)
 			continue;
@@ -642,7 +697,7 @@ static int unshared_objs(struct arb_vol *vol, struct arb_node *n,
 		if (ret)
 			break;
 		o->nodes_read++;
-		ret = unshared_objs(vol, ch, other, o);
+		ret = unshared_objs(vol, ch, other, pc, o);
 		arb_node_put(vol, ch);
 	}
 	return ret;
@@ -658,15 +713,20 @@ static int changed_objs(struct sctx *c, struct objset *o)
 	bool yes = false;
 	int ret;
 
+	struct pcache pc;
+
+	memset(&pc, 0, sizeof(pc));
 	fs_lock(c->fs);
 	if (arb_nritems(s->node))
 		arb_node_key(s->node, 0, &k);
-	ret = shared_in(vol, p, s->node->bytenr, arb_level(s->node), &k, o,
-			&yes);
+	ret = shared_in(vol, p, &pc, s->node->bytenr, arb_level(s->node), &k,
+			o, &yes);
 	if (!ret && !yes)
-		ret = unshared_objs(vol, s->node, p, o);
+		ret = unshared_objs(vol, s->node, p, &pc, o);
+	pcache_drop(vol, &pc, ARB_MAX_LEVEL - 1);
 	if (!ret && !yes)
-		ret = unshared_objs(vol, p->node, s, o);
+		ret = unshared_objs(vol, p->node, s, &pc, o);
+	pcache_drop(vol, &pc, ARB_MAX_LEVEL - 1);
 	fs_unlock(c->fs);
 	if (ret || !o->nr)
 		return ret;

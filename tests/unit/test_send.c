@@ -1149,6 +1149,11 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_incremental_chain);
 	tcase_add_test(tc, test_parent_missing);
 	tcase_add_test(tc, test_dump_and_estimate);
+	suite_add_tcase(s, tc);
+	/* a case of its own: CK_RUN_CASE=cost ARBOR_TEST_SCALE=full */
+	tc = tcase_create("cost");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_incremental_cost);
 	suite_add_tcase(s, tc);
 	return s;
