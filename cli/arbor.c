@@ -25,7 +25,7 @@
  *   arbor receive [-f FILE] DIR | --dump                    (send.c)
  *   arbor subvolume digest PATH                             (send.c)
  *
- * find-new comes later: it says so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
+ * Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,17 +44,6 @@
 static void usage(FILE *f)
 {
 	fputs(ARBOR_HELP, f);
-}
-
-/* a command that is not there yet: say so (exit 1) */
-static int not_yet(const char *cmd)
-{
-	fprintf(stderr,
-		"arbor %s: find-new is not implemented "
-		"yet\n"
-		"(snapshots are: arbor subvolume snapshot)\n",
-		cmd);
-	return 1;
 }
 
 static int open_image(const char *path, struct arb_dev **dev,
@@ -139,6 +128,8 @@ int main(int argc, char **argv)
 			{ "sub", ARBOR_HELP_SUBVOLUME },
 			{ "subvol", ARBOR_HELP_SUBVOLUME },
 			{ "property", ARBOR_HELP_PROPERTY },
+			{ "reflink", ARBOR_HELP_REFLINK },
+			{ "dedupe", ARBOR_HELP_REFLINK },
 			{ "send", ARBOR_HELP_SEND },
 			{ "receive", ARBOR_HELP_RECEIVE },
 		};
@@ -166,12 +157,17 @@ int main(int argc, char **argv)
 		return cli_subvolume(argc - 1, argv + 1);
 	if (!strcmp(cmd, "property") || !strcmp(cmd, "prop"))
 		return cli_property(argc - 1, argv + 1);
+	if (!strcmp(cmd, "reflink"))
+		return cli_reflink(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dedupe"))
+		return cli_dedupe(argc - 1, argv + 1);
+	/* as btrfs: "find-new" is a subvolume command; argv[1] names it */
+	if (!strcmp(cmd, "find-new"))
+		return cli_subvolume(argc, argv);
 	if (!strcmp(cmd, "send"))
 		return cli_send(argc - 1, argv + 1);
 	if (!strcmp(cmd, "receive"))
 		return cli_receive(argc - 1, argv + 1);
-	if (!strcmp(cmd, "find-new"))
-		return not_yet(cmd);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&
 	    strcmp(cmd, "unmount") && strcmp(cmd, "umount") &&
