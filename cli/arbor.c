@@ -21,8 +21,11 @@
  *
  *   arbor subvolume|sub create|snapshot|delete|list|show|sync ...
  *   arbor property get|set PATH ro [true|false]        (subvol.c)
+ *   arbor send [-p PARENT] [-f FILE] [--estimate] SNAPSHOT  (send.c)
+ *   arbor receive [-f FILE] DIR | --dump                    (send.c)
+ *   arbor subvolume digest PATH                             (send.c)
  *
- * find-new and send/receive come later: those commands say so.  Usage: docs/man/arbor.help (also --help and arbor(8)).
+ * Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -41,17 +44,6 @@
 static void usage(FILE *f)
 {
 	fputs(ARBOR_HELP, f);
-}
-
-/* a command that is not there yet: say so (exit 1) */
-static int not_yet(const char *cmd)
-{
-	fprintf(stderr,
-		"arbor %s: send/receive and find-new are not implemented "
-		"yet\n"
-		"(snapshots are: arbor subvolume snapshot)\n",
-		cmd);
-	return 1;
 }
 
 static int open_image(const char *path, struct arb_dev **dev,
@@ -138,6 +130,8 @@ int main(int argc, char **argv)
 			{ "property", ARBOR_HELP_PROPERTY },
 			{ "reflink", ARBOR_HELP_REFLINK },
 			{ "dedupe", ARBOR_HELP_REFLINK },
+			{ "send", ARBOR_HELP_SEND },
+			{ "receive", ARBOR_HELP_RECEIVE },
 		};
 
 		/* "arbor help scrub": that command's part */
@@ -155,6 +149,9 @@ int main(int argc, char **argv)
 		printf("arbor (arborfs) %s\n", ARBORFS_VERSION);
 		return 0;
 	}
+	if ((!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
+	     !strcmp(cmd, "sub")) && argc > 2 && !strcmp(argv[2], "digest"))
+		return cli_digest(argc - 2, argv + 2);
 	if (!strcmp(cmd, "subvolume") || !strcmp(cmd, "subvol") ||
 	    !strcmp(cmd, "sub"))
 		return cli_subvolume(argc - 1, argv + 1);
@@ -167,8 +164,10 @@ int main(int argc, char **argv)
 	/* as btrfs: "find-new" is a subvolume command; argv[1] names it */
 	if (!strcmp(cmd, "find-new"))
 		return cli_subvolume(argc, argv);
-	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive"))
-		return not_yet(cmd);
+	if (!strcmp(cmd, "send"))
+		return cli_send(argc - 1, argv + 1);
+	if (!strcmp(cmd, "receive"))
+		return cli_receive(argc - 1, argv + 1);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&
 	    strcmp(cmd, "unmount") && strcmp(cmd, "umount") &&

@@ -37,6 +37,11 @@ int cli_property(int argc, char **argv);
 /* "arbor reflink ..." / "arbor dedupe ..." (argv[0] is the command) */
 int cli_reflink(int argc, char **argv);
 int cli_dedupe(int argc, char **argv);
+/* "arbor send|receive ..." (argv[0] is the command) and "arbor subvolume
+ * digest ..." (argv[0] is "digest"): send.c; the exit status */
+int cli_send(int argc, char **argv);
+int cli_receive(int argc, char **argv);
+int cli_digest(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

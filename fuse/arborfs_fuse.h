@@ -302,6 +302,9 @@ bool afs_reflink_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 			  bool have_id);
 /* the ARB_IOC_SUBVOL_* ioctls: answered (true) or not one (false) */
+/* sendrecv.c: ARB_IOC_SEND, _RECEIVE, _DIGEST (answered: true) */
+bool afs_send_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
+		    const void *in_buf, size_t in_bufsz, size_t out_bufsz);
 bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		      const void *in_buf, size_t in_bufsz, size_t out_bufsz);
 /* diff.c: ARB_IOC_FIND_NEW and ARB_IOC_DIFF, answered (true) or not one

@@ -782,6 +782,9 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	/* find-new and diff (diff.c) */
 	if (afs_diff_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
 		return;
+	/* send streams (sendrecv.c) */
+	if (afs_send_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
+		return;
 	/* the structs have the same layout for 32-bit callers (every __u64
 	 * at a multiple of 8): FUSE_IOCTL_COMPAT needs nothing of its own */
 	(void)flags;

@@ -131,8 +131,8 @@ static int iref_find(const uint8_t *buf, size_t size, const char *name,
 }
 
 /* would one more entry of name_len fit C's INODE_REF item for parent D? */
-static bool iref_has_room(struct arb_fs *fs, uint64_t ino, uint64_t parent,
-			  size_t name_len)
+bool fs_iref_has_room(struct arb_fs *fs, uint64_t ino, uint64_t parent,
+		      size_t name_len)
 {
 	struct arb_key k = { fs_obj(ino), ARB_INODE_REF, fs_obj(parent) };
 	uint32_t max = arb_max_item_size(fs->vol);
@@ -444,7 +444,7 @@ int fs_dent_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 }
 
 /* Remove the three items of a link. */
-static int link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+int fs_link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 		    const char *name, size_t len, uint64_t ino,
 		    const struct timespec *now)
 {
@@ -990,7 +990,7 @@ int arb_fs_link(struct arb_fs *fs, uint64_t ino, uint64_t newdir,
 		goto out;
 	}
 	if (in.nlink >= ARB_LINK_MAX ||
-	    !iref_has_room(fs, ino, newdir, len)) {
+	    !fs_iref_has_room(fs, ino, newdir, len)) {
 		ret = -EMLINK;
 		goto out;
 	}
@@ -1084,7 +1084,7 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	if (ret)
 		goto out;
 	fs_now(&now);
-	ret = link_del(fs, t, &din, name, len, ino, &now);
+	ret = fs_link_del(fs, t, &din, name, len, ino, &now);
 	if (ret)
 		goto out_end;
 	in.ctime = now;
@@ -1192,7 +1192,7 @@ static int rename_subvol_link(struct arb_fs *fs, struct arb_inode *od,
 	ret = fs_dent_del(fs, t, od, name, len, seq, &now);
 	if (!ret && dst) {
 		/* as an rmdir of it, in this transaction */
-		ret = link_del(fs, t, nd, newname, nlen, dst->ino, &now);
+		ret = fs_link_del(fs, t, nd, newname, nlen, dst->ino, &now);
 		if (!ret) {
 			dst->nlink = 0;
 			dst->ctime = now;
@@ -1389,8 +1389,8 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 			if (ret)
 				goto out;
 		}
-		if (!iref_has_room(fs, src_ino, newdir, nlen) ||
-		    !iref_has_room(fs, dst_ino, dir, len)) {
+		if (!fs_iref_has_room(fs, src_ino, newdir, nlen) ||
+		    !fs_iref_has_room(fs, dst_ino, dir, len)) {
 			ret = -EMLINK;
 			goto out;
 		}
@@ -1425,7 +1425,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 				goto out;
 			}
 		}
-		if (dir != newdir && !iref_has_room(fs, src_ino, newdir, nlen)) {
+		if (dir != newdir && !fs_iref_has_room(fs, src_ino, newdir, nlen)) {
 			ret = -EMLINK;
 			goto out;
 		}
@@ -1438,9 +1438,9 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	fs_now(&now);
 	if (flags & RENAME_EXCHANGE) {
-		ret = link_del(fs, t, od, name, len, src_ino, &now);
+		ret = fs_link_del(fs, t, od, name, len, src_ino, &now);
 		if (!ret)
-			ret = link_del(fs, t, nd, newname, nlen, dst_ino, &now);
+			ret = fs_link_del(fs, t, nd, newname, nlen, dst_ino, &now);
 		if (!ret)
 			ret = fs_link_add(fs, t, nd, newname, nlen, src_ino,
 				       mode_dt(src.mode), &now);
@@ -1464,7 +1464,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 			ret = fs_inode_write(fs, t, &dst);
 	} else {
 		if (have_dst) {
-			ret = link_del(fs, t, nd, newname, nlen, dst_ino, &now);
+			ret = fs_link_del(fs, t, nd, newname, nlen, dst_ino, &now);
 			if (ret)
 				goto out_end;
 			dst.ctime = now;
@@ -1482,7 +1482,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 			if (ret)
 				goto out_end;
 		}
-		ret = link_del(fs, t, od, name, len, src_ino, &now);
+		ret = fs_link_del(fs, t, od, name, len, src_ino, &now);
 		if (!ret)
 			ret = fs_link_add(fs, t, nd, newname, nlen, src_ino,
 				       mode_dt(src.mode), &now);

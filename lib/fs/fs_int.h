@@ -103,6 +103,10 @@ struct fs_tree {
 	bool deleted;
 	/* how many of its inodes are pinned (arb_fs_open_inode) */
 	uint64_t pinned;
+	/* being built by a receive (lib/send/receive.c): unlinked, with an
+	 * ORPHAN_ITEM as if deleted, but the cleaner leaves it alone until
+	 * it is published or abandoned */
+	bool receiving;
 	/* opened during the mount: its orphans (unlinked while open before
 	 * a crash) are still to free (fs_free_tree_orphans) */
 	bool orphans_pending;
@@ -348,6 +352,20 @@ int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
 int fs_subvol_clean(struct arb_fs *fs);
 int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 			  const struct arb_drop_budget *b);
+/*
+ * lib/subvol, for receive (lock not held): a new subvolume tree, empty
+ * (parent 0) or a clone of tree parent, committed unlinked with an
+ * ORPHAN_ITEM and marked receiving; published as a read-only received
+ * snapshot named name in dir (the orphan goes, the received UUID,
+ * stransid and rtransid are recorded; committed); or abandoned to the
+ * cleaner.
+ */
+int fs_subvol_recv_begin(struct arb_fs *fs, uint64_t parent,
+			 struct fs_tree **out);
+int fs_subvol_recv_publish(struct arb_fs *fs, struct fs_tree *tr,
+			   uint64_t dir, const char *name,
+			   const uint8_t uuid[16], uint64_t stransid);
+void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr);
 /* highest inode objectid present in tr (fs.c) */
 int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 /*
@@ -519,6 +537,15 @@ int fs_dir_find(struct arb_fs *fs, uint64_t dir, const char *name, size_t len,
  * INODE_REF); updates din (size, seq, times), which the caller writes. */
 int fs_link_add(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
 		const char *name, size_t len, uint64_t ino, uint8_t type,
+		const struct timespec *now);
+/* would one more name of name_len of ino in directory parent fit its
+ * INODE_REF item (EMLINK otherwise)? */
+bool fs_iref_has_room(struct arb_fs *fs, uint64_t ino, uint64_t parent,
+		      size_t name_len);
+/* Remove the three items of the link name -> ino in din (updates din's
+ * size and times, which the caller writes; nlink is the caller's). */
+int fs_link_del(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *din,
+		const char *name, size_t len, uint64_t ino,
 		const struct timespec *now);
 /* Add a DIR_ITEM and a DIR_INDEX entry (raw_ino as stored: an objectid of
  * din's tree, or a subvolume id with type ARB_DENT_SUBVOL); *index is the

@@ -490,6 +490,13 @@ int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 		if (ret || !id || (want && id != want))
 			return ret;
 		tr = open_tree(fs, id);
+		if (tr && tr->receiving) {
+			/* being built by a receive (lib/send/receive.c) */
+			if (want)
+				return 0;
+			id++;
+			continue;
+		}
 		if (!tr || !tr->pinned)
 			break;
 		tr->deleted = true;
@@ -588,6 +595,143 @@ int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 			nanosleep(&ts, NULL); /* pinned: wait for releases */
 		/* 2: a batch; others had the lock between the two */
 	}
+}
+
+/* ---- receive: a subvolume built unlinked, linked at its end ----------- */
+
+int fs_subvol_recv_begin(struct arb_fs *fs, uint64_t parent,
+			 struct fs_tree **out)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, 0 };
+	struct arb_subvol_item si;
+	struct fs_tree *ptree = NULL, *tr;
+	struct arb_inode din;
+	struct arb_root *r;
+	struct arb_txn *t;
+	uint8_t dummy = 0;
+	uint64_t id;
+	int ret;
+
+	fs_lock(fs);
+	if (parent) {
+		ret = fs_tree_open(fs, parent, &ptree);
+		if (ret)
+			goto out;
+	}
+	ret = next_id(fs, &id);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, 0, 0, 0);
+	if (ret)
+		goto out;
+	if (ptree) {
+		ret = fs_flush_all(fs, t);
+		if (!ret)
+			ret = arb_root_clone(t, ptree->root, id, &r);
+	} else {
+		memset(&din, 0, sizeof(din));
+		ret = arb_root_create(t, id, &r);
+		if (!ret)
+			ret = root_dir_insert(t, r, &din, 0755, NULL);
+	}
+	if (ret)
+		goto out_end;
+	sv_item_new(&si, 0, parent);
+	ret = sv_item_write(t, fs, id, &si);
+	if (!ret)
+		ret = note_id(t, fs, id);
+	/* unlinked and orphaned, as a deleted subvolume: a crash leaves it
+	 * to the cleaner */
+	k.offset = id;
+	if (!ret)
+		ret = arb_insert_item(t, fs->vol->tree_root, &k, &dummy, 0);
+	if (!ret)
+		arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_SUBVOL);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (!ret)
+		ret = fs_tree_open(fs, id, &tr);
+	if (!ret) {
+		tr->deleted = false;
+		tr->receiving = true;
+		*out = tr;
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int fs_subvol_recv_publish(struct arb_fs *fs, struct fs_tree *tr,
+			   uint64_t dir, const char *name,
+			   const uint8_t uuid[16], uint64_t stransid)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, tr->id };
+	struct arb_subvol_item si;
+	struct arb_inode din;
+	struct arb_txn *t;
+	struct timespec now;
+	uint64_t index;
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	fs_lock(fs);
+	ret = fs_new_name_ok(fs, dir, name, len, &din);
+	if (!ret)
+		ret = fs_iflags_may_create(&din);
+	if (!ret && din.nlink >= ARB_LINK_MAX)
+		ret = -EMLINK;
+	if (!ret)
+		ret = sv_item_read(fs, tr->id, &si);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, dir, 0, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	ret = fs_dent_add(fs, t, &din, name, len, tr->id,
+			  DT_DIR | ARB_DENT_SUBVOL, &now, &index);
+	if (ret)
+		goto out_end;
+	din.nlink++;
+	ret = refs_insert(t, fs, fs_tree_of(fs, dir)->id, tr->id, fs_obj(dir),
+			  index, name, len);
+	if (ret)
+		goto out_end;
+	arb_set_subvol_item_s_flags(&si, ARB_SUBVOL_F_RDONLY);
+	memcpy(si.s_received_uuid, uuid, ARB_UUID_SIZE);
+	arb_set_subvol_item_s_stransid(&si, stransid);
+	arb_set_subvol_item_s_rtransid(&si, t->transid);
+	ret = sv_item_write(t, fs, tr->id, &si);
+	if (!ret)
+		ret = arb_del_item(t, fs->vol->tree_root, &k);
+	if (!ret)
+		ret = fs_inode_write(fs, t, &din);
+out_end:
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (!ret) {
+		tr->receiving = false;
+		tr->rdonly = true;
+	}
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr)
+{
+	fs_lock(fs);
+	tr->receiving = false;
+	tr->deleted = true;
+	fs->clean_pending = true;
+	pthread_cond_signal(&fs->cond); /* the cleaner */
+	fs_unlock(fs);
 }
 
 /* ---- information ------------------------------------------------------- */

@@ -45,8 +45,8 @@ extern "C" {
  * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13: sharing
  * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
  * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
- * ARB_IOC_DIFF */
-#define ARB_IOC_VERSION 14
+ * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST */
+#define ARB_IOC_VERSION 15
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -805,6 +805,50 @@ struct arb_ioc_diff {
 	__u8 data[ARB_IOC_DIFF_DATA];
 };
 
+/*
+ * ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST (arbor/send.h): uid 0 or
+ * CAP_SYS_ADMIN.  FUSE ioctls carry no descriptors and no stream, so the
+ * caller names one of its own descriptors (fd) and the daemon opens it
+ * through /proc/PID/fd/FD of the calling thread's process (blocked in
+ * ioctl(2) meanwhile), for writing (send) or reading (receive), and
+ * streams through it until the end: a pipe carries a stream of any size.
+ * SEND: the subvolume holding the inode the descriptor names (or id),
+ * full or incremental against parent (an id; 0: full).  RECEIVE: into
+ * the directory the descriptor names.  DIGEST: of the subvolume holding
+ * the inode (or id).  The ioctl itself succeeds when the request was
+ * carried out or refused with a reason: result is 0 or a negative errno
+ * and error the sentence that says why.  1024 bytes.
+ */
+struct arb_ioc_send {
+	__u32 size;
+	__u32 version;
+	/* in: the caller's descriptor of the stream (SEND, RECEIVE) */
+	__s32 fd;
+	/* in: ARB_IOC_SEND_ESTIMATE (SEND) */
+	__u32 flags;
+	/* in: subvolume id (0: the one holding the inode); out: the id sent
+	 * or digested, or the new subvolume's (RECEIVE) */
+	__u64 id;
+	/* in: the parent's id (SEND; 0: a full stream) */
+	__u64 parent;
+	/* out: stream bytes, commands, inodes sent, data bytes sent */
+	__u64 bytes;
+	__u64 commands;
+	__u64 inodes;
+	__u64 data;
+	/* out: 0 or a negative errno */
+	__s32 result;
+	__u32 pad;
+	/* out: the digest (DIGEST, RECEIVE) */
+	__u8 digest[32];
+	__u64 reserved[19];
+	/* out (RECEIVE): the name of the new subvolume in the directory */
+	char name[256];
+	/* out: on failure, what went wrong and where */
+	char error[512];
+};
+#define ARB_IOC_SEND_ESTIMATE (1u << 0)
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -844,6 +888,10 @@ struct arb_ioc_diff {
 /* 40 and up: reflink and deduplication */
 #define ARB_IOC_DEDUPE_RANGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 40, struct arb_ioc_dedupe_range)
+/* send streams: numbers 50..59 */
+#define ARB_IOC_SEND _IOWR(ARB_IOC_MAGIC, 50, struct arb_ioc_send)
+#define ARB_IOC_RECEIVE _IOWR(ARB_IOC_MAGIC, 51, struct arb_ioc_send)
+#define ARB_IOC_DIGEST _IOWR(ARB_IOC_MAGIC, 52, struct arb_ioc_send)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_dedupe_range) == 128, "ioctl ABI");
@@ -870,6 +918,7 @@ _Static_assert(sizeof(struct arb_ioc_diff_rec) == 8, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_diff_inode) == 64, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_diff_range) == 16, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_diff) == 16168, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_send) == 1024, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arbor/send.h - send streams of read-only subvolumes, receiving them,
+ * and the digest of a subvolume's content.
+ *
+ * A send stream (docs/SEND-STREAM.md, byte by byte) describes a
+ * subvolume by inode: every inode keeps on the receiving side the
+ * objectid it has on the sending side, and names are added and removed
+ * as (directory objectid, name) -> objectid, so the commands apply in
+ * any order that keeps each directory's names unique, with no temporary
+ * names.  A full stream builds a subvolume from nothing; an incremental
+ * one (parent given) starts from a snapshot of the received parent.
+ *
+ * Conventions as arbor.h: 0 or a negative errno.
+ */
+#ifndef ARBOR_SEND_H
+#define ARBOR_SEND_H
+
+#include <stdio.h>
+
+#include "arbor/arbor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bytes of a digest (SHA-256) */
+#define ARB_DIGEST_SIZE 32
+
+/*
+ * The digest of subvolume id's content: every inode reachable from its
+ * root, directories' entries in byte order of their names; for each name
+ * its inode's type, permission bits, owner, group, mtime (to the
+ * nanosecond), device number, size, xattrs (sorted by name), symlink
+ * target, the data with its holes (SEEK_DATA/SEEK_HOLE ranges and their
+ * bytes), and for a second name of an inode only which earlier name it
+ * shares the inode with.  Objectids, atime, ctime, birth time, nlink,
+ * directory sizes and file attributes (chattr) are left out: a receive
+ * cannot set ctime, and the rest depends on how the tree was made, not
+ * on what it holds.  Nested subvolume links are left out too.
+ */
+int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
+		      uint8_t digest[ARB_DIGEST_SIZE]);
+/* digest as 64 lowercase hex digits and a NUL */
+void arb_digest_hex(const uint8_t digest[ARB_DIGEST_SIZE], char out[65]);
+
+struct arb_send_stats {
+	uint64_t bytes;     /* stream bytes written */
+	uint64_t commands;  /* commands written */
+	uint64_t inodes;    /* inodes sent (changed ones when incremental) */
+	uint64_t data;      /* file data bytes sent */
+	/* incremental: tree nodes read to find the changed inodes (the
+	 * paths that differ; nodes both trees share are skipped) */
+	uint64_t nodes_read;
+};
+
+/* arb_send flags: count only, write nothing (fd ignored): --estimate */
+#define ARB_SEND_ESTIMATE (1u << 0)
+/* incremental: compare every inode of both trees instead of skipping
+ * the subtrees they share (slower; for tests and as a cross-check) */
+#define ARB_SEND_FULL_COMPARE (1u << 1)
+
+/*
+ * Write a stream of read-only subvolume id to fd: full when parent is 0,
+ * else incremental against read-only subvolume parent (which the
+ * receiving side must hold, received or as the original).  -EINVAL: id
+ * (or parent) is not a read-only subvolume, or is tree 5; -EPIPE and
+ * other write errors of fd as they come.  The subvolume stays read-only
+ * and cannot be deleted while it is being sent (-EBUSY).
+ * why (may be NULL, size why_len) receives a sentence on failure.
+ */
+int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
+	     unsigned flags, struct arb_send_stats *st, char *why,
+	     size_t why_len);
+
+struct arb_recv_result {
+	/* the new subvolume (tree id) and its name in the directory */
+	uint64_t id;
+	char name[ARB_NAME_MAX + 1];
+	uint64_t commands, bytes;
+	uint8_t digest[ARB_DIGEST_SIZE];
+	/* on failure: what went wrong, naming the command index and the
+	 * byte offset in the stream */
+	char error[512];
+};
+
+/*
+ * Read a stream from fd and build the subvolume it describes in
+ * directory dir, named as on the sending side.  The subvolume is built
+ * unlinked (a tree with an ORPHAN_ITEM, as a deleted subvolume: a crash
+ * leaves it to the cleaner) and linked as a read-only snapshot, with its
+ * received UUID, stransid and rtransid, only after the end command
+ * arrived and the digest of what was built matched the stream's.  On
+ * any failure nothing is linked and the partial tree is cleaned as a
+ * deleted subvolume.  -EBADMSG: the stream is truncated, corrupt or
+ * crafted (res->error says where and what); -ENOENT: the parent of an
+ * incremental stream is not here (res->error names it); -EEXIST: dir
+ * holds the name already.
+ */
+int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
+		struct arb_recv_result *res);
+
+/*
+ * Print a stream readably to out without applying it (arbor receive
+ * --dump).  Validates it as arb_receive does (checksums, lengths,
+ * names); -EBADMSG with why (size why_len) naming where.
+ */
+int arb_receive_dump(int fd, FILE *out, char *why, size_t why_len);
+
+/*
+ * Write a full stream from fd as plain files under directory dirfd, on
+ * any filesystem (arbor receive --extract): the tree appears as dirfd/NAME
+ * (NAME from the stream, copied to name_out, ARB_NAME_MAX + 1 bytes, may
+ * be NULL) once the stream ended; until then, and after a failure, it is
+ * in dirfd/.arbor-extract-NAME.  Owners are set when running as root;
+ * devices that cannot be made and xattrs the filesystem refuses are left
+ * out with a line on warnings (may be NULL).  -EBADMSG / -EINVAL (an
+ * incremental stream) / -EEXIST / -errno, with why naming the command.
+ */
+int arb_receive_extract(int fd, int dirfd, FILE *warnings, char *name_out,
+			char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

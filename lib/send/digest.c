@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * digest.c - arb_subvol_digest: a SHA-256 over the logical content of a
+ * subvolume, independent of objectids and of how the tree was made, so a
+ * received subvolume, its source, or a tree copied another way can be
+ * compared (arbor/send.h says what is in it, docs/SEND-STREAM.md the
+ * exact serialization).
+ *
+ * The walk goes through the public POSIX calls only, depth first from
+ * the root, each directory's names sorted by their bytes.  An inode met
+ * again under another name is written as a reference to the ordinal of
+ * its first name, so the hard-link structure is part of the digest but
+ * the numbers are not.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arbor/send.h"
+#include "stream_int.h"
+
+/* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
+
+static const uint32_t K256[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static uint32_t ror(uint32_t x, unsigned n)
+{
+	return x >> n | x << (32 - n);
+}
+
+static void sha_block(struct arb_sha256 *s, const uint8_t *p)
+{
+	uint32_t w[64], a, b, c, d, e, f, g, h, t1, t2;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+	for (i = 16; i < 64; i++) {
+		uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^
+			      (w[i - 15] >> 3);
+		uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^
+			      (w[i - 2] >> 10);
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	a = s->h[0]; b = s->h[1]; c = s->h[2]; d = s->h[3];
+	e = s->h[4]; f = s->h[5]; g = s->h[6]; h = s->h[7];
+	for (i = 0; i < 64; i++) {
+		t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) +
+		     ((e & f) ^ (~e & g)) + K256[i] + w[i];
+		t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) +
+		     ((a & b) ^ (a & c) ^ (b & c));
+		h = g; g = f; f = e; e = d + t1;
+		d = c; c = b; b = a; a = t1 + t2;
+	}
+	s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d;
+	s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+}
+
+void arb_sha256_init(struct arb_sha256 *s)
+{
+	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+					0xa54ff53a, 0x510e527f, 0x9b05688c,
+					0x1f83d9ab, 0x5be0cd19 };
+
+	memcpy(s->h, iv, sizeof(iv));
+	s->len = 0;
+	s->n = 0;
+}
+
+void arb_sha256_update(struct arb_sha256 *s, const void *data, size_t n)
+{
+	const uint8_t *p = data;
+
+	s->len += n;
+	if (s->n) {
+		size_t k = 64 - s->n < n ? 64 - s->n : n;
+
+		memcpy(s->buf + s->n, p, k);
+		s->n += k;
+		p += k;
+		n -= k;
+		if (s->n < 64)
+			return;
+		sha_block(s, s->buf);
+		s->n = 0;
+	}
+	for (; n >= 64; p += 64, n -= 64)
+		sha_block(s, p);
+	memcpy(s->buf, p, n);
+	s->n = n;
+}
+
+void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32])
+{
+	uint64_t bits = s->len * 8;
+	uint8_t pad = 0x80, zero = 0, len[8];
+	int i;
+
+	arb_sha256_update(s, &pad, 1);
+	while (s->n != 56)
+		arb_sha256_update(s, &zero, 1);
+	for (i = 0; i < 8; i++)
+		len[i] = (uint8_t)(bits >> (56 - 8 * i));
+	arb_sha256_update(s, len, 8);
+	for (i = 0; i < 8; i++) {
+		out[4 * i] = (uint8_t)(s->h[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+		out[4 * i + 3] = (uint8_t)s->h[i];
+	}
+}
+
+void arb_digest_hex(const uint8_t d[ARB_DIGEST_SIZE], char out[65])
+{
+	static const char hx[] = "0123456789abcdef";
+
+	for (int i = 0; i < ARB_DIGEST_SIZE; i++) {
+		out[2 * i] = hx[d[i] >> 4];
+		out[2 * i + 1] = hx[d[i] & 15];
+	}
+	out[64] = 0;
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+/* inode number -> ordinal of its first name (open addressing) */
+struct seen {
+	uint64_t *ino, *ord;
+	size_t cap, nr;
+};
+
+static int seen_find(struct seen *s, uint64_t ino, uint64_t *ord, bool add,
+		     uint64_t new_ord)
+{
+	size_t i;
+
+	if (add && (s->nr + 1) * 2 > s->cap) {
+		struct seen n = { 0 };
+
+		n.cap = s->cap ? s->cap * 2 : 1024;
+		n.ino = calloc(n.cap, sizeof(uint64_t));
+		n.ord = calloc(n.cap, sizeof(uint64_t));
+		if (!n.ino || !n.ord) {
+			free(n.ino);
+			free(n.ord);
+			return -ENOMEM;
+		}
+		for (i = 0; i < s->cap; i++)
+			if (s->ino[i])
+				seen_find(&n, s->ino[i], NULL, true, s->ord[i]);
+		free(s->ino);
+		free(s->ord);
+		*s = n;
+	}
+	if (!s->cap)
+		return 1;
+	i = (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 20) & (s->cap - 1);
+	while (s->ino[i]) {
+		if (s->ino[i] == ino) {
+			if (ord)
+				*ord = s->ord[i];
+			return 0;
+		}
+		i = (i + 1) & (s->cap - 1);
+	}
+	if (!add)
+		return 1;
+	s->ino[i] = ino;
+	s->ord[i] = new_ord;
+	s->nr++;
+	return 1;
+}
+
+struct dwalk {
+	struct arb_fs *fs;
+	uint64_t tree;
+	struct arb_sha256 sha;
+	struct seen seen;
+	uint64_t next_ord;
+	uint8_t *buf;    /* ARB_XATTR_SIZE_MAX, data */
+	char *list;      /* xattr names */
+};
+
+struct dent {
+	char *name;
+	uint64_t ino;
+};
+
+struct dlist {
+	struct dent *e;
+	size_t nr, cap;
+	uint64_t tree;
+	int err;
+};
+
+static int collect(void *ctx, const char *name, const struct arb_stat *st,
+		   uint64_t next_off)
+{
+	struct dlist *l = ctx;
+
+	(void)next_off;
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return 0;
+	/* nested subvolume links are not part of this subvolume */
+	if (arb_inum_tree(st->ino) != l->tree)
+		return 0;
+	if (l->nr == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct dent *e = realloc(l->e, cap * sizeof(*e));
+
+		if (!e) {
+			l->err = -ENOMEM;
+			return 1;
+		}
+		l->e = e;
+		l->cap = cap;
+	}
+	l->e[l->nr].name = strdup(name);
+	if (!l->e[l->nr].name) {
+		l->err = -ENOMEM;
+		return 1;
+	}
+	l->e[l->nr++].ino = st->ino;
+	return 0;
+}
+
+static int dent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dent *)a)->name,
+		      ((const struct dent *)b)->name);
+}
+
+static void put(struct dwalk *w, const void *p, size_t n)
+{
+	arb_sha256_update(&w->sha, p, n);
+}
+static void put64(struct dwalk *w, uint64_t v)
+{
+	uint8_t b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	put(w, b, 8);
+}
+static void put_str(struct dwalk *w, const char *s, size_t n)
+{
+	put64(w, n);
+	put(w, s, n);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int digest_xattrs(struct dwalk *w, uint64_t ino)
+{
+	ssize_t n = arb_fs_listxattr(w->fs, ino, w->list, 65536);
+	char **names = NULL;
+	size_t nr = 0, i;
+	int ret = 0;
+
+	if (n < 0)
+		return (int)n;
+	for (char *p = w->list; p < w->list + n; p += strlen(p) + 1)
+		nr++;
+	names = calloc(nr ? nr : 1, sizeof(*names));
+	if (!names)
+		return -ENOMEM;
+	i = 0;
+	for (char *p = w->list; p < w->list + n; p += strlen(p) + 1)
+		names[i++] = p;
+	if (nr)
+		qsort(names, nr, sizeof(*names), str_cmp);
+	put64(w, nr);
+	for (i = 0; i < nr; i++) {
+		ssize_t v = arb_fs_getxattr(w->fs, ino, names[i], w->buf,
+					    ARB_XATTR_SIZE_MAX);
+
+		if (v < 0) {
+			ret = (int)v;
+			break;
+		}
+		put_str(w, names[i], strlen(names[i]));
+		put_str(w, (const char *)w->buf, (size_t)v);
+	}
+	free(names);
+	return ret;
+}
+
+/* data ranges (SEEK_DATA/SEEK_HOLE) and their bytes */
+static int digest_data(struct dwalk *w, uint64_t ino, uint64_t size)
+{
+	uint64_t off = 0;
+
+	while (off < size) {
+		int64_t d = arb_fs_lseek(w->fs, ino, off, SEEK_DATA), h;
+
+		if (d == -ENXIO)
+			break;
+		if (d < 0)
+			return (int)d;
+		h = arb_fs_lseek(w->fs, ino, (uint64_t)d, SEEK_HOLE);
+		if (h < 0)
+			return (int)h;
+		if ((uint64_t)h > size)
+			h = (int64_t)size;
+		if (h <= d)
+			break;
+		put64(w, (uint64_t)d);
+		put64(w, (uint64_t)(h - d));
+		for (off = (uint64_t)d; off < (uint64_t)h;) {
+			size_t want = (uint64_t)h - off > ARB_XATTR_SIZE_MAX
+					      ? ARB_XATTR_SIZE_MAX
+					      : (size_t)((uint64_t)h - off);
+			ssize_t r = arb_fs_read(w->fs, ino, w->buf, want, off);
+
+			if (r < 0)
+				return (int)r;
+			if (r == 0)
+				return -EIO;
+			put(w, w->buf, (size_t)r);
+			off += (uint64_t)r;
+		}
+	}
+	put64(w, UINT64_MAX); /* end of the data list */
+	return 0;
+}
+
+static int digest_inode(struct dwalk *w, uint64_t ino);
+
+static int digest_dir(struct dwalk *w, uint64_t dir)
+{
+	struct dlist l = { .tree = w->tree };
+	int ret;
+	size_t i;
+
+	ret = arb_fs_readdir(w->fs, dir, 0, false, collect, &l);
+	if (!ret)
+		ret = l.err;
+	if (!ret && l.nr)
+		qsort(l.e, l.nr, sizeof(*l.e), dent_cmp);
+	if (!ret)
+		put64(w, l.nr);
+	for (i = 0; !ret && i < l.nr; i++) {
+		uint64_t ord;
+
+		put_str(w, l.e[i].name, strlen(l.e[i].name));
+		ret = seen_find(&w->seen, l.e[i].ino, &ord, false, 0);
+		if (ret == 0) {
+			put(w, "L", 1);
+			put64(w, ord);
+			continue;
+		}
+		ret = digest_inode(w, l.e[i].ino);
+	}
+	for (i = 0; i < l.nr; i++)
+		free(l.e[i].name);
+	free(l.e);
+	return ret;
+}
+
+static int digest_inode(struct dwalk *w, uint64_t ino)
+{
+	struct arb_stat st;
+	char target[4097];
+	int ret;
+
+	ret = arb_fs_getattr(w->fs, ino, &st);
+	if (ret)
+		return ret;
+	if (!S_ISDIR(st.mode)) {
+		ret = seen_find(&w->seen, ino, NULL, true, w->next_ord);
+		if (ret < 0)
+			return ret;
+	}
+	w->next_ord++;
+	put(w, "I", 1);
+	put64(w, st.mode);
+	put64(w, st.uid);
+	put64(w, st.gid);
+	put64(w, (uint64_t)st.mtime.tv_sec);
+	put64(w, (uint64_t)st.mtime.tv_nsec);
+	put64(w, S_ISCHR(st.mode) || S_ISBLK(st.mode) ? st.rdev : 0);
+	put64(w, S_ISDIR(st.mode) ? 0 : st.size);
+	ret = S_ISLNK(st.mode) ? 0 : digest_xattrs(w, ino);
+	if (ret)
+		return ret;
+	if (S_ISLNK(st.mode)) {
+		ret = arb_fs_readlink(w->fs, ino, target, sizeof(target));
+		if (ret < 0)
+			return ret;
+		put_str(w, target, (size_t)ret);
+		return 0;
+	}
+	if (S_ISREG(st.mode))
+		return digest_data(w, ino, st.size);
+	if (S_ISDIR(st.mode))
+		return digest_dir(w, ino);
+	return 0;
+}
+
+int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
+		      uint8_t digest[ARB_DIGEST_SIZE])
+{
+	struct dwalk w = { .fs = fs, .tree = id };
+	bool ok;
+	int ret;
+
+	(void)arb_inum_slot(id, &ok);
+	if (!ok)
+		return -EINVAL;
+	w.buf = malloc(ARB_XATTR_SIZE_MAX);
+	w.list = malloc(65536);
+	if (!w.buf || !w.list) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	arb_sha256_init(&w.sha);
+	put(&w, "arbor-digest-1", 14);
+	ret = digest_inode(&w, arb_inum(id, ARB_ROOT_INO));
+	if (!ret)
+		arb_sha256_final(&w.sha, digest);
+out:
+	free(w.buf);
+	free(w.list);
+	free(w.seen.ino);
+	free(w.seen.ord);
+	return ret;
+}

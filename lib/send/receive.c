@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * receive.c - arb_receive: apply a send stream, building a new subvolume.
+ *
+ * The subvolume is built where no one can see it: a tree of its own
+ * (empty, or for an incremental stream a clone of the local copy of the
+ * parent, which holds the same objectids as the sender's parent),
+ * committed with an ORPHAN_ITEM as if it were deleted, so that a crash
+ * or an error leaves it to the cleaner.  Every inode gets the objectid
+ * the stream names; names are added and removed as (directory, name) ->
+ * objectid.  Only after the end command arrived, every inode touched
+ * has a name (or was deleted) and the digest of the result matches the
+ * stream's is the tree linked, read-only, under its name (lib/subvol,
+ * fs_subvol_recv_publish).
+ *
+ * Each command is checked against the tree before it changes anything
+ * (the inode exists and has the right type, the name is free or names
+ * that inode, a directory gets no second name and no cycle), so that no
+ * input can fail an operation halfway (which would abort the
+ * transaction): a bad stream gets an error naming the command and its
+ * offset, and the filesystem stays as it was.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arbor/send.h"
+#include "arbor/subvol.h"
+#include "fs_int.h"
+#include "stream_int.h"
+
+struct rctx {
+	struct arb_fs *fs;
+	uint64_t dest;
+	struct fs_tree *tr;
+	struct arb_sreader r;
+	struct arb_send_hdr h;
+	uint64_t parent_id;
+	char name[ARB_NAME_MAX + 1];
+	uint64_t *touched;
+	size_t nr_touched, cap_touched;
+	char xname[ARB_XATTR_NAME_MAX + 1];
+};
+
+static uint64_t rino(const struct rctx *c, uint64_t obj)
+{
+	return fs_ino(c->tr, obj);
+}
+
+#define bad(c, ...) sr_fail(&(c)->r, -EBADMSG, __VA_ARGS__)
+
+static int touch(struct rctx *c, uint64_t obj)
+{
+	if (c->nr_touched && c->touched[c->nr_touched - 1] == obj)
+		return 0;
+	if (c->nr_touched == c->cap_touched) {
+		size_t cap = c->cap_touched ? 2 * c->cap_touched : 256;
+		uint64_t *n = realloc(c->touched, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->touched = n;
+		c->cap_touched = cap;
+	}
+	c->touched[c->nr_touched++] = obj;
+	return 0;
+}
+
+/* an inode of the tree being built, with its type checked (0: any) */
+static int need(struct rctx *c, uint64_t obj, uint32_t type,
+		struct arb_stat *st)
+{
+	int ret = arb_fs_getattr(c->fs, rino(c, obj), st);
+
+	if (ret == -ENOENT)
+		return bad(c, "inode %llu does not exist",
+			   (unsigned long long)obj);
+	if (ret)
+		return sr_fail(&c->r, ret, "inode %llu: %s",
+			       (unsigned long long)obj, strerror(-ret));
+	if (type && (st->mode & S_IFMT) != type)
+		return bad(c, "inode %llu has the wrong type (mode 0%o)",
+			   (unsigned long long)obj, st->mode);
+	return 0;
+}
+
+/* a call's failure, as the command's error */
+static int op_err(struct rctx *c, int ret, const char *what)
+{
+	if (!ret)
+		return 0;
+	if (ret == -EINVAL || ret == -ENOENT || ret == -EEXIST ||
+	    ret == -ENOTDIR || ret == -EISDIR || ret == -EOPNOTSUPP ||
+	    ret == -ENODATA || ret == -ERANGE || ret == -EMLINK ||
+	    ret == -ENAMETOOLONG || ret == -EFBIG)
+		return bad(c, "%s: %s", what, strerror(-ret));
+	return sr_fail(&c->r, ret, "%s: %s", what, strerror(-ret));
+}
+
+static int cmd_inode(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	uint64_t ino = rino(c, d->obj);
+	struct arb_inode in;
+	struct arb_txn *t;
+	struct timespec now;
+	int ret;
+
+	ret = touch(c, d->obj);
+	if (ret)
+		return ret;
+	fs_lock(c->fs);
+	ret = fs_inode_read(c->fs, ino, &in);
+	if (ret == 0) {
+		struct arb_setattr sa = { 0 };
+		unsigned valid = ARB_SET_MODE | ARB_SET_UID | ARB_SET_GID |
+				 ARB_SET_ATIME | ARB_SET_MTIME;
+
+		fs_unlock(c->fs);
+		if ((in.mode & S_IFMT) != (d->mode & S_IFMT))
+			return bad(c, "inode %llu exists with another type",
+				   (unsigned long long)d->obj);
+		if (S_ISLNK(in.mode)) {
+			/* a target never changes: only its owner and times */
+			char t[ARB_SYMLINK_MAX + 1];
+			int n = arb_fs_readlink(c->fs, ino, t, sizeof(t));
+
+			if (n < 0)
+				return op_err(c, n, "reading the symlink");
+			if ((size_t)n != d->data_len ||
+			    memcmp(t, d->data, d->data_len))
+				return bad(c, "symlink %llu exists with another target",
+					   (unsigned long long)d->obj);
+			valid &= ~(unsigned)ARB_SET_MODE;
+		}
+		sa.mode = d->mode & 07777;
+		sa.uid = d->uid;
+		sa.gid = d->gid;
+		sa.atime = d->atime;
+		sa.mtime = d->mtime;
+		if (S_ISREG(in.mode) && in.size != d->size) {
+			sa.size = d->size;
+			valid |= ARB_SET_SIZE;
+		}
+		return op_err(c, arb_fs_setattr(c->fs, ino, &sa, valid, NULL,
+						NULL),
+			      "setting attributes");
+	}
+	if (ret != -ENOENT)
+		goto out;
+	if (d->obj == ARB_FIRST_INO) {
+		ret = bad(c, "the root directory cannot be created");
+		goto out;
+	}
+	ret = fs_op_begin(c->fs, &t, rino(c, ARB_FIRST_INO), d->data_len, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	memset(&in, 0, sizeof(in));
+	in.ino = ino;
+	in.generation = t->transid;
+	in.mode = d->mode;
+	in.uid = d->uid;
+	in.gid = d->gid;
+	in.nlink = S_ISDIR(d->mode) ? 2 : 0;
+	in.seq = 2;
+	in.rdev = S_ISCHR(d->mode) || S_ISBLK(d->mode) ? d->rdev : 0;
+	in.size = S_ISDIR(d->mode) ? 0 : d->size;
+	in.nbytes = S_ISLNK(d->mode) ? d->data_len : 0;
+	in.atime = d->atime;
+	in.mtime = d->mtime;
+	in.ctime = in.btime = now;
+	if (S_ISFIFO(d->mode) || S_ISSOCK(d->mode) || S_ISCHR(d->mode) ||
+	    S_ISBLK(d->mode))
+		in.size = 0;
+	arb_root_note_objectid(t, c->tr->root, d->obj);
+	if (d->obj >= c->tr->next_ino)
+		c->tr->next_ino = d->obj + 1;
+	ret = fs_inode_insert(c->fs, t, &in);
+	if (!ret && S_ISLNK(d->mode)) {
+		size_t isz = ARB_FILE_EXTENT_INLINE_HDR + d->data_len;
+		uint8_t *buf = calloc(1, isz);
+		struct arb_file_extent *fe = (struct arb_file_extent *)buf;
+		struct arb_key k = { d->obj, ARB_EXTENT_DATA, 0 };
+
+		if (!buf) {
+			ret = -ENOMEM;
+		} else {
+			arb_set_file_extent_f_generation(fe, t->transid);
+			arb_set_file_extent_f_ram_bytes(fe, d->data_len);
+			arb_set_file_extent_f_type(fe, ARB_FILE_EXTENT_INLINE);
+			memcpy(buf + ARB_FILE_EXTENT_INLINE_HDR, d->data,
+			       d->data_len);
+			ret = arb_insert_item(t, c->tr->root, &k, buf,
+					      (uint32_t)isz);
+			free(buf);
+		}
+	}
+	ret = fs_op_end(c->fs, t, ret);
+out:
+	fs_unlock(c->fs);
+	return op_err(c, ret, "creating the inode");
+}
+
+static int cmd_xattr(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	struct arb_stat st;
+	int ret = need(c, d->obj, 0, &st);
+
+	if (ret)
+		return ret;
+	memcpy(c->xname, d->name, d->name_len);
+	c->xname[d->name_len] = 0;
+	if (d->type == ARB_SCMD_RMXATTR)
+		ret = arb_fs_removexattr(c->fs, rino(c, d->obj), c->xname);
+	else
+		ret = arb_fs_setxattr(c->fs, rino(c, d->obj), c->xname, d->data,
+				      d->data_len, 0);
+	return op_err(c, ret, c->xname);
+}
+
+static int cmd_data(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	struct arb_stat st;
+	ssize_t w;
+	int ret = need(c, d->obj, S_IFREG, &st);
+
+	if (ret)
+		return ret;
+	switch (d->type) {
+	case ARB_SCMD_WRITE:
+		w = arb_fs_write(c->fs, rino(c, d->obj), d->data, d->data_len,
+				 d->off);
+		if (w >= 0 && (size_t)w != d->data_len)
+			w = -EIO;
+		return op_err(c, w < 0 ? (int)w : 0, "writing");
+	case ARB_SCMD_PREALLOC:
+		return op_err(c, arb_fs_fallocate(c->fs, rino(c, d->obj),
+						  FALLOC_FL_KEEP_SIZE, d->off,
+						  d->len),
+			      "preallocating");
+	default: {
+		struct arb_setattr sa = { .size = d->size };
+
+		return op_err(c, arb_fs_setattr(c->fs, rino(c, d->obj), &sa,
+						ARB_SET_SIZE, NULL, NULL),
+			      "truncating");
+	}
+	}
+}
+
+static int cmd_times(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	struct arb_setattr sa = { .atime = d->atime, .mtime = d->mtime };
+	struct arb_stat st;
+	int ret = need(c, d->obj, 0, &st);
+
+	if (ret)
+		return ret;
+	return op_err(c, arb_fs_setattr(c->fs, rino(c, d->obj), &sa,
+					ARB_SET_ATIME | ARB_SET_MTIME, NULL,
+					NULL),
+		      "setting times");
+}
+
+/* does objectid obj have a name (an INODE_REF)? lock held */
+static int has_name(struct rctx *c, uint64_t obj, bool *yes)
+{
+	struct arb_key k = { obj, ARB_INODE_REF, 0 };
+	int ret = arb_next_key_of(c->tr->root, &k);
+
+	if (ret < 0)
+		return ret;
+	*yes = ret == 0 && k.objectid == obj && k.type == ARB_INODE_REF;
+	return 0;
+}
+
+/* would linking directory obj into dir make a cycle? lock held */
+static int would_cycle(struct rctx *c, uint64_t dir, uint64_t obj, bool *yes)
+{
+	uint64_t cur = rino(c, dir), parent;
+	uint64_t steps = 0;
+	int ret;
+
+	*yes = false;
+	for (;;) {
+		if (cur == rino(c, obj)) {
+			*yes = true;
+			return 0;
+		}
+		if (fs_obj(cur) == ARB_FIRST_INO)
+			return 0;
+		ret = fs_dir_parent(c->fs, cur, &parent);
+		if (ret == -ENOENT)
+			return 0; /* an unlinked directory: the chain ends */
+		if (ret)
+			return ret;
+		if (++steps > (1ULL << 32))
+			return -ELOOP;
+		cur = parent;
+	}
+}
+
+static int cmd_link(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	uint64_t dir = rino(c, d->dir), ino = rino(c, d->obj), found;
+	char name[ARB_NAME_MAX + 1];
+	struct arb_inode din, in;
+	struct arb_txn *t;
+	struct timespec now;
+	bool yes;
+	int ret;
+
+	memcpy(name, d->name, d->name_len);
+	name[d->name_len] = 0;
+	ret = touch(c, d->obj);
+	if (ret)
+		return ret;
+	fs_lock(c->fs);
+	ret = fs_inode_read(c->fs, dir, &din);
+	if (ret == -ENOENT) {
+		ret = bad(c, "directory %llu does not exist",
+			  (unsigned long long)d->dir);
+		goto out;
+	}
+	if (!ret && !S_ISDIR(din.mode)) {
+		ret = bad(c, "inode %llu is not a directory",
+			  (unsigned long long)d->dir);
+		goto out;
+	}
+	if (!ret)
+		ret = fs_inode_read(c->fs, ino, &in);
+	if (ret == -ENOENT) {
+		ret = bad(c, "inode %llu does not exist",
+			  (unsigned long long)d->obj);
+		goto out;
+	}
+	if (ret)
+		goto out;
+	if (d->obj == ARB_FIRST_INO) {
+		ret = bad(c, "the root directory cannot get a name");
+		goto out;
+	}
+	if (d->type == ARB_SCMD_UNLINK) {
+		ret = fs_dir_find(c->fs, dir, name, d->name_len, &found, NULL,
+				  NULL);
+		if (ret == -ENOENT || ret == -ESTALE ||
+		    (!ret && found != ino)) {
+			ret = bad(c, "directory %llu has no name '%s' for inode %llu",
+				  (unsigned long long)d->dir, name,
+				  (unsigned long long)d->obj);
+			goto out;
+		}
+		if (ret)
+			goto out;
+		ret = fs_op_begin(c->fs, &t, dir, 0, ARB_OP_RESERVE);
+		if (ret)
+			goto out;
+		fs_now(&now);
+		ret = fs_link_del(c->fs, t, &din, name, d->name_len, ino, &now);
+		if (S_ISDIR(in.mode)) {
+			if (din.nlink > 2)
+				din.nlink--;
+		} else if (in.nlink) {
+			in.nlink--;
+		}
+		goto write_both;
+	}
+	ret = fs_new_name_ok(c->fs, dir, name, d->name_len, &din);
+	if (ret == -EEXIST) {
+		ret = bad(c, "directory %llu holds '%s' already",
+			  (unsigned long long)d->dir, name);
+		goto out;
+	}
+	if (ret)
+		goto out;
+	if (S_ISDIR(in.mode)) {
+		ret = has_name(c, d->obj, &yes);
+		if (!ret && yes) {
+			ret = bad(c, "directory %llu would get a second name",
+				  (unsigned long long)d->obj);
+			goto out;
+		}
+		if (!ret)
+			ret = would_cycle(c, d->dir, d->obj, &yes);
+		if (!ret && yes) {
+			ret = bad(c, "linking directory %llu into %llu makes a cycle",
+				  (unsigned long long)d->obj,
+				  (unsigned long long)d->dir);
+			goto out;
+		}
+		if (ret)
+			goto out;
+	}
+	if ((S_ISDIR(in.mode) ? din.nlink : in.nlink) >= ARB_LINK_MAX ||
+	    !fs_iref_has_room(c->fs, ino, dir, d->name_len)) {
+		ret = bad(c, "too many links");
+		goto out;
+	}
+	ret = fs_op_begin(c->fs, &t, dir, 0, 0);
+	if (ret)
+		goto out;
+	fs_now(&now);
+	ret = fs_link_add(c->fs, t, &din, name, d->name_len, ino,
+			  (uint8_t)((in.mode & S_IFMT) >> 12), &now);
+	if (S_ISDIR(in.mode))
+		din.nlink++;
+	else
+		in.nlink++;
+write_both:
+	if (!ret)
+		ret = fs_inode_write(c->fs, t, &din);
+	if (!ret && !S_ISDIR(in.mode))
+		ret = fs_inode_write(c->fs, t, &in);
+	ret = fs_op_end(c->fs, t, ret);
+out:
+	fs_unlock(c->fs);
+	return op_err(c, ret, d->type == ARB_SCMD_LINK ? "link" : "unlink");
+}
+
+static int cmd_delete(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	uint64_t ino = rino(c, d->obj);
+	struct arb_key k = { d->obj, ARB_DIR_INDEX, 0 };
+	struct arb_inode in;
+	struct arb_txn *t;
+	bool named;
+	int ret;
+
+	fs_lock(c->fs);
+	ret = fs_inode_read(c->fs, ino, &in);
+	if (ret == -ENOENT) {
+		ret = bad(c, "inode %llu does not exist",
+			  (unsigned long long)d->obj);
+		goto out;
+	}
+	if (ret)
+		goto out;
+	if (d->obj == ARB_FIRST_INO) {
+		ret = bad(c, "the root directory cannot be deleted");
+		goto out;
+	}
+	ret = has_name(c, d->obj, &named);
+	if (!ret && named) {
+		ret = bad(c, "inode %llu still has a name",
+			  (unsigned long long)d->obj);
+		goto out;
+	}
+	if (!ret && S_ISDIR(in.mode)) {
+		ret = arb_next_key_of(c->tr->root, &k);
+		if (ret == 0 && k.objectid == d->obj &&
+		    k.type == ARB_DIR_INDEX) {
+			ret = bad(c, "directory %llu is not empty",
+				  (unsigned long long)d->obj);
+			goto out;
+		}
+		ret = ret < 0 ? ret : 0;
+	}
+	if (ret)
+		goto out;
+	ret = fs_op_begin(c->fs, &t, ino, 0, ARB_OP_RESERVE);
+	if (ret)
+		goto out;
+	ret = fs_inode_free(c->fs, t, ino);
+	ret = fs_op_end(c->fs, t, ret);
+out:
+	fs_unlock(c->fs);
+	return op_err(c, ret, "delete");
+}
+
+/* the end: every inode the stream touched has a name or is gone */
+static int check_end(struct rctx *c)
+{
+	struct arb_inode in;
+	bool named;
+	int ret = 0;
+
+	fs_lock(c->fs);
+	for (size_t i = 0; i < c->nr_touched && !ret; i++) {
+		uint64_t obj = c->touched[i];
+
+		if (obj == ARB_FIRST_INO)
+			continue;
+		ret = fs_inode_read(c->fs, rino(c, obj), &in);
+		if (ret == -ENOENT) {
+			ret = 0;
+			continue;
+		}
+		if (!ret)
+			ret = has_name(c, obj, &named);
+		if (!ret && !named)
+			ret = bad(c, "inode %llu was left without a name",
+				  (unsigned long long)obj);
+	}
+	fs_unlock(c->fs);
+	return ret;
+}
+
+struct pfind {
+	const struct arb_send_hdr *h;
+	struct arb_subvol_info match, near;
+	bool found, found_near;
+};
+
+static int pfind_fn(void *ctx, const struct arb_subvol_info *si)
+{
+	static const uint8_t zero[16];
+	struct pfind *p = ctx;
+	bool by_recv = memcmp(si->received_uuid, zero, 16) &&
+		       !memcmp(si->received_uuid, p->h->parent_uuid, 16);
+	bool by_own = !memcmp(si->uuid, p->h->parent_uuid, 16);
+
+	if (si->flags & ARB_SUBVOL_DELETED || (!by_recv && !by_own))
+		return 0;
+	if ((si->flags & ARB_SUBVOL_RDONLY) &&
+	    ((by_recv && si->stransid == p->h->parent_gen) ||
+	     (by_own && si->gen == p->h->parent_gen))) {
+		p->match = *si;
+		p->found = true;
+		return 1;
+	}
+	p->near = *si;
+	p->found_near = true;
+	return 0;
+}
+
+static void uuid_str(const uint8_t *u, char *out)
+{
+	for (int i = 0, n = 0; i < 16; i++)
+		n += sprintf(out + n, "%02x%s", u[i],
+			     i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
+}
+
+static int find_parent(struct rctx *c, struct arb_recv_result *res)
+{
+	struct pfind p = { .h = &c->h };
+	char u[40];
+	int ret;
+
+	ret = arb_subvol_list(c->fs, pfind_fn, &p);
+	if (ret < 0)
+		return ret;
+	if (p.found) {
+		c->parent_id = p.match.id;
+		return 0;
+	}
+	uuid_str(c->h.parent_uuid, u);
+	if (p.found_near)
+		snprintf(res->error, sizeof(res->error),
+			 "the stream's parent is %s at generation %llu; here subvolume '%s' (id %llu) has that UUID but %s generation %llu (received: %llu)%s",
+			 u, (unsigned long long)c->h.parent_gen, p.near.name,
+			 (unsigned long long)p.near.id,
+			 "is at", (unsigned long long)p.near.gen,
+			 (unsigned long long)p.near.stransid,
+			 p.near.flags & ARB_SUBVOL_RDONLY
+				 ? ""
+				 : " and is writable (changed since it was received?)");
+	else
+		snprintf(res->error, sizeof(res->error),
+			 "the stream's parent subvolume %s (generation %llu) is not here: receive its full stream (or the chain up to it) first",
+			 u, (unsigned long long)c->h.parent_gen);
+	return -ENOENT;
+}
+
+int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
+		struct arb_recv_result *res)
+{
+	struct rctx c = { .fs = fs, .dest = dir };
+	struct arb_scmd_dec d;
+	struct arb_stat st;
+	uint8_t digest[ARB_DIGEST_SIZE];
+	char a[65], b[65];
+	bool ended = false;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	if (flags)
+		return -EINVAL;
+	ret = arb_fs_getattr(fs, dir, &st);
+	if (!ret && !S_ISDIR(st.mode))
+		ret = -ENOTDIR;
+	if (!ret && st.rdonly)
+		ret = -EROFS;
+	if (ret) {
+		snprintf(res->error, sizeof(res->error),
+			 "the target directory: %s", strerror(-ret));
+		return ret;
+	}
+	ret = sr_init(&c.r, fd, res->error, sizeof(res->error));
+	if (ret)
+		return ret;
+	ret = sr_header(&c.r, &c.h);
+	if (ret)
+		goto out;
+	if (c.h.flags & ARB_SEND_F_INCREMENTAL) {
+		ret = find_parent(&c, res);
+		if (ret)
+			goto out;
+	}
+	while (!ended) {
+		ret = sr_next(&c.r, &d);
+		if (ret)
+			break;
+		if (c.r.index == 1) {
+			if (d.type != ARB_SCMD_BEGIN) {
+				ret = bad(&c, "the first command is not begin");
+				break;
+			}
+			memcpy(c.name, d.name, d.name_len);
+			c.name[d.name_len] = 0;
+			ret = arb_fs_lookup(fs, dir, c.name, &st);
+			if (ret == 0) {
+				ret = sr_fail(&c.r, -EEXIST,
+					      "the target directory holds '%s' already",
+					      c.name);
+				break;
+			}
+			ret = fs_subvol_recv_begin(fs, c.parent_id, &c.tr);
+			if (ret) {
+				ret = sr_fail(&c.r, ret,
+					      "making the new subvolume: %s",
+					      strerror(-ret));
+				break;
+			}
+			continue;
+		}
+		switch (d.type) {
+		case ARB_SCMD_BEGIN:
+			ret = bad(&c, "a second begin command");
+			break;
+		case ARB_SCMD_INODE:
+			ret = cmd_inode(&c, &d);
+			break;
+		case ARB_SCMD_XATTR:
+		case ARB_SCMD_RMXATTR:
+			ret = cmd_xattr(&c, &d);
+			break;
+		case ARB_SCMD_WRITE:
+		case ARB_SCMD_PREALLOC:
+		case ARB_SCMD_TRUNCATE:
+			ret = cmd_data(&c, &d);
+			break;
+		case ARB_SCMD_LINK:
+		case ARB_SCMD_UNLINK:
+			ret = cmd_link(&c, &d);
+			break;
+		case ARB_SCMD_DELETE:
+			ret = cmd_delete(&c, &d);
+			break;
+		case ARB_SCMD_TIMES:
+			ret = cmd_times(&c, &d);
+			break;
+		case ARB_SCMD_END:
+			ret = check_end(&c);
+			if (!ret)
+				ret = arb_subvol_digest(fs, c.tr->id, digest);
+			if (!ret && memcmp(digest, d.digest, sizeof(digest))) {
+				arb_digest_hex(d.digest, a);
+				arb_digest_hex(digest, b);
+				ret = bad(&c,
+					  "digest mismatch: the stream says %s, the received tree has %s",
+					  a, b);
+			}
+			ended = true;
+			break;
+		}
+		if (ret)
+			break;
+	}
+	if (!ret) {
+		uint8_t x;
+		ssize_t k;
+
+		do
+			k = read(fd, &x, 1);
+		while (k < 0 && errno == EINTR);
+		if (k > 0)
+			ret = bad(&c, "bytes after the end command");
+	}
+	if (!ret) {
+		ret = fs_subvol_recv_publish(fs, c.tr, dir, c.name, c.h.uuid,
+					     c.h.gen);
+		if (ret)
+			snprintf(res->error, sizeof(res->error),
+				 "linking the received subvolume as '%s': %s",
+				 c.name, strerror(-ret));
+	}
+	if (!ret) {
+		res->id = c.tr->id;
+		memcpy(res->digest, digest, sizeof(digest));
+		snprintf(res->name, sizeof(res->name), "%s", c.name);
+	}
+out:
+	if (ret && c.tr) {
+		uint64_t id = c.tr->id;
+
+		/* give its space back now (a tool exits right after; a
+		 * mount's next receive may need it) */
+		fs_subvol_recv_abandon(fs, c.tr);
+		(void)arb_subvol_wait(fs, id);
+	}
+	res->commands = c.r.index;
+	res->bytes = c.r.off;
+	sr_free(&c.r);
+	free(c.touched);
+	return ret;
+}

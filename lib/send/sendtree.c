@@ -1,0 +1,951 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sendtree.c - arb_send: the stream of a read-only subvolume, full or
+ * incremental against a read-only parent.
+ *
+ * The walk goes by objectid through the subvolume's tree (and the
+ * parent's, side by side, for an incremental stream), reading each
+ * inode's INODE_ITEM, INODE_REFs and EXTENT_DATA items under the
+ * library's lock, then sending it through the public calls (xattrs,
+ * data, symlink targets) with the lock released.  Order of the stream:
+ *   begin; for each new or changed inode: inode (attributes, and a
+ *   truncate first when its data changed), xattrs, data; then every
+ *   name that went away (unlink), every new name (link), the inodes that
+ *   went away (delete), the final times of every inode sent, end.
+ * Removing names before adding them means no name is ever taken when a
+ * link arrives, whatever renames, swaps and cycles happened between the
+ * two snapshots: the receiver needs no temporary names.
+ *
+ * Changed inodes: an inode is unchanged when the parent has an
+ * INODE_ITEM of the same objectid with the same bytes (every change of
+ * an inode's data, names, xattrs or attributes writes its item with a
+ * new transid and ctime).  This compares every inode of both trees: the
+ * cost follows the number of inodes, not the change (what the
+ * generation-skipping walk of the tree-comparison engine will replace).
+ * A regular file whose extent items changed is sent whole (truncate to
+ * 0, then its data).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "arbor/send.h"
+#include "arbor/subvol.h"
+#include "fs_int.h"
+#include "items/items.h"
+#include "stream_int.h"
+
+struct sref {
+	uint64_t dir;
+	uint16_t len;
+	char name[ARB_NAME_MAX + 1];
+};
+
+struct sext {
+	uint64_t off, len;
+	uint8_t type;
+	bool hole;
+	uint8_t raw[sizeof(struct arb_file_extent)];
+	uint32_t raw_len;
+};
+
+/* what one tree holds of one objectid */
+struct sinode {
+	uint64_t obj;
+	bool present;
+	struct arb_inode_item item;
+	struct arb_inode in;
+	struct sref *refs;
+	size_t nr_refs, cap_refs;
+	struct sext *ext;
+	size_t nr_ext, cap_ext;
+};
+
+struct slink {
+	uint64_t dir, obj;
+	uint16_t len;
+	char name[ARB_NAME_MAX + 1];
+};
+
+struct stime {
+	uint64_t obj;
+	struct timespec atime, mtime;
+};
+
+struct sctx {
+	struct arb_fs *fs;
+	struct fs_tree *tr, *ptr; /* the subvolume, the parent (or NULL) */
+	struct arb_swriter w;
+	struct arb_send_stats st;
+	struct slink *unlinks, *links;
+	size_t nr_unlinks, cap_unlinks, nr_links, cap_links;
+	uint64_t *deletes;
+	size_t nr_deletes, cap_deletes;
+	struct stime *times;
+	size_t nr_times, cap_times;
+	uint8_t *buf;   /* data, xattr values */
+	char *list;     /* xattr names */
+	char *plist;
+	uint8_t *pbuf;
+	char *why;
+	size_t why_len;
+	/* incremental: tree nodes read to find what changed */
+	uint64_t nodes_read;
+};
+
+static int grow(void **p, size_t *cap, size_t nr, size_t size)
+{
+	void *n;
+	size_t c;
+
+	if (nr < *cap)
+		return 0;
+	c = *cap ? *cap * 2 : 64;
+	n = realloc(*p, c * size);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = c;
+	return 0;
+}
+
+static void sinode_reset(struct sinode *si)
+{
+	si->present = false;
+	si->nr_refs = 0;
+	si->nr_ext = 0;
+}
+
+static void sinode_free(struct sinode *si)
+{
+	free(si->refs);
+	free(si->ext);
+}
+
+/*
+ * The first inode with objectid >= from in tr: 0 (si filled), 1 none.
+ * Lock held.
+ */
+static int scan_inode(struct fs_tree *tr, uint64_t from,
+		      struct sinode *si)
+{
+	struct arb_key k = { from, ARB_INODE_ITEM, 0 };
+	struct arb_iter it;
+	int ret;
+
+	sinode_reset(si);
+	arb_iter_init(&it, tr->root);
+	ret = arb_iter_seek(&it, &k);
+	/* to the first INODE_ITEM at or after from */
+	while (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.objectid > ARB_INUM_OBJ_MAX) {
+			ret = 1;
+			break;
+		}
+		if (k.type == ARB_INODE_ITEM && k.objectid >= from)
+			break;
+		ret = arb_iter_next(&it);
+	}
+	if (ret)
+		goto out;
+	si->obj = k.objectid;
+	si->present = true;
+	for (; ret == 0; ret = arb_iter_next(&it)) {
+		const uint8_t *d;
+		uint32_t sz;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != si->obj)
+			break;
+		d = arb_iter_data(&it);
+		sz = arb_iter_size(&it);
+		if (k.type == ARB_INODE_ITEM) {
+			if (sz < sizeof(si->item)) {
+				ret = -EUCLEAN;
+				goto out;
+			}
+			memcpy(&si->item, d, sizeof(si->item));
+			fs_inode_unpack(&si->in, fs_ino(tr, si->obj), &si->item);
+		} else if (k.type == ARB_INODE_REF) {
+			uint32_t off = 0;
+
+			while (off + sizeof(struct arb_inode_ref) <= sz) {
+				const struct arb_inode_ref *r =
+					(const void *)(d + off);
+				uint16_t nl = arb_inode_ref_r_name_len(r);
+				struct sref *sr;
+
+				if (off + sizeof(*r) + nl > sz || nl == 0 ||
+				    nl > ARB_NAME_MAX) {
+					ret = -EUCLEAN;
+					goto out;
+				}
+				ret = grow((void **)&si->refs, &si->cap_refs,
+					   si->nr_refs, sizeof(*si->refs));
+				if (ret)
+					goto out;
+				sr = &si->refs[si->nr_refs++];
+				sr->dir = k.offset;
+				sr->len = nl;
+				memcpy(sr->name, d + off + sizeof(*r), nl);
+				sr->name[nl] = 0;
+				off += (uint32_t)sizeof(*r) + nl;
+			}
+		} else if (k.type == ARB_EXTENT_DATA) {
+			const struct arb_file_extent *fe = (const void *)d;
+			struct sext *e;
+
+			if (sz < ARB_FILE_EXTENT_INLINE_HDR) {
+				ret = -EUCLEAN;
+				goto out;
+			}
+			ret = grow((void **)&si->ext, &si->cap_ext, si->nr_ext,
+				   sizeof(*si->ext));
+			if (ret)
+				goto out;
+			e = &si->ext[si->nr_ext++];
+			memset(e, 0, sizeof(*e));
+			e->off = k.offset;
+			e->type = arb_file_extent_f_type(fe);
+			if (e->type == ARB_FILE_EXTENT_INLINE) {
+				e->len = sz - ARB_FILE_EXTENT_INLINE_HDR;
+			} else {
+				if (sz < sizeof(*fe)) {
+					ret = -EUCLEAN;
+					goto out;
+				}
+				e->len = arb_file_extent_f_num_bytes(fe);
+				e->hole = arb_file_extent_f_disk_bytenr(fe) == 0;
+			}
+			/* the bytes that say where the data is: compared
+			 * with the parent's (generation left out) */
+			e->raw_len = sz < sizeof(e->raw) ? sz : sizeof(e->raw);
+			memcpy(e->raw, d, e->raw_len);
+			memset(e->raw, 0, 8);
+		}
+	}
+	ret = ret == 1 ? 0 : ret;
+out:
+	arb_iter_release(&it);
+	return ret;
+}
+
+static int scan(struct sctx *c, struct fs_tree *tr, uint64_t from,
+		struct sinode *si)
+{
+	int ret;
+
+	fs_lock(c->fs);
+	ret = scan_inode(tr, from, si);
+	fs_unlock(c->fs);
+	return ret;
+}
+
+static int fail(struct sctx *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct sctx *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->why && c->why_len && !c->why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(c->why, c->why_len, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+static int send_inode_cmd(struct sctx *c, const struct sinode *si)
+{
+	const struct arb_inode *in = &si->in;
+	char target[ARB_SYMLINK_MAX + 1];
+	int tlen = 0;
+
+	if (S_ISLNK(in->mode)) {
+		tlen = arb_fs_readlink(c->fs, in->ino, target, sizeof(target));
+		if (tlen < 0)
+			return fail(c, tlen, "inode %llu: reading its target",
+				    (unsigned long long)si->obj);
+	}
+	sw_begin(&c->w, ARB_SCMD_INODE);
+	sw_u64(&c->w, si->obj);
+	sw_u64(&c->w, S_ISLNK(in->mode) ? (uint64_t)tlen
+		       : S_ISDIR(in->mode) ? 0 : in->size);
+	sw_u64(&c->w, S_ISCHR(in->mode) || S_ISBLK(in->mode) ? in->rdev : 0);
+	sw_u64(&c->w, (uint64_t)in->atime.tv_sec);
+	sw_u64(&c->w, (uint64_t)in->mtime.tv_sec);
+	sw_u32(&c->w, in->mode);
+	sw_u32(&c->w, in->uid);
+	sw_u32(&c->w, in->gid);
+	sw_u32(&c->w, (uint32_t)in->atime.tv_nsec);
+	sw_u32(&c->w, (uint32_t)in->mtime.tv_nsec);
+	if (tlen)
+		sw_bytes(&c->w, target, (size_t)tlen);
+	return sw_end(&c->w);
+}
+
+/* xattrs of si; pold: the parent's inode (same objectid) or 0 */
+static int send_xattrs(struct sctx *c, uint64_t ino, uint64_t pino)
+{
+	ssize_t n, pn = 0;
+	int ret = 0;
+
+	n = arb_fs_listxattr(c->fs, ino, c->list, 65536);
+	if (n < 0)
+		return fail(c, (int)n, "inode %llu: listing xattrs",
+			    (unsigned long long)arb_inum_obj(ino));
+	if (pino) {
+		pn = arb_fs_listxattr(c->fs, pino, c->plist, 65536);
+		if (pn < 0)
+			return (int)pn;
+		/* names only the parent has */
+		for (char *p = c->plist; p < c->plist + pn; p += strlen(p) + 1) {
+			ssize_t v = arb_fs_getxattr(c->fs, ino, p, NULL, 0);
+
+			if (v >= 0)
+				continue;
+			if (v != -ENODATA)
+				return (int)v;
+			sw_begin(&c->w, ARB_SCMD_RMXATTR);
+			sw_u64(&c->w, arb_inum_obj(ino));
+			sw_bytes(&c->w, p, strlen(p));
+			ret = sw_end(&c->w);
+			if (ret)
+				return ret;
+		}
+	}
+	for (char *p = c->list; p < c->list + n; p += strlen(p) + 1) {
+		ssize_t v = arb_fs_getxattr(c->fs, ino, p, c->buf,
+					    ARB_XATTR_SIZE_MAX);
+
+		if (v < 0)
+			return fail(c, (int)v, "inode %llu: reading xattr %s",
+				    (unsigned long long)arb_inum_obj(ino), p);
+		if (pino) {
+			ssize_t pv = arb_fs_getxattr(c->fs, pino, p, c->pbuf,
+						     ARB_XATTR_SIZE_MAX);
+
+			if (pv == v && !memcmp(c->buf, c->pbuf, (size_t)v))
+				continue;
+		}
+		sw_begin(&c->w, ARB_SCMD_XATTR);
+		sw_u64(&c->w, arb_inum_obj(ino));
+		sw_u16(&c->w, (uint16_t)strlen(p));
+		sw_bytes(&c->w, p, strlen(p));
+		sw_bytes(&c->w, c->buf, (size_t)v);
+		ret = sw_end(&c->w);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int send_data(struct sctx *c, const struct sinode *si)
+{
+	uint64_t size = si->in.size;
+	int ret;
+
+	for (size_t i = 0; i < si->nr_ext; i++) {
+		const struct sext *e = &si->ext[i];
+		uint64_t off = e->off, end;
+
+		if (e->hole)
+			continue;
+		/* preallocated space past the size stays (KEEP_SIZE) */
+		if (e->type == ARB_FILE_EXTENT_PREALLOC) {
+			end = off + e->len;
+			sw_begin(&c->w, ARB_SCMD_PREALLOC);
+			sw_u64(&c->w, si->obj);
+			sw_u64(&c->w, off);
+			sw_u64(&c->w, end - off);
+			ret = sw_end(&c->w);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (off >= size)
+			continue;
+		end = e->len > size - off ? size : off + e->len;
+		while (off < end) {
+			size_t want = end - off > ARB_SEND_DATA_MAX
+					      ? ARB_SEND_DATA_MAX
+					      : (size_t)(end - off);
+			ssize_t r = arb_fs_read(c->fs, si->in.ino, c->buf, want,
+						off);
+
+			if (r < 0)
+				return fail(c, (int)r,
+					    "inode %llu: reading data at %llu",
+					    (unsigned long long)si->obj,
+					    (unsigned long long)off);
+			if (r == 0)
+				break;
+			sw_begin(&c->w, ARB_SCMD_WRITE);
+			sw_u64(&c->w, si->obj);
+			sw_u64(&c->w, off);
+			sw_bytes(&c->w, c->buf, (size_t)r);
+			ret = sw_end(&c->w);
+			if (ret)
+				return ret;
+			c->st.data += (uint64_t)r;
+			off += (uint64_t)r;
+		}
+	}
+	return 0;
+}
+
+static bool same_extents(const struct sinode *a, const struct sinode *b)
+{
+	if (a->nr_ext != b->nr_ext)
+		return false;
+	for (size_t i = 0; i < a->nr_ext; i++)
+		if (a->ext[i].off != b->ext[i].off ||
+		    a->ext[i].raw_len != b->ext[i].raw_len ||
+		    memcmp(a->ext[i].raw, b->ext[i].raw, a->ext[i].raw_len))
+			return false;
+	/* inline data is in raw only up to sizeof(raw): compare lengths
+	 * too; a changed inline file has a new item generation anyway,
+	 * but the generation is masked, so be safe */
+	for (size_t i = 0; i < a->nr_ext; i++)
+		if (a->ext[i].type == ARB_FILE_EXTENT_INLINE)
+			return false;
+	return true;
+}
+
+static bool has_ref(const struct sinode *si, const struct sref *r)
+{
+	for (size_t i = 0; i < si->nr_refs; i++)
+		if (si->refs[i].dir == r->dir && si->refs[i].len == r->len &&
+		    !memcmp(si->refs[i].name, r->name, r->len))
+			return true;
+	return false;
+}
+
+static int add_link(struct slink **arr, size_t *nr, size_t *cap, uint64_t obj,
+		    const struct sref *r)
+{
+	int ret = grow((void **)arr, cap, *nr, sizeof(**arr));
+
+	if (ret)
+		return ret;
+	(*arr)[*nr].dir = r->dir;
+	(*arr)[*nr].obj = obj;
+	(*arr)[*nr].len = r->len;
+	memcpy((*arr)[*nr].name, r->name, r->len);
+	(*nr)++;
+	return 0;
+}
+
+/* one objectid: s the snapshot's view, p the parent's (present or not) */
+static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
+{
+	int ret;
+
+	if (!s->present) {
+		/* gone: its names go, then it */
+		for (size_t i = 0; i < p->nr_refs; i++) {
+			ret = add_link(&c->unlinks, &c->nr_unlinks,
+				       &c->cap_unlinks, p->obj, &p->refs[i]);
+			if (ret)
+				return ret;
+		}
+		ret = grow((void **)&c->deletes, &c->cap_deletes,
+			   c->nr_deletes, sizeof(*c->deletes));
+		if (ret)
+			return ret;
+		c->deletes[c->nr_deletes++] = p->obj;
+		return 0;
+	}
+	if (p->present && !memcmp(&s->item, &p->item, sizeof(s->item)))
+		return 0; /* unchanged */
+	if (p->present && (p->in.mode & S_IFMT) != (s->in.mode & S_IFMT))
+		return fail(c, -EINVAL,
+			    "inode %llu changed type between parent and snapshot (not the same lineage?)",
+			    (unsigned long long)s->obj);
+	c->st.inodes++;
+	if (p->present && S_ISREG(s->in.mode) && !same_extents(s, p)) {
+		sw_begin(&c->w, ARB_SCMD_TRUNCATE);
+		sw_u64(&c->w, s->obj);
+		sw_u64(&c->w, 0);
+		ret = sw_end(&c->w);
+		if (ret)
+			return ret;
+	}
+	ret = send_inode_cmd(c, s);
+	if (!ret && !S_ISLNK(s->in.mode))
+		ret = send_xattrs(c, s->in.ino, p->present ? p->in.ino : 0);
+	if (!ret && S_ISREG(s->in.mode) &&
+	    (!p->present || !same_extents(s, p)))
+		ret = send_data(c, s);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < s->nr_refs; i++) {
+		if (p->present && has_ref(p, &s->refs[i]))
+			continue;
+		ret = add_link(&c->links, &c->nr_links, &c->cap_links, s->obj,
+			       &s->refs[i]);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; p->present && i < p->nr_refs; i++) {
+		if (has_ref(s, &p->refs[i]))
+			continue;
+		ret = add_link(&c->unlinks, &c->nr_unlinks, &c->cap_unlinks,
+			       p->obj, &p->refs[i]);
+		if (ret)
+			return ret;
+	}
+	ret = grow((void **)&c->times, &c->cap_times, c->nr_times,
+		   sizeof(*c->times));
+	if (ret)
+		return ret;
+	c->times[c->nr_times].obj = s->obj;
+	c->times[c->nr_times].atime = s->in.atime;
+	c->times[c->nr_times].mtime = s->in.mtime;
+	c->nr_times++;
+	return 0;
+}
+
+static int send_links(struct sctx *c, struct slink *l, size_t nr,
+		      unsigned type)
+{
+	int ret;
+
+	for (size_t i = 0; i < nr; i++) {
+		sw_begin(&c->w, type);
+		sw_u64(&c->w, l[i].dir);
+		sw_u64(&c->w, l[i].obj);
+		sw_bytes(&c->w, l[i].name, l[i].len);
+		ret = sw_end(&c->w);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- which inodes changed ----------------------------------------------
+ *
+ * An inode differs between the snapshot S and the parent P only if one
+ * of its items sits in a leaf of S or of P that the other tree does not
+ * share.  A node of one tree is shared when the other tree, followed
+ * from its root along the node's first key, has a node of the same
+ * level at the same address: the same block, so the same content, and
+ * everything below it too, which the walk then skips.  Walking both
+ * trees this way visits the nodes on the paths that changed (and looks
+ * up one path of the other tree per child it passes), so the cost
+ * follows the size of the change, not of the trees.  The result is the
+ * sorted list of objectids to compare item by item (send_one).  This is
+ * the small stand-in for the shared tree-comparison engine
+ * (lib/send/compare.c) that find-new and diff use.
+ */
+struct objset {
+	uint64_t *v;
+	size_t nr, cap;
+	uint64_t nodes_read;
+};
+
+static int objset_add(struct objset *o, uint64_t obj)
+{
+	if (obj < ARB_FIRST_INO || obj > ARB_INUM_OBJ_MAX)
+		return 0;
+	if (o->nr && o->v[o->nr - 1] == obj)
+		return 0;
+	if (grow((void **)&o->v, &o->cap, o->nr, sizeof(*o->v)))
+		return -ENOMEM;
+	o->v[o->nr++] = obj;
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The other tree's nodes on the last path looked up, with the key range
+ * each covers, so that lookups in key order (children of one node) start
+ * from the deepest cached node that covers their key instead of the root.
+ */
+struct pcache {
+	struct arb_node *node[ARB_MAX_LEVEL];
+	struct arb_key lo[ARB_MAX_LEVEL], hi[ARB_MAX_LEVEL];
+	bool hi_inf[ARB_MAX_LEVEL];
+};
+
+static void pcache_drop(struct arb_vol *vol, struct pcache *pc, int from)
+{
+	for (int l = from; l >= 0; l--) {
+		if (pc->node[l])
+			arb_node_put(vol, pc->node[l]);
+		pc->node[l] = NULL;
+	}
+}
+
+static bool pcache_covers(const struct pcache *pc, int l,
+			  const struct arb_key *k)
+{
+	return pc->node[l] && arb_key_cmp(&pc->lo[l], k) <= 0 &&
+	       (pc->hi_inf[l] || arb_key_cmp(k, &pc->hi[l]) < 0);
+}
+
+/* does tree other hold the node (bytenr, level, first key k)? lock held */
+static int shared_in(struct arb_vol *vol, struct arb_root *other,
+		     struct pcache *pc, uint64_t bytenr, int level,
+		     const struct arb_key *k, struct objset *o, bool *yes)
+{
+	struct arb_node *n, *ch;
+	struct arb_key nk, lo, hi;
+	bool hi_inf;
+	int ret = 0, i, nr, l, top = arb_level(other->node);
+
+	*yes = false;
+	if (level > top)
+		return 0;
+	if (level == top) {
+		*yes = other->node->bytenr == bytenr;
+		return 0;
+	}
+	/* the deepest cached node above level that covers k */
+	for (l = level + 1; l < top; l++)
+		if (pcache_covers(pc, l, k))
+			break;
+	if (l == top) {
+		pcache_drop(vol, pc, top - 1);
+		n = other->node;
+		memset(&lo, 0, sizeof(lo));
+		memset(&hi, 0, sizeof(hi));
+		hi_inf = true;
+	} else {
+		pcache_drop(vol, pc, l - 1);
+		n = pc->node[l];
+		lo = pc->lo[l];
+		hi = pc->hi[l];
+		hi_inf = pc->hi_inf[l];
+	}
+	for (;;) {
+		nr = (int)arb_nritems(n);
+		if (nr == 0)
+			break;
+		/* the last child whose first key is <= k */
+		for (i = nr - 1; i > 0; i--) {
+			arb_node_key(n, i, &nk);
+			if (arb_key_cmp(&nk, k) <= 0)
+				break;
+		}
+		if (arb_level(n) - 1 == level) {
+			arb_node_key(n, i, &nk);
+			*yes = arb_child_bytenr(n, i) == bytenr &&
+			       !arb_key_cmp(&nk, k);
+			break;
+		}
+		/* the child's range */
+		if (i > 0)
+			arb_node_key(n, i, &lo);
+		if (i + 1 < nr) {
+			arb_node_key(n, i + 1, &hi);
+			hi_inf = false;
+		}
+		ret = arb_node_read(vol, arb_child_bytenr(n, i),
+				    arb_child_mirror(n, i), arb_child_gen(n, i),
+				    arb_level(n) - 1, &ch);
+		if (ret)
+			break;
+		o->nodes_read++;
+		l = arb_level(ch);
+		pc->node[l] = ch; /* the cache holds the read's pin */
+		pc->lo[l] = lo;
+		pc->hi[l] = hi;
+		pc->hi_inf[l] = hi_inf;
+		n = ch;
+	}
+	return ret;
+}
+
+/* the objectids of items in nodes under n (of tree t) not shared with
+ * tree other; lock held */
+static int unshared_objs(struct arb_vol *vol, struct arb_node *n,
+			 struct arb_root *other, struct pcache *pc,
+			 struct objset *o)
+{
+	struct arb_key k;
+	struct arb_node *ch;
+	bool yes;
+	int ret = 0;
+
+	if (arb_level(n) == 0) {
+		for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+			arb_node_key(n, i, &k);
+			ret = objset_add(o, k.objectid);
+		}
+		return ret;
+	}
+	for (int i = 0; i < (int)arb_nritems(n) && !ret; i++) {
+		arb_node_key(n, i, &k);
+		ret = shared_in(vol, other, pc, arb_child_bytenr(n, i),
+				arb_level(n) - 1, &k, o, &yes);
+		if (ret || yes)
+			continue;
+		ret = arb_node_read(vol, arb_child_bytenr(n, i),
+				    arb_child_mirror(n, i), arb_child_gen(n, i),
+				    arb_level(n) - 1, &ch);
+		if (ret)
+			break;
+		o->nodes_read++;
+		ret = unshared_objs(vol, ch, other, pc, o);
+		arb_node_put(vol, ch);
+	}
+	return ret;
+}
+
+/* the sorted, distinct objectids that may differ between the trees */
+static int changed_objs(struct sctx *c, struct objset *o)
+{
+	struct arb_vol *vol = c->fs->vol;
+	struct arb_root *s = c->tr->root, *p = c->ptr->root;
+	struct arb_key k = { 0, 0, 0 };
+	size_t i, j;
+	bool yes = false;
+	int ret;
+
+	struct pcache pc;
+
+	memset(&pc, 0, sizeof(pc));
+	fs_lock(c->fs);
+	if (arb_nritems(s->node))
+		arb_node_key(s->node, 0, &k);
+	ret = shared_in(vol, p, &pc, s->node->bytenr, arb_level(s->node), &k,
+			o, &yes);
+	if (!ret && !yes)
+		ret = unshared_objs(vol, s->node, p, &pc, o);
+	pcache_drop(vol, &pc, ARB_MAX_LEVEL - 1);
+	if (!ret && !yes)
+		ret = unshared_objs(vol, p->node, s, &pc, o);
+	pcache_drop(vol, &pc, ARB_MAX_LEVEL - 1);
+	fs_unlock(c->fs);
+	if (ret || !o->nr)
+		return ret;
+	qsort(o->v, o->nr, sizeof(*o->v), u64_cmp);
+	for (i = 1, j = 1; i < o->nr; i++)
+		if (o->v[i] != o->v[j - 1])
+			o->v[j++] = o->v[i];
+	o->nr = j;
+	return 0;
+}
+
+/* incremental: only the objectids changed_objs names */
+static int walk_changed(struct sctx *c)
+{
+	struct sinode s = { 0 }, p = { 0 };
+	struct objset o = { 0 };
+	int ret;
+
+	ret = changed_objs(c, &o);
+	c->nodes_read = o.nodes_read;
+	for (size_t i = 0; !ret && i < o.nr; i++) {
+		ret = scan(c, c->tr, o.v[i], &s);
+		if (ret < 0)
+			break;
+		if (ret == 1 || s.obj != o.v[i])
+			s.present = false;
+		ret = scan(c, c->ptr, o.v[i], &p);
+		if (ret < 0)
+			break;
+		if (ret == 1 || p.obj != o.v[i])
+			p.present = false;
+		s.obj = p.obj = o.v[i];
+		ret = 0;
+		if (s.present || p.present)
+			ret = send_one(c, &s, &p);
+	}
+	free(o.v);
+	sinode_free(&s);
+	sinode_free(&p);
+	return ret;
+}
+
+static int walk(struct sctx *c)
+{
+	struct sinode s = { 0 }, p = { 0 }, none = { 0 };
+	bool s_valid = false, p_valid = false;
+	bool s_end = false, p_end = c->ptr == NULL;
+	uint64_t next_s = ARB_FIRST_INO, next_p = ARB_FIRST_INO;
+	int ret = 0;
+
+	for (;;) {
+		if (!s_valid && !s_end) {
+			ret = scan(c, c->tr, next_s, &s);
+			if (ret < 0)
+				break;
+			s_end = ret == 1;
+			s_valid = ret == 0;
+		}
+		if (!p_valid && !p_end) {
+			ret = scan(c, c->ptr, next_p, &p);
+			if (ret < 0)
+				break;
+			p_end = ret == 1;
+			p_valid = ret == 0;
+		}
+		ret = 0;
+		if (!s_valid && !p_valid)
+			break;
+		if (s_valid && (!p_valid || s.obj < p.obj)) {
+			ret = send_one(c, &s, &none);
+			next_s = s.obj + 1;
+			s_valid = false;
+		} else if (!s_valid || p.obj < s.obj) {
+			ret = send_one(c, &none, &p);
+			next_p = p.obj + 1;
+			p_valid = false;
+		} else {
+			ret = send_one(c, &s, &p);
+			next_s = s.obj + 1;
+			next_p = p.obj + 1;
+			s_valid = p_valid = false;
+		}
+		if (ret)
+			break;
+	}
+	sinode_free(&s);
+	sinode_free(&p);
+	return ret;
+}
+
+static int check_rdonly(struct sctx *c, uint64_t id,
+			struct arb_subvol_info *info, const char *what)
+{
+	int ret = arb_subvol_info_id(c->fs, id, info);
+
+	if (ret)
+		return fail(c, ret, "%s subvolume %llu: %s", what,
+			    (unsigned long long)id, strerror(-ret));
+	if (id == ARB_INUM_FS_TREE || !(info->flags & ARB_SUBVOL_RDONLY) ||
+	    (info->flags & ARB_SUBVOL_DELETED))
+		return fail(c, -EINVAL,
+			    "%s subvolume %llu is not a read-only snapshot (take one with 'arbor subvolume snapshot -r')",
+			    what, (unsigned long long)id);
+	return 0;
+}
+
+int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
+	     unsigned flags, struct arb_send_stats *stp, char *why,
+	     size_t why_len)
+{
+	struct sctx c = { .fs = fs, .why = why, .why_len = why_len };
+	struct arb_subvol_info si, pi;
+	struct arb_send_hdr h = { 0 };
+	uint8_t digest[ARB_DIGEST_SIZE];
+	uint64_t root = arb_inum(id, ARB_FIRST_INO);
+	bool pinned = false;
+	int ret;
+
+	if (why && why_len)
+		why[0] = 0;
+	if (flags & ~(ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE))
+		return -EINVAL;
+	ret = check_rdonly(&c, id, &si, "source");
+	if (!ret && parent)
+		ret = check_rdonly(&c, parent, &pi, "parent");
+	if (!ret && parent == id)
+		ret = fail(&c, -EINVAL, "the parent is the snapshot itself");
+	if (ret)
+		return ret;
+	ret = arb_fs_open_inode(fs, root);
+	if (ret)
+		return ret;
+	pinned = true;
+	fs_lock(fs);
+	ret = fs_tree_open(fs, id, &c.tr);
+	if (!ret && parent)
+		ret = fs_tree_open(fs, parent, &c.ptr);
+	fs_unlock(fs);
+	if (ret)
+		goto out;
+	c.buf = malloc(ARB_XATTR_SIZE_MAX);
+	c.pbuf = malloc(ARB_XATTR_SIZE_MAX);
+	c.list = malloc(65536);
+	c.plist = malloc(65536);
+	ret = -ENOMEM;
+	if (!c.buf || !c.pbuf || !c.list || !c.plist)
+		goto out;
+	ret = sw_init(&c.w, fd, flags & ARB_SEND_ESTIMATE);
+	if (ret)
+		goto out;
+	h.version = ARB_SEND_VERSION;
+	memcpy(h.uuid, si.uuid, 16);
+	h.gen = si.gen;
+	if (parent) {
+		h.flags = ARB_SEND_F_INCREMENTAL;
+		memcpy(h.parent_uuid, pi.uuid, 16);
+		h.parent_gen = pi.gen;
+	}
+	ret = sw_header(&c.w, &h);
+	if (ret)
+		goto out_w;
+	sw_begin(&c.w, ARB_SCMD_BEGIN);
+	sw_bytes(&c.w, si.name, strlen(si.name));
+	ret = sw_end(&c.w);
+	if (!ret)
+		ret = parent && !(flags & ARB_SEND_FULL_COMPARE)
+			      ? walk_changed(&c)
+			      : walk(&c);
+	if (!ret)
+		ret = send_links(&c, c.unlinks, c.nr_unlinks, ARB_SCMD_UNLINK);
+	if (!ret)
+		ret = send_links(&c, c.links, c.nr_links, ARB_SCMD_LINK);
+	for (size_t i = 0; !ret && i < c.nr_deletes; i++) {
+		sw_begin(&c.w, ARB_SCMD_DELETE);
+		sw_u64(&c.w, c.deletes[i]);
+		ret = sw_end(&c.w);
+	}
+	for (size_t i = 0; !ret && i < c.nr_times; i++) {
+		sw_begin(&c.w, ARB_SCMD_TIMES);
+		sw_u64(&c.w, c.times[i].obj);
+		sw_u64(&c.w, (uint64_t)c.times[i].atime.tv_sec);
+		sw_u64(&c.w, (uint64_t)c.times[i].mtime.tv_sec);
+		sw_u32(&c.w, (uint32_t)c.times[i].atime.tv_nsec);
+		sw_u32(&c.w, (uint32_t)c.times[i].mtime.tv_nsec);
+		ret = sw_end(&c.w);
+	}
+	if (!ret) {
+		if (flags & ARB_SEND_ESTIMATE)
+			memset(digest, 0, sizeof(digest));
+		else
+			ret = arb_subvol_digest(fs, id, digest);
+	}
+	if (!ret) {
+		sw_begin(&c.w, ARB_SCMD_END);
+		sw_bytes(&c.w, digest, sizeof(digest));
+		sw_u64(&c.w, c.st.inodes);
+		ret = sw_end(&c.w);
+	}
+	if (ret == -EPIPE)
+		fail(&c, ret, "the receiving side closed the stream");
+	else if (ret)
+		fail(&c, ret, "%s", strerror(-ret));
+	c.st.bytes = c.w.bytes;
+	c.st.nodes_read = c.nodes_read;
+	c.st.commands = c.w.commands;
+	if (stp)
+		*stp = c.st;
+out_w:
+	sw_free(&c.w);
+out:
+	free(c.buf);
+	free(c.pbuf);
+	free(c.list);
+	free(c.plist);
+	free(c.unlinks);
+	free(c.links);
+	free(c.deletes);
+	free(c.times);
+	if (pinned)
+		arb_fs_release_inode(fs, root);
+	return ret;
+}

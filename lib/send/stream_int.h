@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream_int.h - the send stream (docs/SEND-STREAM.md is the byte-by-byte
+ * reference; this header and it must agree), and the helpers the files of
+ * lib/send/ share:
+ *   stream.c    encoding, reading with validation, the printer (--dump)
+ *   sendtree.c  arb_send: walks a read-only subvolume (and its parent)
+ *   receive.c   arb_receive: builds a hidden subvolume, publishes it
+ *   digest.c    arb_subvol_digest, SHA-256
+ *
+ * Stream layout: a 68-byte header, then commands, each a 12-byte command
+ * header and a payload.  Everything little-endian.
+ *
+ * Header:
+ *   0   8   magic "ARBSEND\0"
+ *   8   4   format version (ARB_SEND_VERSION)
+ *   12  4   flags: ARB_SEND_F_INCREMENTAL
+ *   16  16  source subvolume UUID
+ *   32  8   source generation (the subvolume's last change)
+ *   40  16  parent UUID (0 for a full stream)
+ *   56  8   parent generation (0 for a full stream)
+ *   64  4   crc32c of bytes 0..63
+ *
+ * Command header:
+ *   0   2   command type (ARB_SCMD_*)
+ *   2   2   reserved, 0
+ *   4   4   payload length in bytes (at most ARB_SEND_CMD_MAX)
+ *   8   4   crc32c of bytes 0..7 of this header, then of the payload
+ */
+#ifndef ARB_SEND_STREAM_INT_H
+#define ARB_SEND_STREAM_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arbor/send.h"
+
+#define ARB_SEND_MAGIC "ARBSEND"
+#define ARB_SEND_VERSION 1
+#define ARB_SEND_HDR_SIZE 68
+#define ARB_SEND_CMD_HDR 12
+/* the largest payload: a WRITE of ARB_SEND_DATA_MAX, or an xattr */
+#define ARB_SEND_DATA_MAX (64u << 10)
+#define ARB_SEND_CMD_MAX (ARB_SEND_DATA_MAX + 512)
+#define ARB_SEND_F_INCREMENTAL (1u << 0)
+#define ARB_SEND_F_KNOWN ARB_SEND_F_INCREMENTAL
+
+/* command types: numbers fixed forever */
+enum arb_scmd {
+	ARB_SCMD_BEGIN = 1,    /* name */
+	ARB_SCMD_INODE = 2,    /* obj size rdev atime mtime mode uid gid
+				* atime_ns mtime_ns [symlink target] */
+	ARB_SCMD_XATTR = 3,    /* obj name_len name value */
+	ARB_SCMD_RMXATTR = 4,  /* obj name */
+	ARB_SCMD_WRITE = 5,    /* obj off data */
+	ARB_SCMD_PREALLOC = 6, /* obj off len */
+	ARB_SCMD_LINK = 7,     /* dir obj name */
+	ARB_SCMD_UNLINK = 8,   /* dir obj name */
+	ARB_SCMD_DELETE = 9,   /* obj */
+	ARB_SCMD_TIMES = 10,   /* obj atime mtime atime_ns mtime_ns */
+	ARB_SCMD_TRUNCATE = 11, /* obj size */
+	ARB_SCMD_END = 12,     /* digest[32] inodes */
+	ARB_SCMD_MAX
+};
+#define ARB_SINODE_FIXED 60
+
+struct arb_send_hdr {
+	uint32_t version, flags;
+	uint8_t uuid[16];
+	uint64_t gen;
+	uint8_t parent_uuid[16];
+	uint64_t parent_gen;
+};
+
+/* one decoded command; pointers point into the reader's buffer */
+struct arb_scmd_dec {
+	unsigned type;
+	uint64_t obj, dir, off, len, size, rdev;
+	uint32_t mode, uid, gid;
+	struct timespec atime, mtime;
+	const char *name; /* not NUL-terminated */
+	size_t name_len;
+	const uint8_t *data; /* WRITE data, XATTR value, symlink target */
+	size_t data_len;
+	const uint8_t *digest;
+	uint64_t count;
+};
+
+/* ---- writing (stream.c) ---- */
+struct arb_swriter {
+	int fd;
+	bool estimate;     /* count only */
+	uint8_t *buf;      /* one command being built */
+	size_t len, cap;
+	uint64_t bytes, commands;
+	int error;
+};
+int sw_init(struct arb_swriter *w, int fd, bool estimate);
+void sw_free(struct arb_swriter *w);
+int sw_header(struct arb_swriter *w, const struct arb_send_hdr *h);
+/* start a command, append fields, finish (checksum, write) */
+void sw_begin(struct arb_swriter *w, unsigned type);
+void sw_u16(struct arb_swriter *w, uint16_t v);
+void sw_u32(struct arb_swriter *w, uint32_t v);
+void sw_u64(struct arb_swriter *w, uint64_t v);
+void sw_bytes(struct arb_swriter *w, const void *p, size_t n);
+int sw_end(struct arb_swriter *w);
+
+/* ---- reading (stream.c) ---- */
+struct arb_sreader {
+	int fd;
+	uint8_t *buf;          /* ARB_SEND_CMD_MAX */
+	uint64_t off;          /* byte offset of the next read */
+	uint64_t index;        /* commands read so far */
+	uint64_t cmd_off;      /* offset of the current command */
+	char *why;             /* the error, when one is returned */
+	size_t why_len;
+};
+int sr_init(struct arb_sreader *r, int fd, char *why, size_t why_len);
+void sr_free(struct arb_sreader *r);
+/* header: 0, or -EBADMSG with why set */
+int sr_header(struct arb_sreader *r, struct arb_send_hdr *h);
+/* next command, validated for shape (lengths, names, modes, ranges):
+ * 0, or -EBADMSG / -EIO with why naming the command and offset */
+int sr_next(struct arb_sreader *r, struct arb_scmd_dec *c);
+/* set why to "command N (TYPE) at byte OFF: " + the message */
+int sr_fail(struct arb_sreader *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+const char *arb_scmd_name(unsigned type);
+
+/* ---- digest.c ---- */
+struct arb_sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t buf[64];
+	size_t n;
+};
+void arb_sha256_init(struct arb_sha256 *s);
+void arb_sha256_update(struct arb_sha256 *s, const void *p, size_t n);
+void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32]);
+
+#endif

@@ -1,0 +1,270 @@
+#!/bin/bash
+# sendrecv.sh - arbor send | arbor receive between two mounted images:
+# a full stream, then incremental ones (renames, a swap, a rename cycle,
+# a directory moved and its old parent removed, a file replaced by a
+# directory, hard links added and removed, xattrs, sparse files, FIFOs,
+# devices, symlinks) through a pipe; after each, the received snapshot
+# must have the manifest (an independent walker: types, modes, owners,
+# mtimes, sizes, data, link groups, xattrs) and the digest of its source.
+# A truncated and a corrupted stream leave nothing in the target; a
+# stream whose parent is missing is refused naming it; --image works on
+# an unmounted image.  Both images survive a remount and fsck -n.
+. "$(dirname "$0")/lib.sh" "$@"
+
+ARBOR=$BUILD/cli/arbor
+IMGB=$TMP/b.img
+MNTB=$TMP/mntb
+B_PID=
+mkdir -p "$MNTB"
+
+test_cleanup() {
+	force_unmount "$MNTB"
+	if [ -n "$B_PID" ]; then
+		wait_pid_gone "$B_PID" 30 || kill -TERM "$B_PID" 2>/dev/null
+		wait "$B_PID" 2>/dev/null
+	fi
+}
+
+mount_b() {
+	"$DAEMON" -f "$IMGB" "$MNTB" >>"$TMP/daemon-b.log" 2>&1 &
+	B_PID=$!
+	local t=300
+	until mountpoint -q "$MNTB"; do
+		kill -0 "$B_PID" 2>/dev/null || fail "second daemon exited"
+		t=$((t - 1))
+		[ $t -gt 0 ] || fail "second mount: not mounted after 30 s"
+		sleep 0.1
+	done
+}
+
+umount_b() {
+	sync
+	fusermount3 -u "$MNTB" || fail "cannot unmount $MNTB"
+	wait_pid_gone "$B_PID" 120 || fail "second daemon still running"
+	local st=0
+	wait "$B_PID" || st=$?
+	B_PID=
+	[ $st -eq 0 ] || fail "second daemon exited with status $st"
+	if grep -q "ERROR: AddressSanitizer\|runtime error:" "$TMP/daemon-b.log"; then
+		head -n 40 "$TMP/daemon-b.log" >&2
+		fail "sanitizer report in the second daemon's log"
+	fi
+}
+
+digest() {
+	"$ARBOR" subvolume digest "$1" | cut -d' ' -f1
+}
+
+# same_tree SRC DST: manifests and digests agree
+same_tree() {
+	# a directory's nlink counts the links of nested subvolumes, which a
+	# stream does not carry (their snapshot copies are stale links)
+	manifest "$1" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.src"
+	manifest "$2" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.dst"
+	diff -u "$TMP/m.src" "$TMP/m.dst" >&2 || fail "$2 differs from $1"
+	local a b
+	a=$(digest "$1")
+	b=$(digest "$2")
+	[ -n "$a" ] && [ "$a" = "$b" ] || fail "digest of $2 ($b) is not that of $1 ($a)"
+}
+
+fs_mkfs
+fs_mkfs_b() { rm -f "$IMGB"; "$MKFS" -q "$IMGB" || fail "mkfs B"; }
+fs_mkfs_b
+fs_mount
+mount_b
+
+SEED=${ARBOR_TEST_SEED:-$RANDOM}
+log "seed $SEED (ARBOR_TEST_SEED to repeat)"
+N=$([ "$SCALE" = full ] && echo 2000 || echo 200)
+STEPS=$([ "$SCALE" = full ] && echo 20 || echo 4)
+
+# a first tree: every kind of inode
+python3 - "$MNT/data" "$SEED" "$N" <<'EOF'
+import os, random, sys
+root, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+r = random.Random(seed)
+os.makedirs(root)
+dirs = [root]
+files = []
+for i in range(n):
+    d = r.choice(dirs)
+    k = r.randrange(10)
+    p = os.path.join(d, "n%d" % i)
+    if k < 2:
+        os.mkdir(p); dirs.append(p)
+    elif k == 2 and files:
+        os.link(r.choice(files), p)
+    elif k == 3:
+        os.symlink("../t%d" % i, p)
+    elif k == 4:
+        os.mkfifo(p)
+    elif k == 5:
+        os.mknod(p, 0o20600, os.makedev(1, 7))
+    else:
+        with open(p, "wb") as f:
+            if k == 6:   # sparse: holes at start, middle, end
+                f.seek(70000); f.write(os.urandom(5000))
+                f.seek(300000); f.write(os.urandom(100))
+                f.truncate(1 << 20)
+            elif k == 7:
+                pass
+            else:
+                f.write(os.urandom(r.randrange(1, 60000)))
+        if r.randrange(3) == 0:
+            os.setxattr(p, "user.k", b"v" * r.randrange(1, 200))
+        files.append(p)
+EOF
+# a big sparse file, mostly holes (past 4 GiB at full scale: the
+# manifest reads every byte of it)
+BIG=$([ "$SCALE" = full ] && echo $(((4 << 30) + 4096)) || echo $((64 << 20)))
+python3 -c "
+f = open('$MNT/data/big', 'wb'); f.seek($BIG); f.write(b'end'); f.close()"
+
+"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/s0" >/dev/null || fail "snapshot s0"
+log "full send through a pipe"
+"$ARBOR" send "$MNT/s0" | "$ARBOR" receive "$MNTB" >/dev/null ||
+	fail "send | receive of s0"
+[ -d "$MNTB/s0/data" ] || fail "received s0 has no data directory"
+same_tree "$MNT/s0" "$MNTB/s0"
+"$ARBOR" subvolume show "$MNTB/s0" | grep -qi "received uuid" ||
+	fail "received s0 shows no received UUID"
+python3 -c "open('$MNTB/s0/data/new','w')" 2>/dev/null && fail "received snapshot is writable"
+
+# incremental chain
+prev=s0
+for i in $(seq 1 "$STEPS"); do
+	python3 - "$MNT/data" "$SEED$i" <<'EOF'
+import os, random, sys
+root, seed = sys.argv[1], int(sys.argv[2])
+r = random.Random(seed)
+def walk():
+    ds, fs = [], []
+    for dp, dn, fn in os.walk(root):
+        ds.append(dp)
+        fs += [os.path.join(dp, x) for x in fn]
+    return ds, fs
+for j in range(30):
+    ds, fs = walk()
+    k = r.randrange(10)
+    try:
+        if k == 0 and len(fs) > 1:            # swap two names
+            a, b = r.sample(fs, 2)
+            os.rename(a, a + ".t"); os.rename(b, a); os.rename(a + ".t", b)
+        elif k == 1 and len(fs) > 2:          # rename cycle a->b->c->a
+            a, b, c = r.sample(fs, 3)
+            os.rename(c, c + ".t"); os.rename(b, c); os.rename(a, b); os.rename(c + ".t", a)
+        elif k == 2 and len(ds) > 2:          # a directory into a new one
+            d = r.choice(ds[1:])
+            nd = os.path.join(r.choice(ds), "nd%d_%d" % (seed, j))
+            os.mkdir(nd)
+            os.rename(d, os.path.join(nd, "moved"))
+        elif k == 3 and fs:                   # file replaced by a directory
+            f = r.choice(fs)
+            os.unlink(f); os.mkdir(f)
+        elif k == 4 and fs:                   # hard link across directories
+            os.link(r.choice(fs), os.path.join(r.choice(ds), "l%d_%d" % (seed, j)))
+        elif k == 5 and fs:                   # delete
+            os.unlink(r.choice(fs))
+        elif k == 6 and fs:                   # rewrite in the middle
+            f = r.choice(fs)
+            if os.path.isfile(f) and not os.path.islink(f):
+                with open(f, "r+b") as h:
+                    h.seek(r.randrange(100000)); h.write(os.urandom(3000))
+        elif k == 7 and fs:                   # xattr and mode
+            f = r.choice(fs)
+            if os.path.isfile(f) and not os.path.islink(f):
+                os.setxattr(f, "user.x", os.urandom(20)); os.chmod(f, 0o640)
+        elif k == 8:                          # subtree moved, old parent removed
+            p = os.path.join(root, "p%d_%d" % (seed, j))
+            os.makedirs(os.path.join(p, "x"))
+            open(os.path.join(p, "x", "f"), "w").write("x")
+            os.rename(os.path.join(p, "x"), os.path.join(r.choice(ds), "x%d_%d" % (seed, j)))
+            os.rmdir(p)
+        else:
+            open(os.path.join(r.choice(ds), "new%d_%d" % (seed, j)), "w").write("n" * j)
+    except OSError:
+        pass
+EOF
+	"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/s$i" >/dev/null || fail "snapshot s$i"
+	"$ARBOR" send -p "$MNT/$prev" "$MNT/s$i" | "$ARBOR" receive "$MNTB" >/dev/null ||
+		fail "incremental send | receive of s$i"
+	same_tree "$MNT/s$i" "$MNTB/s$i"
+	prev=s$i
+done
+log "$STEPS incremental streams received"
+"$ARBOR" receive --list-parents "$MNTB" >"$TMP/parents" || fail "receive --list-parents"
+grep -q " $prev .*received: " "$TMP/parents" || fail "--list-parents: $(cat "$TMP/parents")"
+
+# an incremental stream is much smaller than a full one
+full=$("$ARBOR" send --estimate "$MNT/$prev" | cut -d' ' -f1)
+inc=$("$ARBOR" send --estimate -p "$MNT/s$((STEPS - 1))" "$MNT/$prev" | cut -d' ' -f1)
+log "full stream $full bytes, last incremental $inc bytes"
+[ "$inc" -lt "$full" ] || fail "incremental stream ($inc) not below full ($full)"
+
+# broken streams leave nothing
+"$ARBOR" send -f "$TMP/full.stream" "$MNT/$prev" || fail "send -f"
+mkdir "$MNTB/t"
+len=$(stat -c %s "$TMP/full.stream")
+head -c $((len / 2)) "$TMP/full.stream" >"$TMP/cut.stream"
+st=0
+"$ARBOR" receive -f "$TMP/cut.stream" "$MNTB/t" 2>"$TMP/err" || st=$?
+[ $st = 1 ] || fail "truncated stream: exit $st"
+grep -q "byte" "$TMP/err" || fail "truncated stream: message names no offset: $(cat "$TMP/err")"
+[ -z "$(ls -A "$MNTB/t")" ] || fail "a truncated stream left $(ls "$MNTB/t")"
+cp "$TMP/full.stream" "$TMP/bad.stream"
+printf '\x55' | dd of="$TMP/bad.stream" bs=1 seek=$((len / 3)) conv=notrunc status=none
+st=0
+"$ARBOR" receive -f "$TMP/bad.stream" "$MNTB/t" 2>"$TMP/err" || st=$?
+[ $st = 1 ] || fail "corrupt stream: exit $st"
+grep -q "command" "$TMP/err" || fail "corrupt stream: $(cat "$TMP/err")"
+[ -z "$(ls -A "$MNTB/t")" ] || fail "a corrupt stream left $(ls "$MNTB/t")"
+log "truncated and corrupt streams refused: $(head -c 200 "$TMP/err")"
+# the intact one goes through, and --dump reads it
+"$ARBOR" receive -f "$TMP/full.stream" "$MNTB/t" >/dev/null || fail "receive -f"
+same_tree "$MNT/$prev" "$MNTB/t/$prev"
+"$ARBOR" receive --dump -f "$TMP/full.stream" | grep -q "^end " || fail "receive --dump"
+# --extract: plain files on the host's filesystem, same manifest
+mkdir "$TMP/x"
+"$ARBOR" receive --extract -f "$TMP/cut.stream" "$TMP/x" 2>"$TMP/err" && fail "extract of a cut stream"
+[ ! -e "$TMP/x/$prev" ] && [ -d "$TMP/x/.arbor-extract-$prev" ] ||
+	fail "a cut --extract: $(ls -a "$TMP/x")"
+rm -rf "$TMP/x/.arbor-extract-$prev"
+"$ARBOR" receive --extract -f "$TMP/full.stream" "$TMP/x" >/dev/null || fail "receive --extract"
+[ "$(ls -A "$TMP/x")" = "$prev" ] || fail "--extract left $(ls -A "$TMP/x")"
+manifest "$MNT/$prev" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.src"
+manifest "$TMP/x/$prev" | awk '{ if ($2 ~ /^40/) $5 = "n-"; print }' >"$TMP/m.dst"
+diff -u "$TMP/m.src" "$TMP/m.dst" >&2 || fail "--extract differs from the source"
+
+# a missing parent is named
+"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/lonely" >/dev/null || fail "snapshot lonely"
+"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/lonely2" >/dev/null || fail "snapshot lonely2"
+st=0
+"$ARBOR" send -p "$MNT/lonely" "$MNT/lonely2" | "$ARBOR" receive "$MNTB" 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "parent" "$TMP/err" || fail "missing parent: exit $st, $(cat "$TMP/err")"
+[ ! -e "$MNTB/lonely2" ] || fail "a refused stream left lonely2"
+
+dA=$(digest "$MNT/$prev")
+fs_umount
+umount_b
+check_fsck
+"$FSCK" -n "$IMGB" || fail "fsck.arborfs -n of the receiving image"
+
+# on images: send --image | receive --image
+log "send --image | receive --image"
+rm -f "$TMP/c.img"
+"$MKFS" -q "$TMP/c.img" || fail "mkfs C"
+"$ARBOR" send --image "$IMG" "/$prev" | "$ARBOR" receive --image "$TMP/c.img" / >/dev/null ||
+	fail "send --image | receive --image"
+dC=$("$ARBOR" subvolume digest --image "$TMP/c.img" "/$prev" | cut -d' ' -f1)
+[ "$dA" = "$dC" ] || fail "digest on image C ($dC) is not the source's ($dA)"
+"$ARBOR" receive --list-parents --image "$TMP/c.img" / | grep -q " $prev .*received: " ||
+	fail "receive --list-parents --image"
+"$FSCK" -n "$TMP/c.img" || fail "fsck.arborfs -n of image C"
+
+fs_mount
+mount_b
+same_tree "$MNT/$prev" "$MNTB/$prev"
+fs_umount
+umount_b
+finish

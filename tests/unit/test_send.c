@@ -1,0 +1,1165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_send.c - lib/send: send streams, receive and the digest, between
+ * two filesystems in memory.
+ *
+ * Random trees (hard links across directories, sparse files with holes
+ * at start, middle and end, preallocated ranges, empty and large files,
+ * xattrs, symlinks, FIFOs, devices, sockets) are snapshotted read-only,
+ * sent, received on a second image, and compared by the digest and by an
+ * independent walker of this file (names, types, modes, owners, mtimes,
+ * sizes, data, holes, xattrs, hard-link groups).  Incremental streams
+ * follow random changes, renames, swaps and cycles included.  Every
+ * truncation at a command boundary and random byte flips are refused
+ * with an error naming the command and the offset, leaving no visible
+ * subvolume, and both images stay clean for the checker.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arbor/arbor.h"
+#include "arbor/send.h"
+#include "arbor/subvol.h"
+#include "core.h"
+#include "send/stream_int.h"
+#include "testutil.h"
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define ROOT ARB_ROOT_INO
+#define MiB (1024ULL * 1024)
+
+static struct arb_dev *smem, *dmem;
+static struct arb_fs *sfs, *dfs;
+static struct arb_fs_opts fopts;
+
+static struct arb_fs *open_on(struct arb_dev *mem)
+{
+	struct arb_fs *fs;
+	const char *why = NULL;
+	int ret = arb_fs_open(tu_dev_borrow(mem), &fopts, &fs, &why);
+
+	ck_assert_msg(ret == 0, "open: %d %s", ret, why ? why : "");
+	return fs;
+}
+
+static struct arb_dev *new_image(void)
+{
+	struct arb_mkfs_opts mo;
+	struct arb_dev *mem, *d;
+
+	ck_assert_int_eq(arb_dev_open_mem(512 * MiB, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	d = tu_dev_borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	return mem;
+}
+
+static void check_clean(struct arb_fs *fs)
+{
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_msg(arb_fs_check(fs, stderr) == 0, "check failed");
+}
+
+static void setup(void)
+{
+	arb_log_level = ARB_LOG_WARN;
+	arb_fs_opts_default(&fopts);
+	fopts.commit_interval = 0;
+	smem = new_image();
+	dmem = new_image();
+	sfs = open_on(smem);
+	dfs = open_on(dmem);
+}
+
+static void teardown(void)
+{
+	check_clean(sfs);
+	check_clean(dfs);
+	ck_assert_int_eq(arb_fs_close(sfs), 0);
+	ck_assert_int_eq(arb_fs_close(dfs), 0);
+	arb_dev_destroy(smem);
+	arb_dev_destroy(dmem);
+}
+
+static void reopen_dst(void)
+{
+	check_clean(dfs);
+	ck_assert_int_eq(arb_fs_close(dfs), 0);
+	dfs = open_on(dmem);
+}
+
+/* ---- a random tree -------------------------------------------------------- */
+
+#define MAXN 4096
+struct model {
+	uint64_t dirs[MAXN], files[MAXN];
+	size_t nr_dirs, nr_files;
+	uint64_t rnd;
+	unsigned names;
+	uint64_t cyc_dir, mv_parent;
+	char mv_name[32];
+};
+
+static void rname(struct model *m, char *buf)
+{
+	sprintf(buf, "n%u", m->names++);
+}
+
+static void fill(uint64_t *r, uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)tu_rand(r);
+}
+
+static void write_at(uint64_t ino, uint64_t off, size_t len, uint64_t *r)
+{
+	uint8_t *b = malloc(len);
+
+	ck_assert_ptr_nonnull(b);
+	fill(r, b, len);
+	ck_assert_int_eq(arb_fs_write(sfs, ino, b, len, off), (ssize_t)len);
+	free(b);
+}
+
+static uint64_t make_file(struct model *m, uint64_t dir)
+{
+	struct arb_stat st;
+	char name[32];
+	int kind = (int)tu_rand_range(&m->rnd, 12);
+	uint64_t big = TU_SCALE(3, 24) * MiB;
+
+	rname(m, name);
+	switch (kind) {
+	case 0:
+		ck_assert_int_eq(arb_fs_symlink(sfs, dir, name,
+						tu_rand_range(&m->rnd, 2) ? "../x/y" : "t",
+						NULL, &st), 0);
+		return st.ino;
+	case 1:
+		ck_assert_int_eq(arb_fs_mknod(sfs, dir, name, S_IFIFO | 0640, 0,
+					      NULL, &st), 0);
+		return st.ino;
+	case 2:
+		ck_assert_int_eq(arb_fs_mknod(sfs, dir, name, S_IFCHR | 0600,
+					      makedev(1, 3), NULL, &st), 0);
+		return st.ino;
+	case 3:
+		ck_assert_int_eq(arb_fs_mknod(sfs, dir, name, S_IFSOCK | 0755, 0,
+					      NULL, &st), 0);
+		return st.ino;
+	}
+	ck_assert_int_eq(arb_fs_mknod(sfs, dir, name, S_IFREG | 0644, 0, NULL,
+				      &st), 0);
+	switch (kind) {
+	case 4: /* empty */
+		break;
+	case 5: /* small, inline */
+		write_at(st.ino, 0, 1 + tu_rand_range(&m->rnd, 1500), &m->rnd);
+		break;
+	case 6: { /* sparse: hole at start, middle and end */
+		struct arb_setattr sa = { .size = 9 * MiB + 123 };
+
+		write_at(st.ino, 1 * MiB + 17, 70000, &m->rnd);
+		write_at(st.ino, 5 * MiB, 4096, &m->rnd);
+		ck_assert_int_eq(arb_fs_setattr(sfs, st.ino, &sa, ARB_SET_SIZE,
+						NULL, NULL), 0);
+		break;
+	}
+	case 7: /* preallocated past and within the size */
+		write_at(st.ino, 0, 10000, &m->rnd);
+		ck_assert_int_eq(arb_fs_fallocate(sfs, st.ino,
+						  FALLOC_FL_KEEP_SIZE, 65536,
+						  131072), 0);
+		ck_assert_int_eq(arb_fs_fallocate(sfs, st.ino, 0, 20480, 8192),
+				 0);
+		break;
+	case 8: /* big */
+		if (tu_rand_range(&m->rnd, 4) == 0)
+			write_at(st.ino, 0, (size_t)big, &m->rnd);
+		else
+			write_at(st.ino, 0, 200000, &m->rnd);
+		break;
+	default:
+		write_at(st.ino, 0, 1 + tu_rand_range(&m->rnd, 40000), &m->rnd);
+	}
+	if (tu_rand_range(&m->rnd, 3) == 0) {
+		char v[300];
+
+		memset(v, 'v', sizeof(v));
+		ck_assert_int_eq(arb_fs_setxattr(sfs, st.ino, "user.a", v,
+						 1 + tu_rand_range(&m->rnd, 299),
+						 0), 0);
+		ck_assert_int_eq(arb_fs_setxattr(sfs, st.ino, "user.empty", "",
+						 0, 0), 0);
+	}
+	if (tu_rand_range(&m->rnd, 4) == 0) {
+		struct arb_setattr sa = { .mode = 0600, .uid = 42, .gid = 7 };
+
+		ck_assert_int_eq(arb_fs_setattr(sfs, st.ino, &sa,
+						ARB_SET_MODE | ARB_SET_UID |
+							ARB_SET_GID,
+						NULL, NULL), 0);
+	}
+	if (m->nr_files < MAXN)
+		m->files[m->nr_files++] = st.ino;
+	return st.ino;
+}
+
+static void build(struct model *m, unsigned n)
+{
+	struct arb_stat st;
+	char name[32];
+
+	if (!m->nr_dirs)
+		m->dirs[m->nr_dirs++] = ROOT;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t dir = m->dirs[tu_rand_range(&m->rnd, m->nr_dirs)];
+		unsigned k = (unsigned)tu_rand_range(&m->rnd, 10);
+
+		/* removed since (incremental changes) */
+		if (arb_fs_getattr(sfs, dir, &st) || !st.nlink)
+			dir = ROOT;
+
+		if (k < 2 && m->nr_dirs < MAXN) {
+			rname(m, name);
+			ck_assert_int_eq(arb_fs_mkdir(sfs, dir, name, 0755, NULL,
+						      &st), 0);
+			m->dirs[m->nr_dirs++] = st.ino;
+			if (tu_rand_range(&m->rnd, 3) == 0)
+				ck_assert_int_eq(arb_fs_setxattr(sfs, st.ino,
+								 "user.d", "x",
+								 1, 0), 0);
+		} else if (k == 2 && m->nr_files) {
+			/* a hard link, maybe in another directory */
+			uint64_t f = m->files[tu_rand_range(&m->rnd,
+							    m->nr_files)];
+
+			rname(m, name);
+			if (arb_fs_getattr(sfs, f, &st) == 0 && st.nlink)
+				ck_assert_int_eq(arb_fs_link(sfs, f, dir, name,
+							     NULL), 0);
+		} else {
+			make_file(m, dir);
+		}
+	}
+}
+
+/* ---- an independent comparison ------------------------------------------- */
+
+struct ent {
+	char name[ARB_NAME_MAX + 1];
+	uint64_t ino;
+};
+struct ents {
+	struct ent *e;
+	size_t nr;
+	uint64_t tree;
+};
+
+static int add_ent(void *ctx, const char *name, const struct arb_stat *st,
+		   uint64_t next)
+{
+	struct ents *l = ctx;
+
+	(void)next;
+	if (!strcmp(name, ".") || !strcmp(name, "..") ||
+	    arb_inum_tree(st->ino) != l->tree)
+		return 0;
+	l->e = realloc(l->e, (l->nr + 1) * sizeof(*l->e));
+	ck_assert_ptr_nonnull(l->e);
+	snprintf(l->e[l->nr].name, sizeof(l->e[0].name), "%s", name);
+	l->e[l->nr++].ino = st->ino;
+	return 0;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ent *)a)->name,
+		      ((const struct ent *)b)->name);
+}
+
+/* pairs of inodes seen: a's inode -> b's inode (hard-link groups) */
+struct pairs {
+	uint64_t a[1 << 15], b[1 << 15];
+	size_t nr;
+};
+
+static void cmp_inode(struct pairs *p, uint64_t a, uint64_t b,
+		      const char *path);
+
+static void cmp_dir(struct pairs *p, uint64_t a, uint64_t b, uint64_t ta,
+		    uint64_t tb, const char *path)
+{
+	struct ents la = { .tree = ta }, lb = { .tree = tb };
+	char sub[4096];
+
+	ck_assert_int_eq(arb_fs_readdir(sfs, a, 0, false, add_ent, &la), 0);
+	ck_assert_int_eq(arb_fs_readdir(dfs, b, 0, false, add_ent, &lb), 0);
+	ck_assert_msg(la.nr == lb.nr, "%s: %zu names vs %zu", path, la.nr,
+		      lb.nr);
+	if (la.nr)
+		qsort(la.e, la.nr, sizeof(*la.e), ent_cmp);
+	if (lb.nr)
+		qsort(lb.e, lb.nr, sizeof(*lb.e), ent_cmp);
+	for (size_t i = 0; i < la.nr; i++) {
+		ck_assert_str_eq(la.e[i].name, lb.e[i].name);
+		snprintf(sub, sizeof(sub), "%s/%s", path, la.e[i].name);
+		cmp_inode(p, la.e[i].ino, lb.e[i].ino, sub);
+	}
+	free(la.e);
+	free(lb.e);
+}
+
+static void cmp_inode(struct pairs *p, uint64_t a, uint64_t b,
+		      const char *path)
+{
+	struct arb_stat sa, sb;
+	static uint8_t ba[65536], bb[65536];
+	char la[1024], lb[1024];
+	ssize_t na, nb;
+
+	for (size_t i = 0; i < p->nr; i++) {
+		if (p->a[i] == a || p->b[i] == b) {
+			ck_assert_msg(p->a[i] == a && p->b[i] == b,
+				      "%s: hard links differ", path);
+			return;
+		}
+	}
+	ck_assert_uint_lt(p->nr, 1 << 15);
+	p->a[p->nr] = a;
+	p->b[p->nr++] = b;
+	ck_assert_int_eq(arb_fs_getattr(sfs, a, &sa), 0);
+	ck_assert_int_eq(arb_fs_getattr(dfs, b, &sb), 0);
+	ck_assert_msg(sa.mode == sb.mode, "%s: mode 0%o vs 0%o", path, sa.mode,
+		      sb.mode);
+	ck_assert_msg(sa.uid == sb.uid && sa.gid == sb.gid, "%s: owner", path);
+	ck_assert_msg(sa.mtime.tv_sec == sb.mtime.tv_sec &&
+			      sa.mtime.tv_nsec == sb.mtime.tv_nsec,
+		      "%s: mtime", path);
+	if (!S_ISDIR(sa.mode)) {
+		ck_assert_msg(sa.nlink == sb.nlink, "%s: nlink %u vs %u", path,
+			      sa.nlink, sb.nlink);
+		ck_assert_msg(sa.size == sb.size, "%s: size", path);
+	}
+	if (S_ISCHR(sa.mode))
+		ck_assert(sa.rdev == sb.rdev);
+	if (S_ISLNK(sa.mode)) {
+		ck_assert_int_gt(arb_fs_readlink(sfs, a, la, sizeof(la)), 0);
+		ck_assert_int_gt(arb_fs_readlink(dfs, b, lb, sizeof(lb)), 0);
+		ck_assert_str_eq(la, lb);
+		return;
+	}
+	na = arb_fs_listxattr(sfs, a, (char *)ba, sizeof(ba));
+	nb = arb_fs_listxattr(dfs, b, (char *)bb, sizeof(bb));
+	ck_assert_msg(na == nb, "%s: xattr lists", path);
+	for (char *n = (char *)ba; n < (char *)ba + na; n += strlen(n) + 1) {
+		ssize_t va = arb_fs_getxattr(sfs, a, n, la, sizeof(la));
+		ssize_t vb = arb_fs_getxattr(dfs, b, n, lb, sizeof(lb));
+
+		ck_assert_msg(va == vb && va >= 0 && !memcmp(la, lb, (size_t)va),
+			      "%s: xattr %s", path, n);
+	}
+	if (S_ISREG(sa.mode)) {
+		for (uint64_t off = 0; off < sa.size; off += sizeof(ba)) {
+			int64_t ha = arb_fs_lseek(sfs, a, off, SEEK_HOLE);
+			int64_t hb = arb_fs_lseek(dfs, b, off, SEEK_HOLE);
+
+			ck_assert_msg(ha == hb, "%s: hole at %llu: %lld vs %lld",
+				      path, (unsigned long long)off,
+				      (long long)ha, (long long)hb);
+			na = arb_fs_read(sfs, a, ba, sizeof(ba), off);
+			nb = arb_fs_read(dfs, b, bb, sizeof(bb), off);
+			ck_assert_msg(na == nb && na > 0 &&
+					      !memcmp(ba, bb, (size_t)na),
+				      "%s: data at %llu", path,
+				      (unsigned long long)off);
+		}
+		{
+			struct arb_stat xa, xb;
+			ck_assert_int_eq(arb_fs_getattr(sfs, a, &xa), 0);
+			ck_assert_int_eq(arb_fs_getattr(dfs, b, &xb), 0);
+			/* preallocated space stays allocated */
+			ck_assert_msg(xa.blocks == xb.blocks,
+				      "%s: %llu blocks vs %llu", path,
+				      (unsigned long long)xa.blocks,
+				      (unsigned long long)xb.blocks);
+		}
+	}
+	if (S_ISDIR(sa.mode))
+		cmp_dir(p, a, b, arb_inum_tree(a), arb_inum_tree(b), path);
+}
+
+static void compare(uint64_t sid, uint64_t did)
+{
+	struct pairs *p = calloc(1, sizeof(*p));
+	uint8_t da[ARB_DIGEST_SIZE], db[ARB_DIGEST_SIZE];
+
+	ck_assert_ptr_nonnull(p);
+	cmp_inode(p, arb_inum(sid, ROOT), arb_inum(did, ROOT), "");
+	free(p);
+	ck_assert_int_eq(arb_subvol_digest(sfs, sid, da), 0);
+	ck_assert_int_eq(arb_subvol_digest(dfs, did, db), 0);
+	ck_assert(!memcmp(da, db, sizeof(da)));
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+static int memfd(void)
+{
+	int fd = memfd_create("stream", 0);
+
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+static uint64_t snap(const char *name)
+{
+	struct arb_stat st;
+	struct arb_subvol_info si;
+
+	ck_assert_int_eq(arb_subvol_snapshot(sfs, ROOT, ROOT, name,
+					     ARB_SUBVOL_RDONLY, NULL, &st), 0);
+	ck_assert_int_eq(arb_subvol_info(sfs, st.ino, &si), 0);
+	return si.id;
+}
+
+/* send id (parent) into a memfd, rewound */
+static int send_fd(uint64_t id, uint64_t parent, struct arb_send_stats *st)
+{
+	char why[256];
+	int fd = memfd();
+	int ret = arb_send(sfs, id, parent, fd, 0, st, why, sizeof(why));
+
+	ck_assert_msg(ret == 0, "send: %d %s", ret, why);
+	ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+	return fd;
+}
+
+static uint64_t recv_fd(int fd)
+{
+	struct arb_recv_result res;
+	int ret = arb_receive(dfs, ROOT, fd, 0, &res);
+
+	ck_assert_msg(ret == 0, "receive: %d %s", ret, res.error);
+	return res.id;
+}
+
+static uint8_t *slurp(int fd, size_t *len)
+{
+	struct stat st;
+	uint8_t *b;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	b = malloc(*len);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(pread(fd, b, *len, 0), (ssize_t)*len);
+	return b;
+}
+
+/*
+ * The seeded mutator: change bytes inside one command's payload (or its
+ * type or length field) and fix its checksum, so that the command
+ * reaches the decoder and the tree: the receive must fail with a message
+ * naming the command, or succeed (a change the digest does not cover,
+ * such as an atime); either way the filesystem stays usable and clean.
+ */
+static void recv_mutated(uint8_t *b, size_t len, uint64_t *r)
+{
+	struct arb_recv_result res;
+	size_t offs[4096], nr = 0, off, pos;
+	uint32_t clen, crc;
+	int fd, ret;
+
+	for (off = ARB_SEND_HDR_SIZE; off < len && nr < 4096;) {
+		offs[nr++] = off;
+		clen = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
+		       (uint32_t)b[off + 6] << 16 | (uint32_t)b[off + 7] << 24;
+		off += ARB_SEND_CMD_HDR + clen;
+	}
+	off = offs[tu_rand_range(r, nr)];
+	clen = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
+	       (uint32_t)b[off + 6] << 16 | (uint32_t)b[off + 7] << 24;
+	if (tu_rand_range(r, 8) == 0 || clen == 0)
+		pos = off + tu_rand_range(r, 8); /* type, reserved, length */
+	else
+		pos = off + ARB_SEND_CMD_HDR + tu_rand_range(r, clen);
+	b[pos] ^= (uint8_t)(1 + tu_rand_range(r, 255));
+	clen = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
+	       (uint32_t)b[off + 6] << 16 | (uint32_t)b[off + 7] << 24;
+	if (off + ARB_SEND_CMD_HDR + (uint64_t)clen <= len) {
+		crc = arb_crc32c(0, b + off, 8);
+		crc = arb_crc32c(crc, b + off + ARB_SEND_CMD_HDR, clen);
+		b[off + 8] = (uint8_t)crc;
+		b[off + 9] = (uint8_t)(crc >> 8);
+		b[off + 10] = (uint8_t)(crc >> 16);
+		b[off + 11] = (uint8_t)(crc >> 24);
+	}
+	fd = memfd();
+	ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
+	ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+	ret = arb_receive(dfs, ROOT, fd, 0, &res);
+	close(fd);
+	if (ret == 0) {
+		ck_assert_int_eq(arb_subvol_delete(dfs, ROOT, res.name), 0);
+		return;
+	}
+	ck_assert_msg(ret == -EBADMSG || ret == -EEXIST || ret == -EINVAL ||
+			      ret == -ENOSPC,
+		      "mutated stream: %d %s", ret, res.error);
+	ck_assert_msg(strstr(res.error, "command ") != NULL, "no place: %s",
+		      res.error);
+}
+
+/* a receive of these bytes must fail cleanly, leaving no subvolume */
+static void recv_bad(const uint8_t *b, size_t len, const char *what)
+{
+	struct arb_recv_result res;
+	int fd = memfd(), ret;
+	size_t before = 0, after = 0;
+	struct arb_stat st;
+
+	ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
+	ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+	ret = arb_receive(dfs, ROOT, fd, 0, &res);
+	close(fd);
+	ck_assert_msg(ret < 0, "%s: accepted", what);
+	ck_assert_msg(res.error[0], "%s: no message", what);
+	ck_assert_msg(strstr(res.error, "byte ") != NULL ||
+			      strstr(res.error, "parent") != NULL,
+		      "%s: message names no offset: %s", what, res.error);
+	(void)before;
+	(void)after;
+	ck_assert_int_eq(arb_fs_lookup(dfs, ROOT, "s1", &st), -ENOENT);
+}
+
+static int count_subvols(void *ctx, const struct arb_subvol_info *si)
+{
+	(*(size_t *)ctx) += si->id != ARB_INUM_FS_TREE;
+	return 0;
+}
+
+START_TEST(test_full_roundtrip)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	struct arb_send_stats st;
+	uint64_t sid, did;
+	int fd;
+
+	m->rnd = tu_seed("send full");
+	build(m, TU_SCALE(300, 3000));
+	sid = snap("s1");
+	fd = send_fd(sid, 0, &st);
+	did = recv_fd(fd);
+	close(fd);
+	compare(sid, did);
+	reopen_dst();
+	compare(sid, did);
+	{
+		struct arb_subvol_info si, di;
+
+		ck_assert_int_eq(arb_subvol_info_id(sfs, sid, &si), 0);
+		ck_assert_int_eq(arb_subvol_info_id(dfs, did, &di), 0);
+		ck_assert(!memcmp(di.received_uuid, si.uuid, 16));
+		ck_assert_uint_eq(di.stransid, si.gen);
+		ck_assert(di.flags & ARB_SUBVOL_RDONLY);
+		ck_assert_str_eq(di.name, "s1");
+	}
+	free(m);
+}
+END_TEST
+
+/* every cut at a command boundary (and inside commands), random flips */
+START_TEST(test_truncate_and_flip)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	uint64_t r = tu_seed("send flips"), sid;
+	size_t len, off, n = 0, cuts = 0;
+	uint8_t *b;
+	int fd;
+
+	m->rnd = r;
+	build(m, TU_SCALE(40, 200));
+	sid = snap("s1");
+	fd = send_fd(sid, 0, NULL);
+	b = slurp(fd, &len);
+	close(fd);
+	/* cut at every command boundary, and once inside each command */
+	recv_bad(b, 0, "empty");
+	recv_bad(b, 30, "header cut");
+	for (off = ARB_SEND_HDR_SIZE; off < len;) {
+		uint32_t clen = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
+				(uint32_t)b[off + 6] << 16 |
+				(uint32_t)b[off + 7] << 24;
+
+		recv_bad(b, off, "cut at a boundary");
+		if (n++ % 7 == 0)
+			recv_bad(b, off + 1 + tu_rand_range(&r, 11 + clen),
+				 "cut inside");
+		cuts++;
+		off += ARB_SEND_CMD_HDR + clen;
+	}
+	ck_assert_uint_eq(off, len);
+	ck_assert_uint_gt(cuts, 10);
+	for (int i = 0; i < TU_SCALE(30, 400); i++) {
+		size_t pos = tu_rand_range(&r, len);
+		uint8_t old = b[pos];
+
+		b[pos] ^= (uint8_t)(1 + tu_rand_range(&r, 255));
+		recv_bad(b, len, "flip");
+		b[pos] = old;
+	}
+	/* mutations that pass the checksum */
+	for (int i = 0; i < TU_SCALE(60, 1500); i++) {
+		uint8_t *c = malloc(len);
+
+		memcpy(c, b, len);
+		recv_mutated(c, len, &r);
+		free(c);
+	}
+	/* trailing garbage */
+	{
+		uint8_t *c = malloc(len + 5);
+
+		memcpy(c, b, len);
+		memset(c + len, 'x', 5);
+		recv_bad(c, len + 5, "trailing bytes");
+		free(c);
+	}
+	/* none of that left a subvolume once cleaned, and the intact stream
+	 * still goes through */
+	{
+		size_t nr = 0;
+
+		ck_assert_int_eq(arb_subvol_wait(dfs, 0), 0);
+		ck_assert_int_eq(arb_subvol_list(dfs, count_subvols, &nr), 0);
+		ck_assert_uint_eq(nr, 0);
+		fd = memfd();
+		ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
+		ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+		compare(sid, recv_fd(fd));
+		close(fd);
+	}
+	free(b);
+	free(m);
+}
+END_TEST
+
+/* crafted streams: valid checksums, hostile content */
+static size_t craft(uint8_t *out, size_t cap, void (*body)(struct arb_swriter *))
+{
+	struct arb_swriter w;
+	struct arb_send_hdr h = { .version = ARB_SEND_VERSION };
+	int fd = memfd();
+	size_t len;
+	uint8_t *b;
+
+	ck_assert_int_eq(sw_init(&w, fd, false), 0);
+	ck_assert_int_eq(sw_header(&w, &h), 0);
+	sw_begin(&w, ARB_SCMD_BEGIN);
+	sw_bytes(&w, "s1", 2);
+	ck_assert_int_eq(sw_end(&w), 0);
+	body(&w);
+	sw_free(&w);
+	b = slurp(fd, &len);
+	close(fd);
+	ck_assert_uint_le(len, cap);
+	memcpy(out, b, len);
+	free(b);
+	return len;
+}
+
+static void c_inode(struct arb_swriter *w, uint64_t obj, uint32_t mode)
+{
+	sw_begin(w, ARB_SCMD_INODE);
+	sw_u64(w, obj);
+	for (int i = 0; i < 4; i++)
+		sw_u64(w, 0);
+	sw_u32(w, mode);
+	for (int i = 0; i < 4; i++)
+		sw_u32(w, 0);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+
+static void c_link(struct arb_swriter *w, unsigned type, uint64_t dir,
+		   uint64_t obj, const char *name, size_t len)
+{
+	sw_begin(w, type);
+	sw_u64(w, dir);
+	sw_u64(w, obj);
+	sw_bytes(w, name, len);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+
+static void body_slash(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "../etc", 6);
+}
+static void body_dotdot(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "..", 2);
+}
+static void body_nul(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "a\0b", 3);
+}
+static void body_cycle(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFDIR | 0755);
+	c_inode(w, 301, S_IFDIR | 0755);
+	c_link(w, ARB_SCMD_LINK, 300, 301, "b", 1);
+	c_link(w, ARB_SCMD_LINK, 301, 300, "a", 1);
+}
+static void body_twice(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFDIR | 0755);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "a", 1);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "b", 1);
+}
+static void body_nodir(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 777, 300, "a", 1);
+}
+static void body_badmode(struct arb_swriter *w)
+{
+	c_inode(w, 300, 0170644);
+}
+static void body_hugeobj(struct arb_swriter *w)
+{
+	c_inode(w, 1ULL << 50, S_IFREG | 0644);
+}
+static void body_root(struct arb_swriter *w)
+{
+	c_link(w, ARB_SCMD_LINK, 256, 256, "r", 1);
+}
+static void body_unnamed(struct arb_swriter *w)
+{
+	uint8_t z[40] = { 0 };
+
+	c_inode(w, 300, S_IFREG | 0644);
+	sw_begin(w, ARB_SCMD_END);
+	sw_bytes(w, z, sizeof(z));
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void body_bigwrite(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	sw_begin(w, ARB_SCMD_WRITE);
+	sw_u64(w, 300);
+	sw_u64(w, (1ULL << 50) - 1);
+	sw_bytes(w, "ab", 2);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void body_wrongdigest(struct arb_swriter *w)
+{
+	uint8_t z[40] = { 0 };
+
+	c_inode(w, 300, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "f", 1);
+	sw_begin(w, ARB_SCMD_END);
+	sw_bytes(w, z, sizeof(z));
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void body_unlink_other(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_inode(w, 301, S_IFREG | 0644);
+	c_link(w, ARB_SCMD_LINK, 256, 300, "f", 1);
+	c_link(w, ARB_SCMD_UNLINK, 256, 301, "f", 1);
+}
+static void body_type_change(struct arb_swriter *w)
+{
+	c_inode(w, 300, S_IFREG | 0644);
+	c_inode(w, 300, S_IFDIR | 0644);
+}
+
+START_TEST(test_crafted)
+{
+	static void (*const bodies[])(struct arb_swriter *) = {
+		body_slash,   body_dotdot,	body_nul,	  body_cycle,
+		body_twice,   body_nodir,	body_badmode,	  body_hugeobj,
+		body_root,    body_unnamed,	body_bigwrite,	  body_wrongdigest,
+		body_unlink_other, body_type_change,
+	};
+	static uint8_t b[1 << 16];
+	size_t nr = 0;
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t len = craft(b, sizeof(b), bodies[i]);
+		char what[32];
+
+		snprintf(what, sizeof(what), "crafted %zu", i);
+		recv_bad(b, len, what);
+	}
+	ck_assert_int_eq(arb_subvol_wait(dfs, 0), 0);
+	ck_assert_int_eq(arb_subvol_list(dfs, count_subvols, &nr), 0);
+	ck_assert_uint_eq(nr, 0);
+}
+END_TEST
+
+/* ---- incremental ------------------------------------------------------------ */
+
+static uint64_t pick_dir(struct model *m)
+{
+	struct arb_stat st;
+
+	for (;;) {
+		uint64_t d = m->dirs[tu_rand_range(&m->rnd, m->nr_dirs)];
+
+		if (arb_fs_getattr(sfs, d, &st) == 0 && st.nlink)
+			return d;
+	}
+}
+
+/* a random name in a random live directory: 0 when it has none */
+static int pick_name(struct model *m, uint64_t *dir, char *name,
+		     struct arb_stat *out)
+{
+	struct ents l = { .tree = ARB_INUM_FS_TREE };
+
+	*dir = pick_dir(m);
+	ck_assert_int_eq(arb_fs_readdir(sfs, *dir, 0, false, add_ent, &l), 0);
+	if (!l.nr) {
+		free(l.e);
+		return 0;
+	}
+	size_t i = tu_rand_range(&m->rnd, l.nr);
+	strcpy(name, l.e[i].name);
+	free(l.e);
+	ck_assert_int_eq(arb_fs_lookup(sfs, *dir, name, out), 0);
+	return 1;
+}
+
+static void change(struct model *m, unsigned n)
+{
+	char a[300], b2[300];
+	struct arb_stat st, st2;
+	uint64_t d1, d2;
+
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = (unsigned)tu_rand_range(&m->rnd, 14);
+
+		switch (k) {
+		case 0: /* swap two names (RENAME_EXCHANGE) */
+			if (pick_name(m, &d1, a, &st) &&
+			    pick_name(m, &d2, b2, &st2))
+				(void)arb_fs_rename(sfs, d1, a, d2, b2,
+						    RENAME_EXCHANGE);
+			break;
+		case 1: /* a rename cycle a->b->c->a in one directory */
+			if (m->cyc_dir &&
+			    arb_fs_rename(sfs, m->cyc_dir, "cC", m->cyc_dir, "cT", 0) == 0) {
+				(void)arb_fs_rename(sfs, m->cyc_dir, "cB", m->cyc_dir, "cC", 0);
+				(void)arb_fs_rename(sfs, m->cyc_dir, "cA", m->cyc_dir, "cB", 0);
+				(void)arb_fs_rename(sfs, m->cyc_dir, "cT", m->cyc_dir, "cA", 0);
+			} else {
+				rname(m, a);
+				ck_assert_int_eq(arb_fs_mkdir(sfs, ROOT, a, 0755, NULL,
+							      &st), 0);
+				m->cyc_dir = st.ino;
+				ck_assert_int_eq(arb_fs_mknod(sfs, st.ino, "cA", S_IFREG | 0644,
+							      0, NULL, NULL), 0);
+				ck_assert_int_eq(arb_fs_mkdir(sfs, st.ino, "cB", 0755, NULL,
+							      NULL), 0);
+				ck_assert_int_eq(arb_fs_symlink(sfs, st.ino, "cC", "cA", NULL,
+								NULL), 0);
+			}
+			break;
+		case 2: /* move anything anywhere (maybe a directory into a
+			 * new one) */
+			if (pick_name(m, &d1, a, &st)) {
+				d2 = pick_dir(m);
+				rname(m, b2);
+				if (tu_rand_range(&m->rnd, 2)) {
+					ck_assert_int_eq(arb_fs_mkdir(sfs, d2, b2, 0700,
+								      NULL, &st2), 0);
+					if (m->nr_dirs < MAXN)
+						m->dirs[m->nr_dirs++] = st2.ino;
+					d2 = st2.ino;
+					rname(m, b2);
+				}
+				(void)arb_fs_rename(sfs, d1, a, d2, b2, 0);
+			}
+			break;
+		case 3: /* delete a file or an empty directory */
+			if (pick_name(m, &d1, a, &st)) {
+				if (S_ISDIR(st.mode))
+					(void)arb_fs_rmdir(sfs, d1, a);
+				else
+					ck_assert_int_eq(arb_fs_unlink(sfs, d1, a), 0);
+			}
+			break;
+		case 4: /* rewrite data */
+			if (pick_name(m, &d1, a, &st) && S_ISREG(st.mode))
+				write_at(st.ino, tu_rand_range(&m->rnd, 100000),
+					 1 + tu_rand_range(&m->rnd, 20000), &m->rnd);
+			break;
+		case 5: /* truncate */
+			if (pick_name(m, &d1, a, &st) && S_ISREG(st.mode)) {
+				struct arb_setattr sa = {
+					.size = tu_rand_range(&m->rnd, st.size + 1)
+				};
+				ck_assert_int_eq(arb_fs_setattr(sfs, st.ino, &sa,
+								ARB_SET_SIZE,
+								NULL, NULL), 0);
+			}
+			break;
+		case 6: /* xattrs come and go */
+			if (pick_name(m, &d1, a, &st) && !S_ISLNK(st.mode)) {
+				if (arb_fs_removexattr(sfs, st.ino, "user.a"))
+					ck_assert_int_eq(arb_fs_setxattr(sfs, st.ino,
+									 "user.b", "1", 1, 0), 0);
+			}
+			break;
+		case 7: /* hard link added */
+			if (pick_name(m, &d1, a, &st) && !S_ISDIR(st.mode)) {
+				rname(m, b2);
+				ck_assert_int_eq(arb_fs_link(sfs, st.ino, pick_dir(m),
+							     b2, NULL), 0);
+			}
+			break;
+		case 8: { /* a file replaced by a directory of the same name */
+			if (pick_name(m, &d1, a, &st) && !S_ISDIR(st.mode)) {
+				ck_assert_int_eq(arb_fs_unlink(sfs, d1, a), 0);
+				ck_assert_int_eq(arb_fs_mkdir(sfs, d1, a, 0755, NULL,
+							      &st2), 0);
+				if (m->nr_dirs < MAXN)
+					m->dirs[m->nr_dirs++] = st2.ino;
+			}
+			break;
+		}
+		case 9: /* a subtree moved, its old parent deleted */
+			if (m->mv_parent) {
+				rname(m, b2);
+				if (arb_fs_rename(sfs, m->mv_parent, "x", ROOT, b2, 0) == 0)
+					(void)arb_fs_rmdir(sfs, ROOT, m->mv_name);
+				m->mv_parent = 0;
+			} else {
+				rname(m, m->mv_name);
+				ck_assert_int_eq(arb_fs_mkdir(sfs, ROOT, m->mv_name, 0755,
+							      NULL, &st), 0);
+				m->mv_parent = st.ino;
+				ck_assert_int_eq(arb_fs_mkdir(sfs, st.ino, "x", 0755,
+							      NULL, &st2), 0);
+				ck_assert_int_eq(arb_fs_mknod(sfs, st2.ino, "f", S_IFREG | 0644,
+							      0, NULL, NULL), 0);
+			}
+			break;
+		case 10: /* chmod, chown, times */
+			if (pick_name(m, &d1, a, &st) && !S_ISLNK(st.mode)) {
+				struct arb_setattr sa = { .mode = 0751, .uid = 5,
+							  .mtime = { 12345, 678 } };
+				ck_assert_int_eq(arb_fs_setattr(sfs, st.ino, &sa,
+								ARB_SET_MODE |
+									ARB_SET_UID |
+									ARB_SET_MTIME,
+								NULL, NULL), 0);
+			}
+			break;
+		default:
+			build(m, 2);
+		}
+	}
+}
+
+START_TEST(test_incremental_chain)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	uint64_t prev_s = 0, prev_d = 0, sid, did;
+	struct arb_send_stats full, inc, cmp;
+	int steps = TU_SCALE(6, 20);
+	char name[32];
+	int fd;
+
+	m->rnd = tu_seed("send incremental");
+	build(m, TU_SCALE(150, 1500));
+	for (int i = 0; i < steps; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		sid = snap(name);
+		fd = send_fd(sid, prev_s, i ? &inc : &full);
+		did = recv_fd(fd);
+		close(fd);
+		compare(sid, did);
+		if (i) {
+			/* the full stream of the same snapshot */
+			char why[256];
+
+			ck_assert_int_eq(arb_send(sfs, sid, 0, -1,
+						  ARB_SEND_ESTIMATE, &full, why,
+						  sizeof(why)), 0);
+			ck_assert_uint_lt(inc.bytes, full.bytes);
+			ck_assert_uint_lt(inc.inodes, full.inodes);
+			/* skipping the shared subtrees finds what comparing
+			 * every inode finds: the same stream */
+			ck_assert_int_eq(arb_send(sfs, sid, prev_s, -1,
+						  ARB_SEND_ESTIMATE |
+							  ARB_SEND_FULL_COMPARE,
+						  &cmp, why, sizeof(why)), 0);
+			ck_assert_uint_eq(cmp.bytes, inc.bytes);
+			ck_assert_uint_eq(cmp.commands, inc.commands);
+			ck_assert_uint_eq(cmp.inodes, inc.inodes);
+			ck_assert_uint_gt(inc.nodes_read, 0);
+		}
+		prev_s = sid;
+		prev_d = did;
+		change(m, TU_SCALE(20, 60));
+	}
+	(void)prev_d;
+	reopen_dst();
+	compare(prev_s, prev_d);
+	free(m);
+}
+END_TEST
+
+/* the parent is not on the receiving side, or was changed there */
+START_TEST(test_parent_missing)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	struct arb_recv_result res;
+	uint64_t s1, s2, d1;
+	bool cleared;
+	int fd;
+
+	m->rnd = tu_seed("send parent");
+	build(m, 30);
+	s1 = snap("s1");
+	change(m, 10);
+	s2 = snap("s2");
+	fd = send_fd(s2, s1, NULL);
+	ck_assert_int_eq(arb_receive(dfs, ROOT, fd, 0, &res), -ENOENT);
+	ck_assert_msg(strstr(res.error, "not here") != NULL, "%s", res.error);
+	close(fd);
+	fd = send_fd(s1, 0, NULL);
+	d1 = recv_fd(fd);
+	close(fd);
+	/* made writable: its received UUID goes, it is no parent any more */
+	ck_assert_int_eq(arb_subvol_set_rdonly(dfs, arb_inum(d1, ROOT), false,
+					       &cleared), 0);
+	ck_assert(cleared);
+	fd = send_fd(s2, s1, NULL);
+	ck_assert_int_eq(arb_receive(dfs, ROOT, fd, 0, &res), -ENOENT);
+	close(fd);
+	free(m);
+}
+END_TEST
+
+START_TEST(test_dump_and_estimate)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	struct arb_send_stats st, est;
+	char why[256], *out = NULL;
+	size_t outlen = 0;
+	uint64_t sid;
+	FILE *f;
+	int fd;
+
+	m->rnd = tu_seed("send dump");
+	build(m, 40);
+	sid = snap("s1");
+	fd = send_fd(sid, 0, &st);
+	ck_assert_int_eq(arb_send(sfs, sid, 0, -1, ARB_SEND_ESTIMATE, &est, why,
+				  sizeof(why)), 0);
+	ck_assert_uint_eq(est.bytes, st.bytes);
+	f = open_memstream(&out, &outlen);
+	ck_assert_int_eq(arb_receive_dump(fd, f, why, sizeof(why)), 0);
+	fclose(f);
+	ck_assert(strstr(out, "begin    name=s1") != NULL);
+	ck_assert(strstr(out, "end      inodes=") != NULL);
+	free(out);
+	close(fd);
+	/* not read-only: refused */
+	ck_assert_int_eq(arb_send(sfs, ARB_INUM_FS_TREE, 0, -1,
+				  ARB_SEND_ESTIMATE, NULL, why, sizeof(why)),
+			 -EINVAL);
+	free(m);
+}
+END_TEST
+
+/* finding what changed reads the changed paths, not the tree */
+START_TEST(test_incremental_cost)
+{
+	unsigned n = TU_SCALE(5000, 100000), i;
+	struct arb_send_stats inc, cmp;
+	struct arb_stat st, dst;
+	uint64_t s1, s2, dirs[10];
+	char name[32], why[256];
+
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		ck_assert_int_eq(arb_fs_mkdir(sfs, ROOT, name, 0755, NULL, &dst),
+				 0);
+		dirs[i] = dst.ino;
+	}
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-%u", i);
+		ck_assert_int_eq(arb_fs_mknod(sfs, dirs[i % 10], name,
+					      S_IFREG | 0644, 0, NULL, &st), 0);
+	}
+	s1 = snap("s1");
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "file-%u", i * (n / 10) + 3);
+		ck_assert_int_eq(arb_fs_lookup(sfs, dirs[(i * (n / 10) + 3) % 10],
+					       name, &st), 0);
+		ck_assert_int_eq(arb_fs_write(sfs, st.ino, "x", 1, 0), 1);
+	}
+	s2 = snap("s2");
+	ck_assert_int_eq(arb_send(sfs, s2, s1, -1, ARB_SEND_ESTIMATE, &inc, why,
+				  sizeof(why)), 0);
+	ck_assert_int_eq(arb_send(sfs, s2, s1, -1,
+				  ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE,
+				  &cmp, why, sizeof(why)), 0);
+	printf("incremental send, 10 of %u files changed: %llu tree nodes "
+	       "read to find them, %llu inodes sent, %llu stream bytes\n",
+	       n, (unsigned long long)inc.nodes_read,
+	       (unsigned long long)inc.inodes, (unsigned long long)inc.bytes);
+	ck_assert_uint_eq(cmp.bytes, inc.bytes);
+	/* the 10 files and their directories */
+	ck_assert_uint_le(inc.inodes, 20);
+	ck_assert_uint_le(inc.nodes_read, 300);
+}
+END_TEST
+
+static Suite *send_suite(void)
+{
+	Suite *s = suite_create("send");
+	TCase *tc = tcase_create("send");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_full_roundtrip);
+	tcase_add_test(tc, test_truncate_and_flip);
+	tcase_add_test(tc, test_crafted);
+	tcase_add_test(tc, test_incremental_chain);
+	tcase_add_test(tc, test_parent_missing);
+	tcase_add_test(tc, test_dump_and_estimate);
+	suite_add_tcase(s, tc);
+	/* a case of its own: CK_RUN_CASE=cost ARBOR_TEST_SCALE=full */
+	tc = tcase_create("cost");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_incremental_cost);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(send_suite());
+}
