@@ -449,6 +449,11 @@ class Fsx:
             try:
                 if os.path.samefile(os.path.join(root, s), os.path.join(root, d)):
                     return -1
+                # a directory's st_size differs between filesystems (0
+                # here, 4096 on ext4): copy_file_range(2)'s answer, EISDIR,
+                # must not depend on whether a length was asked for
+                if stat.S_ISDIR(os.fstat(sfd).st_mode):
+                    raise OSError(errno.EISDIR, "source is a directory")
                 dfd = os.open(os.path.join(root, d), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
                 try:
                     return self.copy_range(sfd, dfd, 0, 0, os.fstat(sfd).st_size)
