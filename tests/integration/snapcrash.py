@@ -18,10 +18,11 @@ Rounds of three kinds, in a seeded order (each kind a third of them):
 and after them, rounds of one more kind:
 
   big     a subvolume of many files (--big-files) made, synced and
-          deleted; once the cleaner (mounted with a small clean_batch)
-          has dropped part of it, a commit, then SIGKILL at a random
-          instant: the image holds a tree partly dropped, which fsck
-          must find consistent and the next mount must finish
+          deleted on a mount with a small clean_batch; while the cleaner
+          works, fsyncs of another file commit what it dropped so far,
+          then SIGKILL at a random instant: the image holds a tree partly
+          dropped (counted), which fsck must find consistent and the next
+          mount must finish
 
 The daemon gets SIGKILL at a seeded random instant of the round.  Then:
 fsck.arborfs -n exits 0; the image mounts again; every snapshot whose
@@ -459,21 +460,20 @@ class Crash:
         self.umount()
         # small batches: the cleaning lasts long enough to be caught
         self.mount(",clean_batch=%d" % self.rnd.choice([1, 2, 4]))
+        # fsync of another file commits the running transaction, and with
+        # it the batches the cleaner has dropped so far: again and again
+        # while it cleans, then the kill
+        tick = os.open(os.path.join(self.mnt, "tick"), os.O_WRONLY | os.O_CREAT, 0o644)
         self.must(["subvolume", "delete", path])
-        seen = None
-        for _ in range(4000):
-            dl = [s for s in self.listed() if s["deleted"]]
-            if not dl:
-                break
-            c = dl[0]["cleaning"]
-            if c["nodes"] > 0 and self.rnd.random() < 0.3:
-                seen = c
-                break
-            time.sleep(0.002)
-        if seen:
-            # what the cleaner did so far committed; then more of it
-            self.must(["filesystem", "sync", self.mnt])
-            time.sleep(self.rnd.uniform(0, 0.05))
+        end = time.monotonic() + self.rnd.uniform(0.02, self.a.big_window)
+        ticks = 0
+        try:
+            while time.monotonic() < end:
+                os.pwrite(tick, b"t", 0)
+                os.fsync(tick)
+                ticks += 1
+        finally:
+            os.close(tick)
         self.kill()
         self.daemon_log_clean()
         self.fsck("round %d (big) after the kill" % r)
@@ -484,15 +484,14 @@ class Crash:
         part = [s for s in left if s["cleaning"]["nodes"] > 0]
         if part:
             self.stats["big_part"] = self.stats.get("big_part", 0) + 1
-        print("round %d: big    %d files, killed %s; on the image: %s" %
-              (r, n, "with the cleaning under way (%d nodes, %.1f%%)" %
-               (seen["nodes"], seen["permille"] / 10.0) if seen else
-               "(the cleaning not seen under way)",
+        print("round %d: big    %d files, killed after %d commits; on the image: %s" %
+              (r, n, ticks,
                "%d nodes dropped (%.1f%%), resumed at mount" %
                (part[0]["cleaning"]["nodes"], part[0]["cleaning"]["permille"] / 10.0)
                if part else "%d deleted" % len(left)), flush=True)
         self.mount()
         self.sync_clean("round %d (big)" % r)
+        os.unlink(os.path.join(self.mnt, "tick"))
 
     def daemon_log_clean(self):
         self.log.flush()
@@ -603,6 +602,7 @@ def main():
     ap.add_argument("--clean-window", type=float, default=0.3)
     ap.add_argument("--big-rounds", type=int, default=2)
     ap.add_argument("--big-files", type=int, default=20000)
+    ap.add_argument("--big-window", type=float, default=0.4)
     args = ap.parse_args()
     print("snapcrash.py: seed %d" % args.seed, flush=True)
     c = Crash(args)
