@@ -1520,7 +1520,7 @@ static Suite *subvol_suite(void)
 	TCase *tc_def = tcase_create("default");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 600); /* a hang guard: ASan on a loaded machine is slow */
 	tcase_add_test(tc, test_create);
 	tcase_add_test(tc, test_snapshot_independent);
 	tcase_add_test(tc, test_nested_link_in_snapshot);
@@ -1540,7 +1540,7 @@ static Suite *subvol_suite(void)
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(tc_def, setup, teardown);
-	tcase_set_timeout(tc_def, 120);
+	tcase_set_timeout(tc_def, 600);
 	tcase_add_test(tc_def, test_default);
 	tcase_add_test(tc_def, test_default_check);
 	suite_add_tcase(s, tc_def);
