@@ -70,33 +70,7 @@ static int close_image(const char *image, struct arb_fs *fs, int rc)
 /* the inode of path inside an image, from its top-level directory */
 static int image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 {
-	char name[ARB_NAME_MAX + 1];
-	uint64_t cur = ARB_ROOT_INO;
-	struct arb_stat st;
-	const char *p = path;
-	int ret;
-
-	while (*p) {
-		size_t n = strcspn(p, "/");
-
-		if (n == 0 || (n == 1 && p[0] == '.')) {
-			p += n + (p[n] == '/');
-			continue;
-		}
-		if (n > ARB_NAME_MAX)
-			return -ENAMETOOLONG;
-		memcpy(name, p, n);
-		name[n] = 0;
-		if (!strcmp(name, ".."))
-			return -EINVAL;
-		ret = arb_fs_lookup(fs, cur, name, &st);
-		if (ret)
-			return ret;
-		cur = st.ino;
-		p += n + (p[n] == '/');
-	}
-	*ino = cur;
-	return 0;
+	return arb_fs_lookup_path(fs, ARB_ROOT_INO, path, ino);
 }
 
 /* the subvolume id holding path in an image (message on failure) */

@@ -155,40 +155,7 @@ static int image_close(struct target *t, int rc)
 /* the inode of path inside the image (from the top-level subvolume) */
 int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 {
-	char name[ARB_NAME_MAX + 1];
-	uint64_t cur = ARB_ROOT_INO;
-	struct arb_stat st;
-	const char *p = path;
-	int ret;
-
-	while (*p) {
-		size_t n = strcspn(p, "/");
-
-		if (n == 0 || (n == 1 && p[0] == '.')) {
-			p += n + (p[n] == '/');
-			continue;
-		}
-		if (n > ARB_NAME_MAX)
-			return -ENAMETOOLONG;
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if (!strcmp(name, "..")) {
-			/* no parent pointers to follow here: refuse */
-			return -EINVAL;
-		}
-		ret = arb_fs_getattr(fs, cur, &st);
-		if (ret)
-			return ret;
-		if (!S_ISDIR(st.mode))
-			return -ENOTDIR;
-		ret = arb_fs_lookup(fs, cur, name, &st);
-		if (ret)
-			return ret;
-		cur = st.ino;
-		p += n + (p[n] == '/');
-	}
-	*ino = cur;
-	return 0;
+	return arb_fs_lookup_path(fs, ARB_ROOT_INO, path, ino);
 }
 
 static void entry_from_info(struct arb_ioc_subvol_entry *e,

@@ -1023,6 +1023,43 @@ out:
 	return ret;
 }
 
+int arb_fs_lookup_path(struct arb_fs *fs, uint64_t dir, const char *path,
+		       uint64_t *ino)
+{
+	char name[ARB_NAME_MAX + 1];
+	struct arb_stat st;
+	uint64_t cur = dir;
+	const char *p = path;
+	int ret;
+
+	while (*p) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			p += n + (p[n] == '/');
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return -EINVAL;
+		if (n > ARB_NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		ret = arb_fs_getattr(fs, cur, &st);
+		if (ret)
+			return ret;
+		if (!S_ISDIR(st.mode))
+			return -ENOTDIR;
+		ret = arb_fs_lookup(fs, cur, name, &st);
+		if (ret)
+			return ret;
+		cur = st.ino;
+		p += n + (p[n] == '/');
+	}
+	*ino = cur;
+	return 0;
+}
+
 static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			 bool rmdir)
 {

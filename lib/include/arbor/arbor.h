@@ -252,6 +252,14 @@ struct arb_cred {
 
 int arb_fs_lookup(struct arb_fs *fs, uint64_t dir, const char *name,
 		  struct arb_stat *st);
+/*
+ * The inode at path below directory dir: components separated by '/',
+ * empty ones and "." skipped, ".." refused (EINVAL: no parent is
+ * followed), every component but the last a directory (ENOTDIR).  For
+ * tools that name files of an unmounted image.
+ */
+int arb_fs_lookup_path(struct arb_fs *fs, uint64_t dir, const char *path,
+		       uint64_t *ino);
 int arb_fs_getattr(struct arb_fs *fs, uint64_t ino, struct arb_stat *st);
 int arb_fs_setattr(struct arb_fs *fs, uint64_t ino, const struct arb_setattr *sa,
 		   unsigned valid, const struct arb_cred *cr,
