@@ -42,8 +42,9 @@ extern "C" {
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
  * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
  * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
- * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE */
-#define ARB_IOC_VERSION 12
+ * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13:
+ * arb_ioc_usage.history, ARB_IOC_GET_HISTORY */
+#define ARB_IOC_VERSION 13
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -58,6 +59,33 @@ extern "C" {
  * daemon received; 2 commit nothing (the next mount shows the last
  * commit).  See fuse/shutdown.c. */
 #define ARB_IOC_STATE_SHUTDOWN (1ULL << 2)
+
+/*
+ * ARB_IOC_GET_HISTORY: the generations that can be mounted with -o
+ * ro,generation=N (arb_fs_history), newest first, the last commit
+ * included; what the history grace keeps for them.  Anyone may ask.
+ * 1024 bytes.
+ */
+#define ARB_IOC_HISTORY_MAX 32
+struct arb_ioc_history_entry {
+	__u64 generation;
+	/* when it was committed (0: not known) */
+	__u64 time_sec;
+	__u32 time_nsec;
+	__u32 pad;
+};
+struct arb_ioc_history {
+	__u32 size;
+	__u32 version;
+	/* out: entries filled in */
+	__u32 nr;
+	__u32 pad;
+	/* out: bytes the grace keeps from reuse for them */
+	__u64 kept_bytes;
+	__u64 reserved[1];
+	struct arb_ioc_history_entry e[ARB_IOC_HISTORY_MAX];
+	__u64 reserved2[28];
+};
 
 /*
  * ARB_IOC_GET_GENERATION: the generation of the last durable commit.
@@ -127,7 +155,10 @@ struct arb_ioc_usage {
 	__u64 host_bytes;
 	/* out: bytes given back to the host by discard=async since mount */
 	__u64 trimmed;
-	__u64 reserved[18];
+	/* out: part of free kept for recovering recent generations (the
+	 * history grace; writes take it when nothing else is free) */
+	__u64 history;
+	__u64 reserved[17];
 };
 
 /*
@@ -693,6 +724,7 @@ struct arb_ioc_subvol_usage {
 	_IOWR(ARB_IOC_MAGIC, 24, struct arb_ioc_subvol_default)
 #define ARB_IOC_SUBVOL_USAGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 25, struct arb_ioc_subvol_usage)
+#define ARB_IOC_GET_HISTORY _IOR(ARB_IOC_MAGIC, 26, struct arb_ioc_history)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
@@ -714,6 +746,7 @@ _Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_usage) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_default) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_history) == 1024, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
