@@ -664,6 +664,8 @@ void arb_free_space_history_sort(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
 
+	if (f->nr_hist - f->hist_head < 2)
+		return;
 	qsort(f->hist + f->hist_head, f->nr_hist - f->hist_head,
 	      sizeof(*f->hist), hrange_cmp);
 }
