@@ -21,6 +21,20 @@
 #             (the caller's time: both return before the space is back);
 #   clean     the time until the space is back: `arbor subvolume sync`
 #             against `btrfs subvolume sync`, after the delete.
+#
+# Then, with --latency-files N (default 100,000; 1,000,000 with --full;
+# 0: skip), the latency of other operations while the cleaner works: a
+# tree of N files (as above) and a 256 MiB file, a snapshot of the root,
+# every file of the source touched (so that the snapshot's leaves are its
+# own: deleting it frees them all), then a probe (bench/lib/latprobe.py)
+# alternating stat(2) of a file not looked up before and a 4 KiB pread at
+# a random offset of the big file (its page cache dropped first with
+# POSIX_FADV_DONTNEED, so each read reaches the filesystem), for
+# --idle-secs on the idle filesystem, then from the delete of the
+# snapshot until `subvolume sync` returns.  Reported: stat and read p50
+# and p99, idle and while cleaning, their ratio, and the cleaner's
+# throughput (files and MiB of space given back per second, from df),
+# each against btrfs.
 # Output: a table with arborfs/btrfs ratios, and snapshot.json in the
 # output directory.
 set -euo pipefail
@@ -32,14 +46,19 @@ BUILD=$REPO/build
 OUT=
 SIZE=4G
 RUNS=5
+LATN=100000
+IDLE_SECS=3
 while [ $# -gt 0 ]; do
 	case $1 in
+	--full) FILES="1000 10000 100000 1000000"; LATN=1000000; SIZE=16G ;;
+	--latency-files) LATN=$2; shift ;;
+	--idle-secs) IDLE_SECS=$2; shift ;;
 	--files) FILES=$2; shift ;;
 	--build) BUILD=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--size) SIZE=$2; shift ;;
 	--runs) RUNS=$2; shift ;;
-	-h | --help) sed -n 2,24p "$0"; exit 0 ;;
+	-h | --help) sed -n 2,41p "$0"; exit 0 ;;
 	*) echo "snapshot.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -81,11 +100,75 @@ for i in range(n):
 EOF
 }
 
+# ---- latency while cleaning -------------------------------------------
+
+PROBE=$HERE/lib/latprobe.py
+used_bytes() { df -B1 --output=used "$MNT" | tail -1 | tr -d ' '; }
+
+# latency FS: the phases on the filesystem mounted at MNT (tree and big
+# file in it); results in L[FS,...]
+declare -A L
+latency() {
+	local fs=$1 sn=$SCR/snap del sync
+	if [ "$fs" = arbor ]; then
+		"$ARBOR" subvolume snapshot "$MNT" "$MNT/lat" >/dev/null
+		del=("$ARBOR" subvolume delete "$MNT/lat")
+		sync=("$ARBOR" subvolume sync "$MNT")
+	else
+		btrfs subvolume snapshot "$MNT" "$MNT/lat" >/dev/null
+		# -C: commit after, which wakes its cleaner (else it waits
+		# for the next periodic commit, up to 30 s)
+		del=(btrfs subvolume delete -C "$MNT/lat")
+		sync=(btrfs subvolume sync "$MNT")
+	fi
+	# the source's leaves rewritten: the snapshot's are its own
+	find "$MNT" -path "$MNT/lat" -prune -o -name 'f*' -type f -print0 |
+		xargs -0 touch
+	sync -f "$MNT"
+	if [ "$fs" = arbor ]; then "$ARBOR" filesystem sync "$MNT" >/dev/null; fi
+	echo 3 >/proc/sys/vm/drop_caches
+	python3 "$PROBE" --root "$MNT" --files "$LATN" --big "$MNT/big.dat" \
+		--secs "$IDLE_SECS" --seed 1 >"$sn.idle"
+	echo 3 >/proc/sys/vm/drop_caches
+	local u0 u1 t0 t1 ppid
+	u0=$(used_bytes)
+	rm -f "$sn.done" "$sn.ready"
+	python3 "$PROBE" --root "$MNT" --files "$LATN" --big "$MNT/big.dat" \
+		--until "$sn.done" --ready "$sn.ready" --seed 2 >"$sn.clean" &
+	ppid=$!
+	while [ ! -e "$sn.ready" ]; do sleep 0.05; done
+	sleep 0.1
+	t0=$(now)
+	"${del[@]}" >/dev/null
+	"${sync[@]}" >/dev/null
+	t1=$(now)
+	touch "$sn.done"
+	wait "$ppid"
+	rm -f "$sn.done"
+	sync -f "$MNT"
+	u1=$(used_bytes)
+	python3 - "$sn.idle" "$sn.clean" "$t0" "$t1" "$u0" "$u1" "$LATN" >"$sn.kv" <<'EOF'
+import json, sys
+idle, clean = (json.load(open(p)) for p in sys.argv[1:3])
+t0, t1, u0, u1, n = (float(x) for x in sys.argv[3:8])
+for op in ("stat", "read"):
+    for p in ("p50", "p99"):
+        print("%s_%s_idle=%.1f" % (op, p, idle[op][p]))
+        print("%s_%s_clean=%.1f" % (op, p, clean[op][p]))
+    print("%s_n_clean=%d" % (op, clean[op]["n"]))
+dt = max(t1 - t0, 1e-6)
+print("clean_ms=%.1f" % (dt * 1000))
+print("clean_files_s=%.0f" % (n / dt))
+print("clean_mib_s=%.1f" % (max(u0 - u1, 0) / dt / 1048576))
+EOF
+	while IFS== read -r k v; do L[$fs,$k]=$v; done <"$sn.kv"
+}
+
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{($2 - $1) * 1000:.1f}')"; }
 median() { python3 -c "import sys,statistics;print(statistics.median(map(float,sys.argv[1:])))" "$@"; }
 wchar() { awk '/^wchar/ {print $2}' "/proc/$DPID/io"; }
-loop_written() { awk '{print $7 * 512}' "/sys/block/$(basename "$LOOP")/stat"; }
+loop_written() { awk '{printf "%.0f\n", $7 * 512}' "/sys/block/$(basename "$LOOP")/stat"; }
 
 declare -A R
 for n in $FILES; do
@@ -160,6 +243,37 @@ for n in $FILES; do
 	rm -rf "$tree"
 done
 
+if [ "$LATN" -gt 0 ]; then
+	tree=$SCR/tree-lat
+	populate "$tree" "$LATN"
+	head -c $((256 << 20)) /dev/urandom >"$tree/big.dat"
+
+	img=$SCR/arbor.img
+	rm -f "$img"
+	"$BUILD/mkfs/mkfs.arborfs" -q -s "$SIZE" -r "$tree" "$img" >/dev/null
+	"$BUILD/fuse/arborfs" "$img" "$MNT" -f -o commit=30 &
+	DPID=$!
+	for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	mountpoint -q "$MNT"
+	latency arbor
+	fusermount3 -u "$MNT"
+	wait "$DPID" || true
+	DPID=
+	rm -f "$img"
+
+	img=$SCR/btrfs.img
+	truncate -s "$SIZE" "$img"
+	mkfs.btrfs -q -f --rootdir "$tree" "$img" >/dev/null
+	LOOP=$(losetup -f --show "$img")
+	mount "$LOOP" "$MNT"
+	latency btrfs
+	umount "$MNT"
+	losetup -d "$LOOP"
+	LOOP=
+	rm -f "$img"
+	rm -rf "$tree"
+fi
+
 {
 	printf '%-8s %-8s %12s %12s %8s\n' files metric arborfs btrfs ratio
 	for n in $FILES; do
@@ -170,16 +284,46 @@ done
 				"$(python3 -c "a,b=float('$a'),float('$b');print(f'{a/b:.2f}' if b else '-')")"
 		done
 	done
+	if [ "$LATN" -gt 0 ]; then
+		echo
+		echo "latency while a $LATN-file snapshot is cleaned (us; clean/idle: the ratio of the two)"
+		printf '%-22s %10s %10s %10s %10s %10s %10s %8s\n' metric arb-idle arb-clean clean/idle \
+			btr-idle btr-clean clean/idle arb/btr
+		for op in stat read; do
+			for p in p50 p99; do
+				ai=${L[arbor,${op}_${p}_idle]} ac=${L[arbor,${op}_${p}_clean]}
+				bi=${L[btrfs,${op}_${p}_idle]} bc=${L[btrfs,${op}_${p}_clean]}
+				printf '%-22s %10s %10s %10s %10s %10s %10s %8s\n' "$op $p" "$ai" "$ac" \
+					"$(python3 -c "print(f'{$ac/$ai:.2f}')")" "$bi" "$bc" \
+					"$(python3 -c "print(f'{$bc/$bi:.2f}')")" \
+					"$(python3 -c "print(f'{$ac/$bc:.2f}')")"
+			done
+			printf '%-22s %10s %10s\n' "$op ops while cleaning" \
+				"${L[arbor,${op}_n_clean]}" "${L[btrfs,${op}_n_clean]}"
+		done
+		for m in clean_ms clean_files_s clean_mib_s; do
+			a=${L[arbor,$m]} b=${L[btrfs,$m]}
+			printf '%-22s %10s %10s %10s\n' "$m" "$a" "$b" \
+				"$(python3 -c "a,b=float('$a'),float('$b');print(f'{a/b:.2f}' if b else '-')")"
+		done
+	fi
 } | tee "$OUT/snapshot.txt"
 python3 - "$OUT/snapshot.json" "$FILES" <<EOF
 import json, sys
 rows = """$(for k in "${!R[@]}"; do echo "$k=${R[$k]}"; done)""".split()
+lat = """$(for k in "${!L[@]}"; do echo "$k=${L[$k]}"; done)""".split()
 out = {}
 for r in rows:
     k, v = r.split("=")
     fs, m, n = k.split(",")
     out.setdefault(n, {}).setdefault(fs, {})[m] = float(v)
+latency = {}
+for r in lat:
+    k, v = r.split("=")
+    fs, m = k.split(",")
+    latency.setdefault(fs, {})[m] = float(v)
 json.dump({"date": "$(date -Is)", "commit": "$(git -C "$REPO" rev-parse --short HEAD)",
-           "runs": $RUNS, "results": out}, open(sys.argv[1], "w"), indent=1)
+           "runs": $RUNS, "results": out, "latency_files": $LATN,
+           "latency": latency}, open(sys.argv[1], "w"), indent=1)
 EOF
 echo "results in $OUT"

@@ -137,6 +137,8 @@ int main(int argc, char **argv)
 			{ "sub", ARBOR_HELP_SUBVOLUME },
 			{ "subvol", ARBOR_HELP_SUBVOLUME },
 			{ "property", ARBOR_HELP_PROPERTY },
+			{ "reflink", ARBOR_HELP_REFLINK },
+			{ "dedupe", ARBOR_HELP_REFLINK },
 		};
 
 		/* "arbor help scrub": that command's part */
@@ -159,8 +161,14 @@ int main(int argc, char **argv)
 		return cli_subvolume(argc - 1, argv + 1);
 	if (!strcmp(cmd, "property") || !strcmp(cmd, "prop"))
 		return cli_property(argc - 1, argv + 1);
-	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive") ||
-	    !strcmp(cmd, "find-new"))
+	if (!strcmp(cmd, "reflink"))
+		return cli_reflink(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dedupe"))
+		return cli_dedupe(argc - 1, argv + 1);
+	/* as btrfs: "find-new" is a subvolume command; argv[1] names it */
+	if (!strcmp(cmd, "find-new"))
+		return cli_subvolume(argc, argv);
+	if (!strcmp(cmd, "send") || !strcmp(cmd, "receive"))
 		return not_yet(cmd);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&

@@ -29,8 +29,16 @@ int cli_check(int argc, char **argv);
 int cli_unmount(int argc, char **argv);
 /* "arbor subvolume|sub ..." (argv[0] is "subvolume"); the exit status */
 int cli_subvolume(int argc, char **argv);
+/* "arbor subvolume find-new|diff ..." (argv[1] is the command), findnew.c */
+int cli_subvol_diff(int argc, char **argv);
+/* the inode of path in an image opened through the library, from the
+ * top-level subvolume's root ("" and "/" name it); 0 or -errno */
+int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino);
 /* "arbor property ..." (argv[0] is "property"); the exit status */
 int cli_property(int argc, char **argv);
+/* "arbor reflink ..." / "arbor dedupe ..." (argv[0] is the command) */
+int cli_reflink(int argc, char **argv);
+int cli_dedupe(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
 
 #endif

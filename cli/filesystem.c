@@ -343,6 +343,10 @@ static void stats_json(const struct arb_ioc_stats *st)
 	printf(" \"user_bytes_written\": %llu, \"user_bytes_read\": %llu,\n",
 	       (unsigned long long)st->user_bytes_written,
 	       (unsigned long long)st->user_bytes_read);
+	if (st->version >= 13)
+		printf(" \"cloned_bytes\": %llu, \"deduped_bytes\": %llu,\n",
+		       (unsigned long long)st->cloned_bytes,
+		       (unsigned long long)st->deduped_bytes);
 	if (st->user_bytes_written)
 		printf(" \"write_amplification\": %.3f}\n",
 		       ratio(wsum, st->user_bytes_written));
@@ -458,6 +462,11 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 	printf("%-14s %16llu %16llu\n", "by users",
 	       (unsigned long long)st->user_bytes_written,
 	       (unsigned long long)st->user_bytes_read);
+	if (st->version >= 13)
+		printf("%-14s %16llu %16s\n%-14s %16llu %16s\n", "shared by cp",
+		       (unsigned long long)st->cloned_bytes, "",
+		       "deduplicated", (unsigned long long)st->deduped_bytes,
+		       "");
 	if (st->user_bytes_written)
 		printf("\nwrite amplification %.2f (image bytes written / "
 		       "bytes written by users)\n",

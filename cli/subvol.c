@@ -20,6 +20,7 @@
  *                             level), or the one holding PATH
  *   get-default PATH
  *   property get PATH [ro] / property set PATH ro true|false
+ *   find-new, diff            findnew.c
  *
  * Exit status: 0 ok, 1 failed, 2 bad usage.
  */
@@ -152,7 +153,7 @@ static int image_close(struct target *t, int rc)
 }
 
 /* the inode of path inside the image (from the top-level subvolume) */
-static int image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
+int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 {
 	char name[ARB_NAME_MAX + 1];
 	uint64_t cur = ARB_ROOT_INO;
@@ -211,6 +212,9 @@ static void entry_from_info(struct arb_ioc_subvol_entry *e,
 		e->flags |= ARB_IOC_SUBVOL_RDONLY;
 	if (i->flags & ARB_SUBVOL_DELETED)
 		e->flags |= ARB_IOC_SUBVOL_DELETED;
+	e->clean_nodes = i->clean_nodes;
+	e->clean_freed = i->clean_freed;
+	e->clean_permille = i->clean_permille;
 	memcpy(e->uuid, i->uuid, 16);
 	memcpy(e->parent_uuid, i->parent_uuid, 16);
 	memcpy(e->received_uuid, i->received_uuid, 16);
@@ -427,7 +431,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 		return 1;
 	rc = 1;
 	if (snapshot) {
-		ret = image_resolve(t->fs, src, &sino);
+		ret = cli_image_resolve(t->fs, src, &sino);
 		if (!ret)
 			ret = arb_subvol_info(t->fs, sino, &si);
 		if (ret) {
@@ -442,7 +446,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 						      : si.name);
 			goto out;
 		}
-		dest_dir = image_resolve(t->fs, dest, &dino) == 0 &&
+		dest_dir = cli_image_resolve(t->fs, dest, &dino) == 0 &&
 			   arb_fs_getattr(t->fs, dino, &st) == 0 &&
 			   S_ISDIR(st.mode);
 	}
@@ -450,7 +454,7 @@ static int image_create(struct target *t, const char *src, const char *dest,
 	if (rc)
 		goto out;
 	rc = 1;
-	ret = image_resolve(t->fs, dir, &dir_ino);
+	ret = cli_image_resolve(t->fs, dir, &dir_ino);
 	if (ret) {
 		err("%s: %s: %s", t->image, dir, arb_reason(ret, NULL));
 		goto out;
@@ -574,7 +578,7 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 	uint64_t ino, dir_ino;
 	int ret;
 
-	ret = image_resolve(t->fs, path, &ino);
+	ret = cli_image_resolve(t->fs, path, &ino);
 	if (!ret)
 		ret = arb_subvol_info(t->fs, ino, &si);
 	if (ret) {
@@ -594,7 +598,7 @@ static int image_delete(struct target *t, const char *path, uint64_t *id)
 		return 1;
 	}
 	split(path, &dir, &name);
-	ret = image_resolve(t->fs, dir, &dir_ino);
+	ret = cli_image_resolve(t->fs, dir, &dir_ino);
 	if (!ret)
 		ret = arb_subvol_delete(t->fs, dir_ino, name);
 	free(dir);
@@ -877,6 +881,11 @@ static void print_json_entry(const struct sv *s,
 	       *pu == '-' ? "" : "\"", *pu == '-' ? "null" : pu,
 	       *pu == '-' ? "" : "\"", *ru == '-' ? "" : "\"",
 	       *ru == '-' ? "null" : ru, *ru == '-' ? "" : "\"");
+	if (e->flags & ARB_IOC_SUBVOL_DELETED)
+		printf(", \"cleaning\": {\"nodes\": %llu, \"freed\": %llu, "
+		       "\"permille\": %u}",
+		       (unsigned long long)e->clean_nodes,
+		       (unsigned long long)e->clean_freed, e->clean_permille);
 	if (use)
 		printf(", \"exclusive\": %llu, \"shared\": %llu, "
 		       "\"meta_exclusive\": %llu, \"meta_shared\": %llu",
@@ -908,7 +917,7 @@ static int do_list(struct target *t, const char *path, bool json,
 		       "CGEN", "PARENT", "FLAGS", "PARENT UUID", "PATH");
 	for (size_t i = 0; i < c.n; i++) {
 		const struct arb_ioc_subvol_entry *e = &c.v[i].e;
-		char pu[37];
+		char pu[37], del[96];
 
 		/* as btrfs: the top-level subvolume is not listed */
 		if (e->id == ARB_INUM_FS_TREE)
@@ -924,6 +933,12 @@ static int do_list(struct target *t, const char *path, bool json,
 			continue;
 		}
 		uuid_text(e->parent_uuid, pu);
+		if (e->flags & ARB_IOC_SUBVOL_DELETED)
+			snprintf(del, sizeof(del),
+				 "(deleted, being cleaned: %u.%u%%, %llu "
+				 "nodes freed)",
+				 e->clean_permille / 10, e->clean_permille % 10,
+				 (unsigned long long)e->clean_freed);
 		printf("%-6llu %-8llu %-8llu %-6llu %-5s %-36s %s\n",
 		       (unsigned long long)e->id, (unsigned long long)e->gen,
 		       (unsigned long long)e->otransid,
@@ -932,9 +947,7 @@ static int do_list(struct target *t, const char *path, bool json,
 		       : e->flags & ARB_IOC_SUBVOL_RDONLY ? "ro"
 							   : "rw",
 		       pu,
-		       e->flags & ARB_IOC_SUBVOL_DELETED
-			       ? "(deleted, space being given back)"
-			       : c.v[i].path);
+		       e->flags & ARB_IOC_SUBVOL_DELETED ? del : c.v[i].path);
 	}
 	if (json)
 		printf("\n]}\n");
@@ -952,7 +965,7 @@ static int info_of(struct target *t, const char *path, struct sv *s,
 
 	*mount_root = ARB_INUM_FS_TREE;
 	if (t->image) {
-		ret = image_resolve(t->fs, path, path_ino);
+		ret = cli_image_resolve(t->fs, path, path_ino);
 		if (!ret)
 			ret = arb_subvol_info(t->fs, *path_ino, &si);
 		if (ret) {
@@ -1196,7 +1209,7 @@ static int do_set_default(struct target *t, const char *idstr,
 		if (image_open(t, true))
 			return 1;
 		if (!idstr) {
-			ret = image_resolve(t->fs, path, &ino);
+			ret = cli_image_resolve(t->fs, path, &ino);
 			if (!ret)
 				ret = arb_subvol_info(t->fs, ino, &si);
 			if (ret) {
@@ -1435,6 +1448,9 @@ int cli_subvolume(int argc, char **argv)
 		sub_usage(stdout);
 		return 0;
 	}
+	/* find-new and diff: findnew.c */
+	if (!strcmp(cmd, "find-new") || !strcmp(cmd, "diff"))
+		return cli_subvol_diff(argc, argv);
 	if (strcmp(cmd, "create") && strcmp(cmd, "snapshot") &&
 	    strcmp(cmd, "delete") && strcmp(cmd, "list") &&
 	    strcmp(cmd, "show") && strcmp(cmd, "sync") &&

@@ -287,6 +287,10 @@ static inline uint64_t afs_ino_node(uint64_t ino)
 	return ino == afs_root_ino ? FUSE_ROOT_ID : ino;
 }
 
+/* ---- reflink.c: ARB_IOC_DEDUPE_RANGE: answered (true) or not one ---- */
+bool afs_reflink_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
+		       const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+
 /*
  * ---- subvol.c: subvolumes and snapshots ----
  * afs_subvol_mount_root: before the session, with the filesystem open:
@@ -300,6 +304,10 @@ int afs_subvol_mount_root(struct afs *afs, const char *path, uint64_t id,
 /* the ARB_IOC_SUBVOL_* ioctls: answered (true) or not one (false) */
 bool afs_subvol_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		      const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+/* diff.c: ARB_IOC_FIND_NEW and ARB_IOC_DIFF, answered (true) or not one
+ * (false) */
+bool afs_diff_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
+		    const void *in_buf, size_t in_bufsz, size_t out_bufsz);
 /* did the image have subvolumes besides the filesystem tree at mount? */
 bool afs_subvol_any(void);
 /* after the session loop: answers what is queued, stops the threads */

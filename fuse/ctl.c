@@ -328,6 +328,8 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->fsync_dirty_limit = afs->syncmode.max_bytes_fd >= 0 ?
 		strtoull(afs->syncmode.low, NULL, 10) : 0;
 	st->fsync_dirty_lowered = atomic_load(&afs->syncmode.nr_lowered);
+	st->cloned_bytes = minus(s.cloned_bytes, b.cloned_bytes);
+	st->deduped_bytes = minus(s.deduped_bytes, b.deduped_bytes);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);
@@ -801,6 +803,12 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		return;
 	/* subvolumes and snapshots (subvol.c) */
 	if (afs_subvol_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
+		return;
+	/* deduplication (reflink.c) */
+	if (afs_reflink_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
+		return;
+	/* find-new and diff (diff.c) */
+	if (afs_diff_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
 		return;
 	/* the structs have the same layout for 32-bit callers (every __u64
 	 * at a multiple of 8): FUSE_IOCTL_COMPAT needs nothing of its own */

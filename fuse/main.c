@@ -72,6 +72,8 @@ struct afs_config {
 	/* -o idle_commit=MS */
 	unsigned idle_commit;
 	unsigned max_inline;
+	/* -o clean_batch=NODES */
+	unsigned clean_batch;
 	uint64_t cache_size;
 	uint64_t autogrow;
 	uint64_t dirty_limit; /* 0: the kernel's */
@@ -125,6 +127,7 @@ enum {
 	KEY_COMMIT,
 	KEY_IDLE_COMMIT,
 	KEY_MAX_INLINE,
+	KEY_CLEAN_BATCH,
 	KEY_CACHE_SIZE,
 	KEY_AUTOGROW,
 	KEY_DIRTY_LIMIT,
@@ -164,6 +167,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("commit=", KEY_COMMIT),
 	FUSE_OPT_KEY("idle_commit=", KEY_IDLE_COMMIT),
 	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
+	FUSE_OPT_KEY("clean_batch=", KEY_CLEAN_BATCH),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("dirty_limit=", KEY_DIRTY_LIMIT),
@@ -375,6 +379,15 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		if (!parse_uint(val, &c->max_inline)) {
 			fprintf(stderr,
 				"arborfs: bad max_inline=%s: want bytes\n",
+				val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_CLEAN_BATCH:
+		if (!parse_uint(val, &c->clean_batch) || c->clean_batch == 0) {
+			fprintf(stderr,
+				"arborfs: bad clean_batch=%s: want a number of "
+				"tree nodes, at least 1\n",
 				val);
 			c->bad = true;
 		}
@@ -1005,6 +1018,7 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.idle_commit_ms = c->idle_commit;
 	fo.discard = c->discard;
 	fo.max_inline = c->max_inline;
+	fo.clean_batch_nodes = c->clean_batch;
 	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
 						 : default_cache_size());
 	fo.autogrow_max = c->autogrow;

@@ -1343,6 +1343,60 @@ static void afs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	reply_err(req, -ret);
 }
 
+/* the most one COPY_FILE_RANGE request copies: its reply carries a
+ * 32-bit count (fuse_write_out.size); callers such as cp loop for the
+ * rest.  A multiple of every block size, so a later request's offsets
+ * stay as congruent as this one's */
+#define AFS_COPY_MAX (1ULL << 30)
+
+/*
+ * copy_file_range(2) within the mount: the library shares the aligned
+ * blocks (lib/fs/clone.c).  The kernel has written back its dirty pages
+ * of both ranges before the request and drops the destination's cached
+ * pages of the range after our reply (fuse_copy_file_range), and it
+ * refused a copy between two mounts (EXDEV) itself.
+ */
+static void afs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+				off_t off_in, struct fuse_file_info *fi_in,
+				fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len,
+				int flags)
+{
+	struct afs *afs = req_afs(req);
+	ssize_t n;
+
+	(void)fi_in;
+	(void)fi_out;
+	if (off_in < 0 || off_out < 0 || flags) {
+		reply_err(req, EINVAL);
+		return;
+	}
+	if (len > AFS_COPY_MAX)
+		len = AFS_COPY_MAX;
+	n = arb_fs_copy_range(afs->fs, to_ino(ino_in), (uint64_t)off_in,
+			      to_ino(ino_out), (uint64_t)off_out, len, 0);
+	/* as afs_write: the times without the writeback cache */
+	if (n > 0 && !afs->writeback && !afs->readonly) {
+		struct arb_setattr sa = { 0 };
+		int ret = arb_fs_setattr(afs->fs, to_ino(ino_out), &sa,
+					 ARB_SET_MTIME_NOW, NULL, NULL);
+		if (ret)
+			n = ret;
+	}
+	/* the kernel's file_modified() leaves set-id bits to us under
+	 * KILLPRIV_V2, and the request carries no kill flag: as for
+	 * fallocate, a caller other than root clears them */
+	if (n > 0 && fuse_req_ctx(req)->uid != 0) {
+		int ret = kill_suidgid(req, ino_out);
+		if (ret)
+			n = ret;
+	}
+	if (n < 0)
+		reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
 static void afs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
@@ -1471,6 +1525,11 @@ AFS_TIMED(fallocate, FALLOCATE,
 	  (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 	   struct fuse_file_info *fi),
 	  (req, ino, mode, offset, length, fi))
+AFS_TIMED(copy_file_range, COPY_FILE_RANGE,
+	  (fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+	   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+	   struct fuse_file_info *fi_out, size_t len, int flags),
+	  (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags))
 AFS_TIMED(lseek, LSEEK,
 	  (fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	   struct fuse_file_info *fi),
@@ -1520,6 +1579,8 @@ const struct fuse_lowlevel_ops afs_ops = {
 	.create = timed_create,
 	.fallocate = timed_fallocate,
 	.lseek = timed_lseek,
+	/* reflink copies (lib/fs/clone.c) */
+	.copy_file_range = timed_copy_file_range,
 	/* the control channel (arbor/ioctl.h) */
 	.ioctl = timed_ioctl,
 	/* no getlk/setlk/flock: the kernel keeps locks locally */

@@ -510,6 +510,9 @@ static void entry_from_info(struct arb_ioc_subvol_entry *e,
 		e->flags |= ARB_IOC_SUBVOL_RDONLY;
 	if (i->flags & ARB_SUBVOL_DELETED)
 		e->flags |= ARB_IOC_SUBVOL_DELETED;
+	e->clean_nodes = i->clean_nodes;
+	e->clean_freed = i->clean_freed;
+	e->clean_permille = i->clean_permille;
 	if (i->id == root_id && !(i->flags & ARB_SUBVOL_DELETED))
 		e->flags |= ARB_IOC_SUBVOL_MOUNT_ROOT;
 	memcpy(e->uuid, i->uuid, 16);

@@ -235,6 +235,9 @@ void arb_super_strip_record(struct arb_super *sb);
  */
 void arb_vol_set_features(struct arb_vol *vol, uint64_t compat,
 			  uint64_t incompat);
+/* ... and clear them (a feature no longer in use: the DROP_PROGRESS one) */
+void arb_vol_clear_features(struct arb_vol *vol, uint64_t compat,
+			    uint64_t incompat);
 /* Self-heal counters since open (see struct arb_vol); either may be NULL. */
 void arb_vol_heal_stats(struct arb_vol *vol, uint64_t *healed,
 			uint64_t *failed);
@@ -623,6 +626,41 @@ int arb_root_clone(struct arb_txn *t, struct arb_root *src, uint64_t new_id,
 /* Drop a tree: free every node (and data extent reference) no other tree
  * shares, delete its ROOT_ITEM and unload it. */
 int arb_root_drop(struct arb_txn *t, struct arb_root *root);
+/*
+ * The same in batches, each in a transaction of its own (btree.c,
+ * "Dropping a tree"): release about b->nodes pointers (0: no limit), or
+ * stop after b->ns nanoseconds (0: no limit), or when b->yield says
+ * another thread waits, whichever comes first, and
+ * record how far it got in the tree's DROP_PROGRESS item (format.h),
+ * written by t's commit with the frees.  b NULL: the whole tree.  1 when
+ * the tree is gone (ROOT_ITEM and DROP_PROGRESS deleted, root unloaded:
+ * root is freed), 0 when more remains, <0 error (t failed).  Nothing but
+ * dropping may change the tree between batches.
+ */
+struct arb_drop_budget {
+	uint64_t nodes;
+	uint64_t ns;
+	/* when not NULL: also stop once *yield is non-zero (someone waits
+	 * for the lock), after ARB_DROP_MIN_NODES at least */
+	const unsigned *yield;
+};
+#define ARB_DROP_MIN_NODES 16
+int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
+			const struct arb_drop_budget *b);
+/* the DROP_PROGRESS item of tree id: 0 and *dp, 1 none (not started),
+ * -EUCLEAN malformed, <0 */
+int arb_root_drop_progress(struct arb_vol *vol, uint64_t id,
+			   struct arb_drop_progress *dp);
+/* how far the drop of tree id has come: started, nodes visited and
+ * freed, and an estimate of the part of the tree done (its key space
+ * weighted by the fanout above, in thousandths: 0..999) */
+struct arb_drop_state {
+	bool started;
+	uint64_t nodes, freed;
+	unsigned permille;
+};
+int arb_root_drop_state(struct arb_vol *vol, uint64_t id,
+			struct arb_drop_state *st);
 
 /* internal to the core and the checker (txn.c, lib/check/walk.c) */
 void arb_root_free(struct arb_vol *vol, struct arb_root *r);

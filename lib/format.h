@@ -97,6 +97,7 @@ enum arb_csum_type {
 	x(EXTENT_CSUM, 128, "data checksums, keyed by disk address")           \
 	x(ROOT_ITEM, 132, "root of a tree")                                    \
 	x(SUBVOL_ITEM, 136, "subvolume: flags, times, receive record")         \
+	x(DROP_PROGRESS, 140, "how far a deleted tree has been dropped")        \
 	x(ROOT_BACKREF, 144, "subvolume -> parent directory")                  \
 	x(ROOT_REF, 156, "parent subvolume -> child subvolume")                \
 	x(EXTENT_ITEM, 168, "allocated extent with refcount")                  \
@@ -196,9 +197,14 @@ const char *arb_item_type_name(unsigned type);
  * entries with ARB_DENT_SUBVOL, below): an older reader would take a
  * subvolume's directory entry for an inode of the tree holding it */
 #define ARB_INCOMPAT_SUBVOL (1ULL << 2)
+/* some tree is partly dropped (DROP_PROGRESS, below): an older reader
+ * would drop it again from its root, releasing twice what the batches
+ * before released.  Set by the commit that writes the first progress,
+ * cleared by the one that removes the last. */
+#define ARB_INCOMPAT_DROP_PROGRESS (1ULL << 3)
 #define ARB_INCOMPAT_KNOWN                                                     \
 	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA |                \
-	 ARB_INCOMPAT_SUBVOL)
+	 ARB_INCOMPAT_SUBVOL | ARB_INCOMPAT_DROP_PROGRESS)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -536,6 +542,41 @@ ARB_CHECK_SIZE(root_ref, 18);
 ARB_LE(root_ref, rr_dirid, 64)
 ARB_LE(root_ref, rr_sequence, 64)
 ARB_LE(root_ref, rr_name_len, 16)
+
+/*
+ * DROP_PROGRESS, key (tree id, DROP_PROGRESS, 0) in the root tree
+ * (ARB_INCOMPAT_DROP_PROGRESS): a deleted tree dropped in batches, each
+ * committed with the frees it made.  40 bytes.
+ *   0   17  d_key: at level d_level, the key of the first pointer not
+ *           released yet.  Every pointer before it in its node, and every
+ *           pointer before the one leading to it in the nodes above, has
+ *           been released (the subtree's count decremented, or the subtree
+ *           freed); the nodes holding d_key, from the root down to level
+ *           d_level, are the tree's alone (count 1) and still allocated.
+ *           d_key is never the first key of its node (a node nothing of
+ *           which is released yet is recorded one level up).
+ *   17  1   d_level: level of the node holding d_key, 1..the root's level
+ *   18  6   reserved, 0
+ *   24  8   tree nodes this drop has visited so far (released or freed),
+ *           for progress reports
+ *   32  8   of those, nodes freed (the rest were shared: only released)
+ * Without the item, nothing of the tree has been released.  The tree's
+ * ROOT_ITEM still names its root node until the last batch deletes both.
+ * Walkers of the tree (the checker, the dump) skip what is released.
+ */
+struct arb_drop_progress {
+	struct arb_disk_key d_key;
+	uint8_t d_level;
+	uint8_t d_reserved[6];
+	uint64_t d_nodes;
+	uint64_t d_freed;
+} ARB_PACKED;
+ARB_CHECK_SIZE(drop_progress, 40);
+ARB_CHECK_OFF(drop_progress, d_level, 17);
+ARB_CHECK_OFF(drop_progress, d_nodes, 24);
+ARB_LE(drop_progress, d_level, 8)
+ARB_LE(drop_progress, d_nodes, 64)
+ARB_LE(drop_progress, d_freed, 64)
 
 /*
  * SUBVOL_ITEM: 96 bytes.

@@ -20,6 +20,9 @@
  *   - bad-file-extent: a file extent item too short for its type
  *   - newer-format: a ROOT_ITEM of a size this code does not know (its
  *     tree cannot be walked: incomplete, and repair refuses)
+ *   - a tree being dropped in batches (DROP_PROGRESS): only what is not
+ *     released yet is walked and counted; a progress that does not read
+ *     or names a key not in the tree makes the picture incomplete
  * Collects, in one set of tables (reftab.c) for the passes after it:
  *   - per tree node: pointers to it (parents, root items, superblock),
  *     its header's owner and level, the second copy its pointers name
@@ -44,6 +47,7 @@
 #include <string.h>
 
 #include "check_int.h"
+#include "items/items.h"
 
 struct arb_problem *ck_problem(struct ck *c, enum arb_problem_id id,
 			       uint64_t ino, uint64_t addr, const char *fmt,
@@ -92,9 +96,15 @@ void ck_incomplete(struct ck *c)
 		c->r->incomplete = true;
 }
 
+/* a partly dropped tree: the key and level its DROP_PROGRESS names */
+struct ck_drop {
+	struct arb_key key;
+	int level;
+};
+
 static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		 int level, const struct arb_key *lo, const struct arb_key *hi,
-		 bool is_root, uint64_t tree);
+		 bool is_root, uint64_t tree, const struct ck_drop *drop);
 
 /*
  * A ROOT_ITEM of a size this code does not know: most likely a newer
@@ -164,10 +174,100 @@ static void collect_file_extent(struct ck *c, struct arb_node *n, int slot,
 		c->oom = true;
 }
 
+/*
+ * Item k of the committed root tree, the one the walk follows (see
+ * ck_walk_trees), copied into buf (at most max bytes): its size, -ENOENT,
+ * or an error.
+ */
+static int committed_lookup(struct ck *c, const struct arb_key *k, void *buf,
+			    uint32_t max)
+{
+	struct arb_vol *vol = c->vol;
+	const struct arb_super *sb = &vol->super;
+	uint64_t bytenr = arb_super_s_root(sb);
+	uint64_t mirror = arb_super_s_root_mirror(sb);
+	uint64_t gen = arb_super_s_root_generation(sb);
+	int level = arb_super_s_root_level(sb), ret = -ENOENT, s;
+	struct arb_node *n;
+	struct arb_key nk = { 0, 0, 0 };
+
+	for (;;) {
+		ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
+		if (ret)
+			return ret;
+		/* the last slot with a key <= k */
+		for (s = (int)arb_nritems(n) - 1; s >= 0; s--) {
+			arb_node_key(n, s, &nk);
+			if (arb_key_cmp(&nk, k) <= 0)
+				break;
+		}
+		if (level == 0 || s < 0)
+			break;
+		bytenr = arb_child_bytenr(n, s);
+		mirror = arb_child_mirror(n, s);
+		gen = arb_child_gen(n, s);
+		level--;
+		arb_node_put(vol, n);
+	}
+	ret = -ENOENT;
+	if (level == 0 && s >= 0 && arb_key_cmp(&nk, k) == 0) {
+		ret = (int)arb_item_size(n, s);
+		memcpy(buf, arb_item_ptr(n, s),
+		       (uint32_t)ret < max ? (uint32_t)ret : max);
+	}
+	arb_node_put(vol, n);
+	return ret;
+}
+
+/*
+ * The DROP_PROGRESS of tree id, if any, into *d (level 0: none).  False
+ * when the tree cannot be walked: a progress this code cannot read (a
+ * newer format, or malformed, or at a level above the root's: then the
+ * picture is incomplete, and repair refuses).
+ */
+static bool root_drop(struct ck *c, struct arb_node *n, bool own,
+		      uint64_t tree, const struct arb_root_item *ri,
+		      struct ck_drop *d)
+{
+	struct arb_key k = { tree, ARB_DROP_PROGRESS, 0 };
+	struct arb_drop_progress dp;
+	const char *why = NULL;
+	int ret, v = 0;
+
+	memset(d, 0, sizeof(*d));
+	ret = committed_lookup(c, &k, &dp, sizeof(dp));
+	if (ret == -ENOENT)
+		return true;
+	if (ret >= 0)
+		v = arb_item_validate(&k, &dp, (uint32_t)ret, &why);
+	if (ret >= 0 && !v &&
+	    arb_drop_progress_d_level(&dp) > arb_root_item_r_level(ri)) {
+		v = -EUCLEAN;
+		why = "level above the root's";
+	}
+	if (ret < 0 || v) {
+		ck_incomplete(c);
+		if (c->r && v == ARB_ITEM_NEWER)
+			c->r->newer_format = true;
+		if (own)
+			ck_problem(c, v == ARB_ITEM_NEWER ? ARB_PB_NEWER_FORMAT
+							  : ARB_PB_TREE,
+				   0, n->bytenr,
+				   "tree %llu: drop progress unreadable: %s",
+				   (unsigned long long)tree,
+				   ret < 0 ? strerror(-ret) : why);
+		return false;
+	}
+	arb_key_from_disk(&d->key, &dp.d_key);
+	d->level = arb_drop_progress_d_level(&dp);
+	return true;
+}
+
 static void collect_leaf(struct ck *c, struct arb_node *n, bool own,
 			 uint64_t tree)
 {
 	for (uint32_t i = 0; i < arb_nritems(n); i++) {
+		struct ck_drop drop;
 		struct arb_key k;
 
 		arb_node_key(n, (int)i, &k);
@@ -181,11 +281,13 @@ static void collect_leaf(struct ck *c, struct arb_node *n, bool own,
 				root_item_unknown(c, n, own, k.objectid, size);
 				continue;
 			}
+			if (!root_drop(c, n, own, k.objectid, ri, &drop))
+				continue;
 			walk(c, arb_root_item_r_bytenr(ri),
 			     arb_root_item_r_mirror(ri),
 			     arb_root_item_r_generation(ri),
 			     arb_root_item_r_level(ri), NULL, NULL, true,
-			     k.objectid);
+			     k.objectid, drop.level ? &drop : NULL);
 		}
 	}
 }
@@ -329,9 +431,54 @@ static void readahead_copies(struct ck *c, struct arb_node *n)
 		arb_dev_readahead(c->vol->dev, start, len);
 }
 
+/*
+ * In a partly dropped tree (drop), the pointers already released: those
+ * before the progress key in the node at its level, and in the nodes
+ * above it those before the one leading to it.  They are neither counted
+ * nor followed (what they pointed at may be freed and reused).  The slot
+ * of n to start at, and *on the one on the progress key's path (-1 none).
+ */
+static uint32_t drop_first(struct ck *c, struct arb_node *n, int level,
+			   const struct ck_drop *drop, uint64_t tree, int *on)
+{
+	uint32_t i, nr = arb_nritems(n);
+	struct arb_key k;
+
+	*on = -1;
+	if (!drop)
+		return 0;
+	for (i = 0; i < nr; i++) {
+		arb_node_key(n, (int)i, &k);
+		if (arb_key_cmp(&k, &drop->key) > 0)
+			break;
+	}
+	/* i: the first slot after the key */
+	if (i == 0)
+		goto bad;
+	if (level == drop->level) {
+		/* the key itself, never the first of its node */
+		arb_node_key(n, (int)i - 1, &k);
+		if (i == 1 || arb_key_cmp(&k, &drop->key) != 0)
+			goto bad;
+		return i - 1;
+	}
+	*on = (int)i - 1;
+	return i - 1;
+bad:
+	ck_problem(c, ARB_PB_TREE, 0, n->bytenr,
+		   "tree %llu: drop progress key (%llu,%u,%llu) at level %d "
+		   "not found in node %llu",
+		   (unsigned long long)tree,
+		   (unsigned long long)drop->key.objectid, drop->key.type,
+		   (unsigned long long)drop->key.offset, drop->level,
+		   (unsigned long long)n->bytenr);
+	ck_incomplete(c);
+	return nr;
+}
+
 static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		 int level, const struct arb_key *lo, const struct arb_key *hi,
-		 bool is_root, uint64_t tree)
+		 bool is_root, uint64_t tree, const struct ck_drop *drop)
 {
 	struct arb_vol *vol = c->vol;
 	uint64_t key[4] = { bytenr, 0, 0, 0 };
@@ -408,8 +555,11 @@ static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 		}
 		collect_leaf(c, n, own, tree);
 	} else {
+		int on;
+		uint32_t first = drop_first(c, n, level, drop, tree, &on);
+
 		readahead_copies(c, n);
-		for (uint32_t i = 0; i < arb_nritems(n); i++) {
+		for (uint32_t i = first; i < arb_nritems(n); i++) {
 			struct arb_key k, nk;
 			bool last = i + 1 == arb_nritems(n);
 
@@ -420,19 +570,30 @@ static void walk(struct ck *c, uint64_t bytenr, uint64_t mirror, uint64_t gen,
 			walk(c, arb_child_bytenr(n, (int)i),
 			     arb_child_mirror(n, (int)i),
 			     arb_child_gen(n, (int)i), level - 1, &k,
-			     last ? hi : &nk, false, tree);
+			     last ? hi : &nk, false, tree,
+			     (int)i == on ? drop : NULL);
 		}
 	}
 	arb_node_put(vol, n);
 }
 
+/*
+ * From the superblock's pointer to the root tree: the last committed
+ * one.  The extent tree changes only at a commit (delayed references),
+ * so on a mounted filesystem with a transaction running, the committed
+ * trees are what it counts; the root tree's root in memory may already
+ * be a copy whose reference is still delayed (a rename of a subvolume
+ * link changes the root tree without committing).  ROOT_ITEMs of the
+ * other trees are written at a commit too: below the committed root they
+ * agree with it.
+ */
 void ck_walk_trees(struct ck *c)
 {
-	struct arb_node *root = c->vol->tree_root->node;
+	const struct arb_super *sb = &c->vol->super;
 
-	/* the superblock's pointer to the root tree */
-	walk(c, root->bytenr, root->mirror, arb_node_gen(root),
-	     arb_level(root), NULL, NULL, true, ARB_ROOT_TREE_ID);
+	walk(c, arb_super_s_root(sb), arb_super_s_root_mirror(sb),
+	     arb_super_s_root_generation(sb), arb_super_s_root_level(sb),
+	     NULL, NULL, true, ARB_ROOT_TREE_ID, NULL);
 }
 
 static int cmp_exp(const void *a, const void *b)

@@ -31,6 +31,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uuid/uuid.h>
 
 #include "core.h"
@@ -1695,55 +1696,261 @@ fail:
 	return arb_txn_fail(t, ret);
 }
 
-/* Drop one reference to the subtree at bytenr; free what is unshared. */
-static int drop_subtree(struct arb_txn *t, uint64_t bytenr, uint64_t mirror,
-			uint64_t gen, int level)
-{
-	struct arb_vol *vol = t->vol;
-	struct arb_node *n;
-	uint64_t refs;
-	int ret;
+/*
+ * Dropping a tree, in batches (docs/design/subvol.md, "Deleting, and the
+ * cleaner"; the progress item: format.h, DROP_PROGRESS).
+ *
+ * A depth-first walk releases the tree's pointers in key order.  A child
+ * whose count is above 1 is shared with another tree: its count goes down
+ * by one and the walk does not enter it.  A child counted once is the
+ * dropped tree's alone: the walk enters it, releases its pointers (a
+ * leaf's: its data references), then frees it.  Between batches the walk
+ * stands in nodes it entered: counted once, reachable only from the
+ * dropped tree, which nothing changes any more, so they and their keys
+ * stay as they were, and the progress key finds them again.  Nodes not
+ * entered yet may change counts meanwhile (another tree shadows a node
+ * they share, or is dropped too): their count is read when the walk comes
+ * to them, and either way each pointer is released exactly once.
+ */
+struct drop_walk {
+	struct arb_node *nodes[ARB_MAX_LEVEL];
+	int slots[ARB_MAX_LEVEL];
+	int top, level;
+	uint64_t seen, freed;
+};
 
-	ret = arb_extent_refs(t, bytenr, &refs);
-	if (ret)
-		return ret;
-	if (refs > 1)
-		return arb_ref_tree_block(t, bytenr, 0, level, -1);
-	ret = arb_node_read(vol, bytenr, mirror, gen, level, &n);
-	if (ret)
-		return ret;
-	if (level > 0) {
-		for (uint32_t i = 0; i < arb_nritems(n) && !ret; i++)
-			ret = drop_subtree(t, arb_child_bytenr(n, i),
-					   arb_child_mirror(n, i),
-					   arb_child_gen(n, i), level - 1);
-	} else {
-		ret = arb_leaf_data_refs(t, n, arb_node_owner(n), -1);
+/* last slot of internal node n with a key <= k; -1 when none */
+static int slot_le(const struct arb_node *n, const struct arb_key *k)
+{
+	int lo = 0, hi = (int)arb_nritems(n) - 1, ret = -1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		struct arb_key mk;
+
+		arb_node_key(n, mid, &mk);
+		if (arb_key_cmp(&mk, k) <= 0) {
+			ret = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
 	}
-	if (!ret)
-		ret = free_node(t, n);
-	arb_node_put(vol, n);
 	return ret;
 }
 
-int arb_root_drop(struct arb_txn *t, struct arb_root *root)
+int arb_root_drop_progress(struct arb_vol *vol, uint64_t id,
+			   struct arb_drop_progress *dp)
+{
+	struct arb_key k = { id, ARB_DROP_PROGRESS, 0 };
+	int ret;
+
+	memset(dp, 0, sizeof(*dp));
+	ret = arb_lookup_item(vol->tree_root, &k, dp, sizeof(*dp));
+	if (ret == -ENOENT)
+		return 1;
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(*dp) || arb_drop_progress_d_level(dp) < 1 ||
+	    arb_drop_progress_d_level(dp) >= ARB_MAX_LEVEL) {
+		arb_log(ARB_LOG_ERR,
+			"tree %llu: drop progress of %d bytes, level %u",
+			(unsigned long long)id, ret,
+			arb_drop_progress_d_level(dp));
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static void drop_walk_release(struct arb_vol *vol, struct drop_walk *w)
+{
+	for (int l = w->level; l <= w->top; l++)
+		if (w->nodes[l])
+			arb_node_put(vol, w->nodes[l]);
+	memset(w->nodes, 0, sizeof(w->nodes));
+}
+
+/* a node the walk stands in must be the dropped tree's alone */
+static int drop_check_own(struct arb_txn *t, struct arb_root *root,
+			  struct arb_node *n)
+{
+	uint64_t refs;
+	int ret = arb_extent_refs(t, n->bytenr, &refs);
+
+	if (ret)
+		return ret;
+	if (refs != 1) {
+		arb_log(ARB_LOG_ERR,
+			"tree %llu: drop progress passes node %llu counted %llu "
+			"times, not once",
+			(unsigned long long)root->id,
+			(unsigned long long)n->bytenr, (unsigned long long)refs);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+/*
+ * Stand the walk where the progress dp left it: from the root, the nodes
+ * holding its key down to its level, the slot of that key in the lowest.
+ */
+static int drop_walk_resume(struct arb_txn *t, struct arb_root *root,
+			    const struct arb_drop_progress *dp,
+			    struct drop_walk *w)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_node *n = root->node;
+	int want = arb_drop_progress_d_level(dp), l = w->top, s, ret;
+	struct arb_key k, sk;
+
+	arb_key_from_disk(&k, &dp->d_key);
+	if (want > w->top) {
+		arb_log(ARB_LOG_ERR, "tree %llu: drop progress at level %d, "
+			"the root's is %d", (unsigned long long)root->id, want,
+			w->top);
+		return -EUCLEAN;
+	}
+	arb_node_pin(n); /* the walk's own pin of the root */
+	w->level = l;
+	w->nodes[l] = n;
+	for (;;) {
+		ret = drop_check_own(t, root, n);
+		if (ret)
+			return ret;
+		s = slot_le(n, &k);
+		if (s < 0)
+			goto bad;
+		w->slots[l] = s;
+		if (l == want)
+			break;
+		ret = arb_node_read(vol, arb_child_bytenr(n, s),
+				    arb_child_mirror(n, s),
+				    arb_child_gen(n, s), l - 1, &n);
+		if (ret)
+			return ret;
+		w->level = --l;
+		w->nodes[l] = n;
+	}
+	arb_node_key(n, s, &sk);
+	/* the key itself, never the first of its node (format.h) */
+	if (s == 0 || arb_key_cmp(&sk, &k) != 0)
+		goto bad;
+	return 0;
+bad:
+	arb_log(ARB_LOG_ERR, "tree %llu: drop progress key (%llu %u %llu) at "
+		"level %d is not in the tree", (unsigned long long)root->id,
+		(unsigned long long)k.objectid, k.type,
+		(unsigned long long)k.offset, want);
+	return -EUCLEAN;
+}
+
+/* release the pointer of the walk's lowest node at its slot; enter the
+ * child when it is the tree's alone and not a leaf */
+static int drop_walk_step(struct arb_txn *t, struct drop_walk *w)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_node *n = w->nodes[w->level], *c;
+	int s = w->slots[w->level], cl = w->level - 1, ret;
+	uint64_t bytenr = arb_child_bytenr(n, s), refs;
+
+	w->seen++;
+	ret = arb_extent_refs(t, bytenr, &refs);
+	if (ret)
+		return ret;
+	if (refs == 0) {
+		arb_log(ARB_LOG_ERR, "node %llu: no count in the extent tree",
+			(unsigned long long)bytenr);
+		return -EUCLEAN;
+	}
+	if (refs > 1) {
+		w->slots[w->level]++;
+		return arb_ref_tree_block(t, bytenr, 0, cl, -1);
+	}
+	ret = arb_node_read(vol, bytenr, arb_child_mirror(n, s),
+			    arb_child_gen(n, s), cl, &c);
+	if (ret)
+		return ret;
+	if (cl > 0) {
+		w->level = cl;
+		w->nodes[cl] = c;
+		w->slots[cl] = 0;
+		return 0;
+	}
+	ret = arb_leaf_data_refs(t, c, arb_node_owner(c), -1);
+	if (!ret)
+		ret = free_node(t, c);
+	arb_node_put(vol, c);
+	w->freed++;
+	w->slots[w->level]++;
+	return ret;
+}
+
+/* free the nodes whose pointers are all released; true when the root was */
+static int drop_walk_pop(struct arb_txn *t, struct drop_walk *w, bool *done)
+{
+	struct arb_vol *vol = t->vol;
+	int ret;
+
+	*done = false;
+	while (w->slots[w->level] >= (int)arb_nritems(w->nodes[w->level])) {
+		ret = free_node(t, w->nodes[w->level]);
+		arb_node_put(vol, w->nodes[w->level]);
+		w->nodes[w->level] = NULL;
+		w->freed++;
+		if (ret)
+			return ret;
+		if (w->level == w->top) {
+			*done = true;
+			return 0;
+		}
+		w->slots[++w->level]++;
+	}
+	return 0;
+}
+
+/* is some tree still partly dropped (a DROP_PROGRESS item left)? */
+static int drop_progress_any(struct arb_vol *vol, bool *any)
+{
+	struct arb_key k = { ARB_FIRST_SUBVOL_ID, 0, 0 };
+	struct arb_iter it;
+	int ret;
+
+	*any = false;
+	arb_iter_init(&it, vol->tree_root);
+	ret = arb_iter_seek(&it, &k);
+	while (ret == 0) {
+		arb_iter_key(&it, &k);
+		if (k.type == ARB_DROP_PROGRESS) {
+			*any = true;
+			break;
+		}
+		ret = arb_iter_next(&it);
+	}
+	arb_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+static int drop_finish(struct arb_txn *t, struct arb_root *root,
+		       bool had_progress)
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_key k = { root->id, ARB_ROOT_ITEM, 0 };
 	struct arb_root **pp;
+	bool any;
 	int ret;
 
-	if (t->error)
-		return t->error;
-	if (root == vol->tree_root || root == vol->extent_root)
-		return -EINVAL;
-	ret = drop_subtree(t, root->node->bytenr, root->node->mirror,
-			   arb_node_gen(root->node),
-			   arb_level(root->node));
-	if (!ret)
+	ret = arb_del_item(t, vol->tree_root, &k);
+	if (!ret && had_progress) {
+		k.type = ARB_DROP_PROGRESS;
 		ret = arb_del_item(t, vol->tree_root, &k);
+		if (!ret)
+			ret = drop_progress_any(vol, &any);
+		if (!ret && !any)
+			arb_vol_clear_features(vol, 0,
+					       ARB_INCOMPAT_DROP_PROGRESS);
+	}
 	if (ret)
-		return arb_txn_fail(t, ret);
+		return ret;
 	for (pp = &vol->roots; *pp; pp = &(*pp)->next) {
 		if (*pp == root) {
 			*pp = root->next;
@@ -1751,6 +1958,162 @@ int arb_root_drop(struct arb_txn *t, struct arb_root *root)
 		}
 	}
 	arb_root_free(vol, root);
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
+			const struct arb_drop_budget *b)
+{
+	struct arb_vol *vol = t->vol;
+	struct arb_key k = { root->id, ARB_DROP_PROGRESS, 0 };
+	struct arb_drop_progress dp;
+	struct drop_walk w;
+	uint64_t refs, start = b && b->ns ? mono_ns() : 0;
+	bool had, done = false;
+	int ret;
+
+	if (t->error)
+		return t->error;
+	if (root == vol->tree_root || root == vol->extent_root)
+		return -EINVAL;
+	memset(&w, 0, sizeof(w));
+	w.top = arb_level(root->node);
+	ret = arb_root_drop_progress(vol, root->id, &dp);
+	if (ret < 0)
+		return arb_txn_fail(t, ret);
+	had = ret == 0;
+	if (had) {
+		ret = drop_walk_resume(t, root, &dp, &w);
+		if (ret)
+			goto out;
+	} else {
+		/* the root: as any child (counted once, unless something
+		 * else points at it), entered unless a leaf */
+		w.seen++;
+		ret = arb_extent_refs(t, root->node->bytenr, &refs);
+		if (ret)
+			return arb_txn_fail(t, ret);
+		if (refs > 1 || w.top == 0) {
+			if (refs > 1)
+				ret = arb_ref_tree_block(t, root->node->bytenr,
+							 0, w.top, -1);
+			else
+				ret = arb_leaf_data_refs(t, root->node,
+							 arb_node_owner(
+								 root->node),
+							 -1);
+			if (!ret && refs == 1)
+				ret = free_node(t, root->node);
+			if (!ret)
+				ret = drop_finish(t, root, false);
+			return ret ? arb_txn_fail(t, ret) : 1;
+		}
+		arb_node_pin(root->node);
+		w.level = w.top;
+		w.nodes[w.top] = root->node;
+		w.slots[w.top] = 0;
+	}
+	for (;;) {
+		ret = drop_walk_step(t, &w);
+		if (ret)
+			goto out;
+		if (w.slots[w.level] == 0)
+			continue; /* just entered: nothing to record yet */
+		ret = drop_walk_pop(t, &w, &done);
+		if (ret || done)
+			goto out;
+		if (b && b->nodes && w.seen >= b->nodes)
+			break;
+		if (b && b->yield && w.seen >= ARB_DROP_MIN_NODES &&
+		    __atomic_load_n(b->yield, __ATOMIC_RELAXED))
+			break;
+		if (start && (w.seen & 15) == 0 && mono_ns() - start >= b->ns)
+			break;
+	}
+	/* the walk stands at slot > 0 of its lowest node: record it */
+	arb_node_key(w.nodes[w.level], w.slots[w.level], &k);
+	arb_key_to_disk(&dp.d_key, &k);
+	arb_set_drop_progress_d_level(&dp, (uint8_t)w.level);
+	arb_set_drop_progress_d_nodes(&dp, arb_drop_progress_d_nodes(&dp) +
+						   w.seen);
+	arb_set_drop_progress_d_freed(&dp, arb_drop_progress_d_freed(&dp) +
+						   w.freed);
+	k = (struct arb_key){ root->id, ARB_DROP_PROGRESS, 0 };
+	if (had) {
+		ret = arb_update_item(t, vol->tree_root, &k, &dp, sizeof(dp));
+	} else {
+		ret = arb_insert_item(t, vol->tree_root, &k, &dp, sizeof(dp));
+		arb_vol_set_features(vol, 0, ARB_INCOMPAT_DROP_PROGRESS);
+	}
+out:
+	drop_walk_release(vol, &w);
+	if (!ret && done)
+		ret = drop_finish(t, root, had);
+	if (ret)
+		return arb_txn_fail(t, ret);
+	return done ? 1 : 0;
+}
+
+int arb_root_drop(struct arb_txn *t, struct arb_root *root)
+{
+	int ret = arb_root_drop_batch(t, root, NULL);
+
+	return ret < 0 ? ret : 0;
+}
+
+int arb_root_drop_state(struct arb_vol *vol, uint64_t id,
+			struct arb_drop_state *st)
+{
+	struct arb_drop_progress dp;
+	struct arb_node *n, *c;
+	struct arb_root *root;
+	struct arb_key k;
+	double width = 1.0, done = 0.0;
+	int ret, l, want;
+
+	memset(st, 0, sizeof(*st));
+	ret = arb_root_drop_progress(vol, id, &dp);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	ret = arb_root_get(vol, id, &root);
+	if (ret)
+		return ret;
+	st->started = true;
+	st->nodes = arb_drop_progress_d_nodes(&dp);
+	st->freed = arb_drop_progress_d_freed(&dp);
+	arb_key_from_disk(&k, &dp.d_key);
+	want = arb_drop_progress_d_level(&dp);
+	n = root->node;
+	arb_node_pin(n);
+	for (l = arb_level(n); l >= want && l > 0; l--) {
+		int s = slot_le(n, &k), nr = (int)arb_nritems(n);
+
+		if (s < 0 || !nr)
+			break;
+		done += width * s / nr;
+		width /= nr;
+		if (l == want)
+			break;
+		ret = arb_node_read(vol, arb_child_bytenr(n, s),
+				    arb_child_mirror(n, s), arb_child_gen(n, s),
+				    l - 1, &c);
+		arb_node_put(vol, n);
+		if (ret)
+			return ret;
+		n = c;
+	}
+	arb_node_put(vol, n);
+	st->permille = (unsigned)(done * 1000.0);
+	if (st->permille > 999)
+		st->permille = 999;
 	return 0;
 }
 

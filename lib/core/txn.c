@@ -852,3 +852,16 @@ void arb_vol_set_features(struct arb_vol *vol, uint64_t compat,
 	arb_set_super_s_incompat(&vol->super, i | incompat);
 	vol->super_dirty = true;
 }
+
+void arb_vol_clear_features(struct arb_vol *vol, uint64_t compat,
+			    uint64_t incompat)
+{
+	uint64_t c = arb_super_s_compat(&vol->super);
+	uint64_t i = arb_super_s_incompat(&vol->super);
+
+	if (!(c & compat) && !(i & incompat))
+		return;
+	arb_set_super_s_compat(&vol->super, c & ~compat);
+	arb_set_super_s_incompat(&vol->super, i & ~incompat);
+	vol->super_dirty = true;
+}

@@ -61,6 +61,19 @@ int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * Sums per item: ARB_CSUMS_PER_ITEM (4 KiB of sums), or fewer when a node
+ * cannot hold an item that big (4 KiB nodes: an item of 1,024 sums would
+ * not fit, and writing an extent of 4 MiB or more failed its transaction
+ * with EOVERFLOW).
+ */
+static size_t csums_per_item(const struct arb_fs *fs)
+{
+	size_t max = arb_max_item_size(fs->vol) / 4;
+
+	return max < ARB_CSUMS_PER_ITEM ? max : ARB_CSUMS_PER_ITEM;
+}
+
 /* an item starting at bytenr: a stale one over free space (images
  * written before run_one dropped the checksums of extents made and freed
  * in one transaction), which csum_insert replaces */
@@ -100,9 +113,9 @@ static int csum_extend(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		if (k.objectid == ARB_EXTENT_CSUM_OBJECTID &&
 		    k.type == ARB_EXTENT_CSUM &&
 		    arb_item_validate(&k, arb_iter_data(&it), size, NULL) == 0 &&
-		    have < ARB_CSUMS_PER_ITEM &&
+		    have < csums_per_item(fs) &&
 		    k.offset + have * (uint64_t)fs->bs == bytenr) {
-			take = ARB_CSUMS_PER_ITEM - have;
+			take = csums_per_item(fs) - have;
 			if (take > n)
 				take = n;
 			buf = malloc(size + take * 4);
@@ -132,14 +145,14 @@ static int csum_extend(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 int fs_csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		   const uint32_t *sums, size_t nsec, bool extend)
 {
-	uint32_t *le = malloc(ARB_CSUMS_PER_ITEM * 4);
-	size_t i, n, j;
+	size_t per = csums_per_item(fs), i, n, j;
+	uint32_t *le = malloc(per * 4);
 	int ret = 0;
 
 	if (!le)
 		return -ENOMEM;
 	if (extend) {
-		n = nsec < ARB_CSUMS_PER_ITEM ? nsec : ARB_CSUMS_PER_ITEM;
+		n = nsec < per ? nsec : per;
 		for (j = 0; j < n; j++)
 			le[j] = htole32(sums[j]);
 		ret = csum_extend(fs, t, bytenr, le, n, &i);
@@ -154,8 +167,8 @@ int fs_csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		struct arb_key k = { ARB_EXTENT_CSUM_OBJECTID, ARB_EXTENT_CSUM,
 				     bytenr + i * (uint64_t)fs->bs };
 		n = nsec - i;
-		if (n > ARB_CSUMS_PER_ITEM)
-			n = ARB_CSUMS_PER_ITEM;
+		if (n > per)
+			n = per;
 		for (j = 0; j < n; j++)
 			le[j] = htole32(sums[i + j]);
 		/* a stale item of a freed extent would be replaced */

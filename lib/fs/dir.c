@@ -296,7 +296,7 @@ static int dir_is_under(struct arb_fs *fs, uint64_t dir, uint64_t anc,
  * snapshot took along, fs_subvol_resolve): those do not count, and go
  * with the directory's items.
  */
-static int dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
+int fs_dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty)
 {
 	struct fs_tree *tr = fs_tree_of(fs, dir);
 	struct arb_key k = { fs_obj(dir), ARB_DIR_INDEX, 0 };
@@ -1055,10 +1055,13 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 	ret = fs_inode_read(fs, ino, &in);
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
-	/* a subvolume goes through arb_subvol_delete (as btrfs before 4.18:
-	 * an rmdir of one is refused) */
-	if (!ret && rmdir && fs_tree_of(fs, ino) != fs_tree_of(fs, dir))
-		ret = -EPERM;
+	/* an empty subvolume goes with rmdir, as on btrfs since 4.18 (with
+	 * the permissions of an rmdir; `arbor subvolume delete` takes a full
+	 * one and needs privilege) */
+	if (!ret && rmdir && fs_tree_of(fs, ino) != fs_tree_of(fs, dir)) {
+		ret = fs_subvol_unlink(fs, dir, name, len, true);
+		goto out;
+	}
 	if (ret)
 		goto out;
 	if (rmdir) {
@@ -1066,7 +1069,7 @@ static int remove_common(struct arb_fs *fs, uint64_t dir, const char *name,
 			ret = -ENOTDIR;
 			goto out;
 		}
-		ret = dir_is_empty(fs, ino, &empty);
+		ret = fs_dir_is_empty(fs, ino, &empty);
 		if (ret)
 			goto out;
 		if (!empty) {
@@ -1161,13 +1164,14 @@ int arb_fs_rename(struct arb_fs *fs, uint64_t dir, const char *name,
 
 /*
  * Move the link of the subvolume whose root is sub from od/name to
- * nd/newname (same tree, the new name free): the two entries, and the
- * ROOT_REF and ROOT_BACKREF that record where it is linked.
+ * nd/newname (same tree): the two entries, and the ROOT_REF and
+ * ROOT_BACKREF that record where it is linked.  dst: the empty directory
+ * at nd/newname that the link replaces, or NULL for a free name.
  */
 static int rename_subvol_link(struct arb_fs *fs, struct arb_inode *od,
 			      const char *name, size_t len,
 			      struct arb_inode *nd, const char *newname,
-			      size_t nlen, uint64_t sub)
+			      size_t nlen, uint64_t sub, struct arb_inode *dst)
 {
 	uint8_t buf[sizeof(struct arb_root_ref) + ARB_NAME_MAX];
 	struct arb_root_ref *rr = (struct arb_root_ref *)buf;
@@ -1186,6 +1190,17 @@ static int rename_subvol_link(struct arb_fs *fs, struct arb_inode *od,
 		return ret;
 	fs_now(&now);
 	ret = fs_dent_del(fs, t, od, name, len, seq, &now);
+	if (!ret && dst) {
+		/* as an rmdir of it, in this transaction */
+		ret = link_del(fs, t, nd, newname, nlen, dst->ino, &now);
+		if (!ret) {
+			dst->nlink = 0;
+			dst->ctime = now;
+			if (nd->nlink > 2)
+				nd->nlink--;
+			ret = fs_inode_unlinked(fs, t, dst);
+		}
+	}
 	if (!ret)
 		ret = fs_dent_add(fs, t, nd, newname, nlen, id,
 				  DT_DIR | ARB_DENT_SUBVOL, &now, &index);
@@ -1213,6 +1228,48 @@ static int rename_subvol_link(struct arb_fs *fs, struct arb_inode *od,
 		ret = fs_inode_write(fs, t, nd);
 out:
 	return fs_op_end(fs, t, ret);
+}
+
+/*
+ * A rename of the subvolume link od/name (root sub): to a free name, or
+ * over an empty directory (dst_ino), which goes as by an rmdir; never an
+ * exchange or a whiteout, never over a file, a full directory or another
+ * subvolume link (checked before: EPERM).  Lock held.
+ */
+static int rename_subvol_common(struct arb_fs *fs, struct arb_inode *od,
+				const char *name, size_t len,
+				struct arb_inode *nd, const char *newname,
+				size_t nlen, uint64_t sub, uint64_t dst_ino,
+				unsigned flags)
+{
+	struct arb_inode src, dst;
+	bool empty;
+	int ret;
+
+	if (flags & (RENAME_EXCHANGE | RENAME_WHITEOUT))
+		return -EPERM;
+	if (dst_ino && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	ret = fs_inode_read(fs, sub, &src);
+	if (ret)
+		return ret;
+	if (dst_ino) {
+		ret = fs_inode_read(fs, dst_ino, &dst);
+		if (ret)
+			return ret;
+		if (!S_ISDIR(dst.mode))
+			return -ENOTDIR;
+		ret = fs_dir_is_empty(fs, dst_ino, &empty);
+		if (!ret && !empty)
+			ret = -ENOTEMPTY;
+		if (ret)
+			return ret;
+	}
+	ret = fs_iflags_may_rename(od, &src, nd, dst_ino ? &dst : NULL);
+	if (ret)
+		return ret;
+	return rename_subvol_link(fs, od, name, len, nd, newname, nlen, sub,
+				  dst_ino ? &dst : NULL);
 }
 
 int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
@@ -1290,15 +1347,9 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 		goto out;
 	}
 	if (fs_tree_of(fs, src_ino) != fs_tree_of(fs, dir)) {
-		if (ret == 0)
-			ret = -EEXIST;
-		else if (flags & (RENAME_EXCHANGE | RENAME_WHITEOUT))
-			ret = -EPERM;
-		else
-			ret = fs_iflags_may_rename(od, &src, nd, NULL);
-		if (!ret)
-			ret = rename_subvol_link(fs, od, name, len, nd, newname,
-						 nlen, src_ino);
+		ret = rename_subvol_common(fs, od, name, len, nd, newname,
+					   nlen, src_ino, ret == 0 ? dst_ino : 0,
+					   flags);
 		goto out;
 	}
 	have_dst = ret == 0;
@@ -1354,7 +1405,7 @@ int arb_fs_rename_cred(struct arb_fs *fs, uint64_t dir, const char *name,
 				goto out;
 			}
 			if (dst_dir) {
-				ret = dir_is_empty(fs, dst_ino, &empty);
+				ret = fs_dir_is_empty(fs, dst_ino, &empty);
 				if (ret)
 					goto out;
 				if (!empty) {

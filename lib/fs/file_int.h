@@ -86,6 +86,10 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		       const struct arb_inode *in, uint64_t idx, bool load,
 		       struct fs_ext *e, int *e_ret, uint8_t **out);
 bool fs_has_inline(struct arb_fs *fs, uint64_t ino);
+/* [off, off + len) of ino, inside its size, read with the lock held
+ * (delayed blocks included), checksums checked */
+int fs_read_locked(struct arb_fs *fs, uint64_t ino, uint64_t off, size_t len,
+		   void *buf);
 /* Read ino, which must be a regular file: -EISDIR for a directory,
  * not_reg for anything else (read/write: -EINVAL, fallocate: -ENODEV). */
 int fs_reg_inode_read(struct arb_fs *fs, uint64_t ino, struct arb_inode *in,

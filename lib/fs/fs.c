@@ -286,6 +286,21 @@ int fs_pre_commit(struct arb_txn *t, void *arg)
 /* ---- commit thread ----------------------------------------------------- */
 
 /*
+ * While cleaning a deleted subvolume, the commit thread commits at least
+ * this often (what a crash loses of the cleaning), and between batches
+ * sleeps long enough for a thread woken by the unlock to take the lock.
+ */
+#define CLEAN_COMMIT_NS (1000ULL * 1000 * 1000)
+#define CLEAN_PAUSE_NS (200 * 1000)
+
+static void clean_pause(void)
+{
+	struct timespec ts = { 0, CLEAN_PAUSE_NS };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
  * Commits every commit_interval seconds, and (idle_commit_ms) once the
  * filesystem has been still for that long after a change: sync(1) and
  * syncfs(2) send a FUSE daemon nothing but the written-back pages, so the
@@ -314,6 +329,18 @@ static void *commit_thread(void *arg)
 
 			if (r == 1) {
 				last = arb_mono_ns(); /* it committed */
+				continue;
+			}
+			if (r == 2) {
+				/* a batch: commit now and then, and let the
+				 * operations waiting for the lock run */
+				if (arb_mono_ns() - last >= CLEAN_COMMIT_NS) {
+					(void)fs_commit(fs);
+					last = arb_mono_ns();
+				}
+				fs_unlock(fs);
+				clean_pause();
+				fs_lock(fs);
 				continue;
 			}
 			fs->clean_pending = false;
@@ -908,6 +935,8 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 						   __ATOMIC_RELAXED);
 	}
 	s->user_bytes_written = fs->user_bytes_written;
+	s->cloned_bytes = fs->cloned_bytes;
+	s->deduped_bytes = fs->deduped_bytes;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
 	s->commit_ns = fs->commit_ns;

@@ -238,6 +238,10 @@ struct arb_fs {
 	uint64_t data_hint;   /* allocation hint: end of the last extent */
 
 	uint64_t user_bytes_written;
+	/* file bytes shared by arb_fs_copy_range (clone.c) */
+	uint64_t cloned_bytes;
+	/* file bytes shared by arb_fs_dedupe_range */
+	uint64_t deduped_bytes;
 	/* time spent in commits that wrote a superblock (ns) */
 	uint64_t commit_ns;
 
@@ -251,6 +255,9 @@ struct arb_fs {
 
 	/* a deleted subvolume may be ready for the cleaner (commit thread) */
 	bool clean_pending;
+	/* threads waiting in fs_lock: a batch of the cleaner ends early
+	 * when one is (atomic) */
+	unsigned lock_waiters;
 
 	/* commit thread */
 	pthread_t thread;
@@ -268,7 +275,11 @@ struct arb_fs {
 
 static inline void fs_lock(struct arb_fs *fs)
 {
+	if (pthread_mutex_trylock(&fs->vol->lock) == 0)
+		return;
+	__atomic_add_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fs->vol->lock);
+	__atomic_sub_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
 }
 static inline void fs_unlock(struct arb_fs *fs)
 {
@@ -317,9 +328,26 @@ int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out);
 int fs_tree_open_ino(struct arb_fs *fs, uint64_t ino);
 /* take a dropped tree out of the table (lock held) */
 void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr);
-/* lib/subvol: drop one deleted subvolume none of whose inodes is pinned
- * (lock held): 1 done, 0 none, <0 error */
+/* Is directory dir empty?  Stale subvolume links do not count (dir.c). */
+int fs_dir_is_empty(struct arb_fs *fs, uint64_t dir, bool *empty);
+/* lib/subvol: unlink the subvolume linked at dir/name (lock held) and
+ * leave it to the cleaner; empty: only if its root directory is empty
+ * (ENOTEMPTY otherwise), as an rmdir */
+int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
+		     size_t len, bool empty);
+/*
+ * lib/subvol: one batch of the cleaning of a deleted subvolume none of
+ * whose inodes is pinned (lock held): 1 a subvolume is gone (committed),
+ * 2 a batch was dropped and more remains (not committed), 0 none, <0
+ * error.  The batch: opts.clean_batch_nodes (0: ARB_CLEAN_BATCH_NODES)
+ * tree nodes or ARB_CLEAN_BATCH_NS, whichever comes first.  fs_subvol_clean_batch: of
+ * want only (0: any), with budget b (NULL: all of it).
+ */
+#define ARB_CLEAN_BATCH_NODES 1024
+#define ARB_CLEAN_BATCH_NS (2 * 1000 * 1000)
 int fs_subvol_clean(struct arb_fs *fs);
+int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
+			  const struct arb_drop_budget *b);
 /* highest inode objectid present in tr (fs.c) */
 int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 /*

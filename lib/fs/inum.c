@@ -103,20 +103,42 @@ void fs_trees_free(struct arb_fs *fs)
 }
 
 /* a handful of trees are open at a time: a linear scan */
+/*
+ * The table is sorted by slot (trees[0], slot 0, is the filesystem tree),
+ * so finding the tree of an inode number costs log2 of the trees open:
+ * every operation names one, and a mount may hold thousands of snapshots.
+ * *pos: where slot is or would go.
+ */
+static struct fs_tree *find_slot_pos(const struct arb_fs *fs, uint64_t slot,
+				     size_t *pos)
+{
+	size_t lo = 0, hi = fs->nr_trees;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (fs->trees[mid]->slot < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (pos)
+		*pos = lo;
+	return lo < fs->nr_trees && fs->trees[lo]->slot == slot
+		       ? fs->trees[lo]
+		       : NULL;
+}
+
 static struct fs_tree *find_slot(const struct arb_fs *fs, uint64_t slot)
 {
-	size_t i;
-
-	for (i = 0; i < fs->nr_trees; i++)
-		if (fs->trees[i]->slot == slot)
-			return fs->trees[i];
-	return NULL;
+	return find_slot_pos(fs, slot, NULL);
 }
 
 int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 {
 	struct fs_tree *tr, **n;
 	uint64_t max_obj = 0, slot;
+	size_t pos;
 	bool ok;
 	int ret;
 
@@ -149,23 +171,26 @@ int fs_tree_open(struct arb_fs *fs, uint64_t id, struct fs_tree **out)
 		max_obj = arb_root_highest_objectid(tr->root);
 	tr->next_ino = max_obj + 1;
 	tr->orphans_pending = !fs->readonly;
-	fs->trees[fs->nr_trees++] = tr;
+	find_slot_pos(fs, slot, &pos);
+	memmove(&fs->trees[pos + 1], &fs->trees[pos],
+		(fs->nr_trees - pos) * sizeof(*fs->trees));
+	fs->trees[pos] = tr;
+	fs->nr_trees++;
 	*out = tr;
 	return 0;
 }
 
 void fs_tree_forget(struct arb_fs *fs, struct fs_tree *tr)
 {
-	size_t i;
+	size_t pos;
 
 	ARB_ASSERT(tr != fs->trees[0]);
-	for (i = 1; i < fs->nr_trees; i++) {
-		if (fs->trees[i] == tr) {
-			fs->trees[i] = fs->trees[--fs->nr_trees];
-			free(tr);
-			return;
-		}
-	}
+	if (find_slot_pos(fs, tr->slot, &pos) != tr)
+		return;
+	memmove(&fs->trees[pos], &fs->trees[pos + 1],
+		(fs->nr_trees - pos - 1) * sizeof(*fs->trees));
+	fs->nr_trees--;
+	free(tr);
 }
 
 struct fs_tree *fs_tree_find(const struct arb_fs *fs, uint64_t ino)

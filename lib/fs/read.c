@@ -430,6 +430,15 @@ out:
 	return ret;
 }
 
+/* [off, off + len) of ino, inside its size, read with the lock held
+ * (delayed blocks included), checksums checked */
+int fs_read_locked(struct arb_fs *fs, uint64_t ino, uint64_t off, size_t len,
+		   void *buf)
+{
+	return read_range(fs, fs_imem_get(fs, ino, false), ino, off, len, buf,
+			  NULL);
+}
+
 /* ---- lseek ------------------------------------------------------------- */
 
 /* first data byte at or after pos (PREALLOC reads as a hole) */

@@ -15,6 +15,7 @@
 static int dump_one(struct arb_vol *vol, uint64_t id, FILE *out)
 {
 	struct arb_key k = { 0, 0, 0 };
+	struct arb_drop_progress dp;
 	struct arb_root *root;
 	struct arb_iter it;
 	uint64_t n = 0;
@@ -31,6 +32,19 @@ static int dump_one(struct arb_vol *vol, uint64_t id, FILE *out)
 		"\n",
 		id, root->node->bytenr, arb_level(root->node),
 		arb_node_gen(root->node));
+	/* a tree dropped in batches: what is released may be reused, and
+	 * what is left starts at the progress key */
+	ret = arb_root_drop_progress(vol, id, &dp);
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		arb_key_from_disk(&k, &dp.d_key);
+		fprintf(out,
+			"tree %" PRIu64 ": being dropped, from key (%" PRIu64
+			" %u %" PRIu64 ") level %u on\n",
+			id, k.objectid, k.type, k.offset,
+			arb_drop_progress_d_level(&dp));
+	}
 	arb_iter_init(&it, root);
 	for (ret = arb_iter_seek(&it, &k); ret == 0; ret = arb_iter_next(&it)) {
 		arb_iter_key(&it, &k);

@@ -2,7 +2,7 @@
 /*
  * root.c - the root tree's items: ROOT_ITEM, key (tree id, ROOT_ITEM, 0):
  * struct arb_root_item; ROOT_REF and ROOT_BACKREF (subvolume links);
- * SUBVOL_ITEM (docs/FORMAT.md, "Subvolumes").
+ * SUBVOL_ITEM (docs/FORMAT.md, "Subvolumes"); DROP_PROGRESS.
  *
  * ROOT_ITEM: exactly sizeof(struct arb_root_item) bytes.  Any other size
  * is ARB_ITEM_NEWER, not corruption: a newer arborfs that grew the struct
@@ -155,4 +155,56 @@ ARB_ITEM_PRINT_FN(arb_subvol_item)
 			arb_subvol_item_s_rtransid(si));
 	print_uuid(out, "received", si->s_received_uuid);
 	fputc('\n', out);
+}
+
+/* DROP_PROGRESS: exactly 40 bytes, of a subvolume tree, a level a root can
+ * have above the leaves */
+ARB_ITEM_FN(arb_drop_progress)
+{
+	const struct arb_drop_progress *dp =
+		(const struct arb_drop_progress *)d;
+
+	if (size != sizeof(*dp))
+		return arb_item_why(why, ARB_ITEM_NEWER,
+				    "DROP_PROGRESS of %" PRIu64
+				    " has %u bytes, this arborfs knows %zu",
+				    k->objectid, size, sizeof(*dp));
+	for (size_t i = 0; i < sizeof(dp->d_reserved); i++)
+		if (dp->d_reserved[i])
+			return arb_item_why(why, ARB_ITEM_NEWER,
+					    "DROP_PROGRESS of %" PRIu64
+					    ": reserved bytes set",
+					    k->objectid);
+	if (k->objectid < ARB_FIRST_SUBVOL_ID || k->offset != 0)
+		return arb_item_why(why, -EUCLEAN,
+				    "DROP_PROGRESS of tree %" PRIu64
+				    " offset %" PRIu64,
+				    k->objectid, k->offset);
+	if (arb_drop_progress_d_level(dp) < 1 ||
+	    arb_drop_progress_d_level(dp) >= ARB_MAX_LEVEL)
+		return arb_item_why(why, -EUCLEAN,
+				    "DROP_PROGRESS of %" PRIu64 ": level %u",
+				    k->objectid, arb_drop_progress_d_level(dp));
+	if (arb_drop_progress_d_freed(dp) > arb_drop_progress_d_nodes(dp))
+		return arb_item_why(why, -EUCLEAN,
+				    "DROP_PROGRESS of %" PRIu64
+				    ": more nodes freed than visited",
+				    k->objectid);
+	return 0;
+}
+
+ARB_ITEM_PRINT_FN(arb_drop_progress)
+{
+	const struct arb_drop_progress *dp =
+		(const struct arb_drop_progress *)d;
+	struct arb_key dk;
+
+	(void)k;
+	(void)size;
+	arb_key_from_disk(&dk, &dp->d_key);
+	fprintf(out,
+		" key (%" PRIu64 " %u %" PRIu64 ") level %u nodes %" PRIu64
+		" freed %" PRIu64 "\n",
+		dk.objectid, dk.type, dk.offset, arb_drop_progress_d_level(dp),
+		arb_drop_progress_d_nodes(dp), arb_drop_progress_d_freed(dp));
 }

@@ -17,9 +17,12 @@
  * Deleting is two steps.  The call removes the link and records an
  * ORPHAN_ITEM (ARB_ORPHAN_OBJECTID, ORPHAN_ITEM, id) in the root tree;
  * the cleaner (fs_subvol_clean, run by the commit thread and by
- * arb_subvol_wait) drops the tree once none of its inodes is pinned,
- * then deletes the orphan and SUBVOL_ITEM, and commits.  A crash between
- * the two leaves the orphan, and the next mount's cleaner goes on.
+ * arb_subvol_wait) drops the tree once none of its inodes is pinned, in
+ * batches of a bounded size (arb_root_drop_batch) with the lock released
+ * between them, then deletes the orphan and SUBVOL_ITEM, and commits.
+ * Each batch records its progress in the transaction that frees what it
+ * freed; a crash anywhere leaves the orphan and the last committed
+ * progress, and the next mount's cleaner goes on from there.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -334,7 +337,13 @@ int arb_subvol_snapshot(struct arb_fs *fs, uint64_t src, uint64_t dir,
 
 /* ---- delete and the cleaner -------------------------------------------- */
 
-int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
+/*
+ * Unlink the subvolume linked at dir/name and record it for the cleaner
+ * (lock held).  empty: refuse with ENOTEMPTY unless its root directory
+ * is empty (an rmdir).
+ */
+int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
+		     size_t len, bool empty)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, 0 };
 	struct arb_inode din, in;
@@ -343,14 +352,9 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	struct timespec now;
 	uint64_t ino, seq, parent, def;
 	uint8_t dummy = 0;
-	bool children;
-	size_t len;
+	bool children, is_empty;
 	int ret;
 
-	ret = fs_check_name(name, &len);
-	if (ret)
-		return ret;
-	fs_lock(fs);
 	ret = fs_inode_read(fs, dir, &din);
 	if (!ret && !S_ISDIR(din.mode))
 		ret = -ENOTDIR;
@@ -358,20 +362,22 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 		ret = fs_dir_find(fs, dir, name, len, &ino, &seq, NULL);
 	if (ret == -ESTALE)
 		ret = -ENOENT;
+	if (!ret)
+		ret = fs_inode_read(fs, ino, &in);
 	if (ret)
-		goto out;
-	ret = fs_inode_read(fs, ino, &in);
-	if (ret)
-		goto out;
+		return ret;
 	tr = fs_tree_of(fs, ino);
 	parent = fs_tree_of(fs, dir)->id;
-	if (tr == fs_tree_of(fs, dir) || fs_obj(ino) != ARB_FIRST_INO) {
-		ret = -EINVAL; /* not a subvolume */
-		goto out;
-	}
+	if (tr == fs_tree_of(fs, dir) || fs_obj(ino) != ARB_FIRST_INO)
+		return -EINVAL; /* not a subvolume */
 	ret = has_children(fs, tr->id, &children);
 	if (!ret && children)
 		ret = -ENOTEMPTY;
+	if (!ret && empty) {
+		ret = fs_dir_is_empty(fs, ino, &is_empty);
+		if (!ret && !is_empty)
+			ret = -ENOTEMPTY;
+	}
 	if (!ret)
 		ret = default_read(fs, &def);
 	if (!ret && def == tr->id)
@@ -379,10 +385,10 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	if (!ret)
 		ret = fs_iflags_may_delete(&din, &in);
 	if (ret)
-		goto out;
+		return ret;
 	ret = fs_op_begin(fs, &t, dir, 0, ARB_OP_LAST);
 	if (ret)
-		goto out;
+		return ret;
 	fs_now(&now);
 	ret = fs_dent_del(fs, t, &din, name, len, seq, &now);
 	if (ret)
@@ -411,7 +417,19 @@ out_end:
 		fs->clean_pending = true;
 		pthread_cond_signal(&fs->cond); /* the cleaner */
 	}
-out:
+	return ret;
+}
+
+int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
+{
+	size_t len;
+	int ret;
+
+	ret = fs_check_name(name, &len);
+	if (ret)
+		return ret;
+	fs_lock(fs);
+	ret = fs_subvol_unlink(fs, dir, name, len, false);
 	fs_unlock(fs);
 	return ret;
 }
@@ -449,10 +467,14 @@ static void drop_tree_data(struct arb_fs *fs, struct arb_imem *im, void *arg)
 }
 
 /*
- * Drop one deleted subvolume (only (want) when want != 0) whose inodes
- * are not pinned: 1 done, 0 nothing to do now, <0 error.  Lock held.
+ * One batch of the cleaning of a deleted subvolume (only want when want
+ * != 0) whose inodes are not pinned, at most b's budget (NULL: all of
+ * it): 1 it is gone (committed), 2 a batch was dropped and more remains
+ * (in the running transaction: the commit that writes it writes the
+ * progress with it), 0 nothing to do now, <0 error.  Lock held.
  */
-static int clean_one(struct arb_fs *fs, uint64_t want)
+int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
+			  const struct arb_drop_budget *b)
 {
 	struct arb_key k;
 	struct arb_root *r;
@@ -475,6 +497,7 @@ static int clean_one(struct arb_fs *fs, uint64_t want)
 			return 0; /* still in use */
 		id++;
 	}
+	/* nothing of the tree is read through the table from now on */
 	if (tr)
 		fs_imem_for_each(fs, drop_tree_data, &tr->slot);
 	ret = arb_txn_begin(fs->vol, &t);
@@ -482,12 +505,21 @@ static int clean_one(struct arb_fs *fs, uint64_t want)
 		return ret;
 	ret = arb_root_get(fs->vol, id, &r);
 	if (!ret)
-		ret = arb_root_drop(t, r);
+		ret = arb_root_drop_batch(t, r, b);
 	else if (ret == -ENOENT)
-		ret = 0; /* dropped already: only the items were left */
+		ret = 1; /* dropped already: only the items were left */
+	if (ret == 0) {
+		arb_txn_end(t);
+		if (tr)
+			fs_tree_forget(fs, tr);
+		fs->txn_dirty = true;
+		return 2;
+	}
 	k = (struct arb_key){ id, ARB_SUBVOL_ITEM, 0 };
-	if (!ret && fs_item_exists(fs->vol->tree_root, &k))
-		ret = arb_del_item(t, fs->vol->tree_root, &k);
+	if (ret == 1)
+		ret = fs_item_exists(fs->vol->tree_root, &k)
+			      ? arb_del_item(t, fs->vol->tree_root, &k)
+			      : 0;
 	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
 	if (!ret)
 		ret = arb_del_item(t, fs->vol->tree_root, &k);
@@ -506,33 +538,55 @@ static int clean_one(struct arb_fs *fs, uint64_t want)
 	return 1;
 }
 
+/* the budget of a batch of the cleaner */
+static struct arb_drop_budget clean_budget(const struct arb_fs *fs)
+{
+	return (struct arb_drop_budget){
+		fs->opts.clean_batch_nodes ? fs->opts.clean_batch_nodes
+					   : ARB_CLEAN_BATCH_NODES,
+		ARB_CLEAN_BATCH_NS, &fs->lock_waiters
+	};
+}
+
 int fs_subvol_clean(struct arb_fs *fs)
 {
-	return clean_one(fs, 0);
+	const struct arb_drop_budget b = clean_budget(fs);
+
+	return fs_subvol_clean_batch(fs, 0, &b);
 }
 
 int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 {
+	const struct arb_drop_budget b = clean_budget(fs);
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
-	uint64_t next;
+	uint64_t next, last = arb_mono_ns();
 	int ret;
 
 	for (;;) {
 		fs_lock(fs);
 		ret = next_orphan(fs, id ? id : ARB_FIRST_SUBVOL_ID, &next);
 		if (!ret && next && (!id || next == id))
-			ret = clean_one(fs, next);
+			ret = fs_subvol_clean_batch(fs, next, &b);
+		/* a long cleaning commits now and then, as the commit
+		 * thread's does */
+		if (ret == 2 && arb_mono_ns() - last >= 1000000000ULL) {
+			ret = fs_commit(fs);
+			last = arb_mono_ns();
+			if (!ret)
+				ret = 2;
+		}
 		else if (!ret)
-			ret = 2; /* nothing left */
+			ret = 3; /* nothing left */
 		if (fs->failed)
 			ret = -EIO;
 		fs_unlock(fs);
 		if (ret < 0)
 			return ret;
-		if (ret == 2)
+		if (ret == 3)
 			return 0;
 		if (ret == 0)
 			nanosleep(&ts, NULL); /* pinned: wait for releases */
+		/* 2: a batch; others had the lock between the two */
 	}
 }
 
@@ -575,8 +629,17 @@ static int info_fill(struct arb_fs *fs, uint64_t id,
 		info->ctime.tv_sec = (time_t)arb_subvol_item_s_ctime(&si);
 		info->ctime.tv_nsec = arb_subvol_item_s_ctime_ns(&si);
 	}
-	if (id != ARB_FS_TREE_ID && orphan_exists(fs, id))
+	if (id != ARB_FS_TREE_ID && orphan_exists(fs, id)) {
+		struct arb_drop_state st;
+
 		info->flags |= ARB_SUBVOL_DELETED;
+		ret = arb_root_drop_state(fs->vol, id, &st);
+		if (ret)
+			return ret;
+		info->clean_nodes = st.nodes;
+		info->clean_freed = st.freed;
+		info->clean_permille = st.permille;
+	}
 	ret = fs_subvol_backref(fs, id, &parent, &dirobj, &seq, info->name);
 	if (ret == -ENOENT)
 		return 0;

@@ -20,7 +20,9 @@ import argparse
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import mmap
+import struct
 import os
 import random
 import stat
@@ -39,6 +41,11 @@ libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                            ctypes.c_uint]
+
+# arbor/ioctl.h: ARB_IOC_DEDUPE_RANGE, struct arb_ioc_dedupe_range
+DEDUPE_FMT = "<IIiIQQQQII9Q"
+ARB_IOC_DEDUPE_RANGE = (3 << 30) | (struct.calcsize(DEDUPE_FMT) << 16) | (ord("A") << 8) | 40
+BS = 4096
 
 NAMES = ["a", "b", "c", "d", "e", "f", "g", "h", "long-" + "x" * 200, "sp ace"]
 MAX_OFF = 8 << 20
@@ -321,7 +328,7 @@ class Fsx:
 
     def op_symlink(self):
         p = self.new_path()
-        target = self.rnd.choice(["a", "../b", "/nonexistent", "x" * self.rnd.randrange(1, 3000)])
+        target = self.rnd.choice(["a", "../b", "/proc/arborfs-fsx-nonexistent", "x" * self.rnd.randrange(1, 3000)])
         return ("symlink %s -> %.40s" % (p, target),
                 lambda root: os.symlink(target, os.path.join(root, p)), [p])
 
@@ -388,10 +395,116 @@ class Fsx:
                 os.close(fd)
         return "fsync %s" % p, f, []
 
+    # the sharing operations do not follow symlinks: one pointing out of
+    # the tree would reach the host (its target, in /proc, cannot be
+    # created, so the other operations fail on both sides alike)
+    def copy_args(self, aligned):
+        s, d = self.file_path(), self.file_path()
+        if aligned:
+            soff = BS * self.rnd.choice([0, self.rnd.randrange(64), self.rnd.randrange(MAX_OFF // BS)])
+            doff = BS * self.rnd.choice([0, self.rnd.randrange(64), self.rnd.randrange(MAX_OFF // BS)])
+            n = self.rnd.choice([BS * self.rnd.randrange(1, 256), MAX_OFF])
+        else:
+            soff = self.rnd.choice([0, self.rnd.randrange(1 << 20), self.rnd.randrange(MAX_OFF)])
+            doff = self.rnd.choice([soff, self.rnd.randrange(1 << 20), self.rnd.randrange(MAX_OFF)])
+            if self.rnd.random() < 0.3:  # congruent: head and tail copied, middle shared
+                doff = doff // BS * BS + soff % BS
+            n = self.rnd.choice([1, 17, self.rnd.randrange(1, MAX_LEN), MAX_OFF])
+        return s, d, soff, doff, n
+
+    @staticmethod
+    def copy_range(sfd, dfd, soff, doff, n):
+        done = 0
+        while done < n:
+            r = os.copy_file_range(sfd, dfd, n - done, soff + done, doff + done)
+            if r == 0:
+                break
+            done += r
+        return done
+
+    def op_copy_range(self, aligned=False):
+        # copy_file_range(2): the daemon shares the aligned part
+        s, d, soff, doff, n = self.copy_args(aligned)
+
+        def f(root):
+            sfd = os.open(os.path.join(root, s), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                dfd = os.open(os.path.join(root, d), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                try:
+                    return self.copy_range(sfd, dfd, soff, doff, n)
+                finally:
+                    os.close(dfd)
+            finally:
+                os.close(sfd)
+        return ("copy_range %s off=%d -> %s off=%d len=%d" % (s, soff, d, doff, n), f, [d])
+
+    def op_clone(self):
+        if self.rnd.random() < 0.5:
+            return self.op_copy_range(aligned=True)
+        # cp: the whole file into an emptied one
+        s, d = self.file_path(), self.file_path()
+
+        def f(root):
+            sfd = os.open(os.path.join(root, s), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                if os.path.samefile(os.path.join(root, s), os.path.join(root, d)):
+                    return -1
+                dfd = os.open(os.path.join(root, d), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                try:
+                    return self.copy_range(sfd, dfd, 0, 0, os.fstat(sfd).st_size)
+                finally:
+                    os.close(dfd)
+            finally:
+                os.close(sfd)
+        return "clone %s -> %s" % (s, d), f, [d]
+
+    def op_dedupe(self):
+        # ARB_IOC_DEDUPE_RANGE on arborfs; on the reference, what it must
+        # answer (dedupe changes no byte): same, differs or EINVAL
+        s, d, soff, doff, n = self.copy_args(True)
+        if self.rnd.random() < 0.5:
+            d, doff = s, self.rnd.choice([doff, soff + n])
+
+        def f(root):
+            sp, dp = os.path.join(root, s), os.path.join(root, d)
+            sfd = os.open(sp, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                dfd = os.open(dp, os.O_RDWR | os.O_NOFOLLOW)
+                try:
+                    if root == self.mnt:
+                        a = bytearray(struct.pack(DEDUPE_FMT, 0, 0, sfd, 0, soff, n, doff,
+                                                  0, 0, 0, *([0] * 9)))
+                        fcntl.ioctl(dfd, ARB_IOC_DEDUPE_RANGE, a)
+                        return struct.unpack(DEDUPE_FMT, a)[8]
+                    ss, ds = os.fstat(sfd), os.fstat(dfd)
+                    for st_ in (ss, ds):
+                        if stat.S_ISDIR(st_.st_mode):
+                            raise OSError(errno.EISDIR, "a directory")
+                        if not stat.S_ISREG(st_.st_mode):
+                            raise OSError(errno.EINVAL, "not a file")
+                    ln = min(n, max(0, ss.st_size - soff))
+                    if soff >= ss.st_size or not ln:
+                        return 0
+                    if doff > ds.st_size or ln > ds.st_size - doff:
+                        raise OSError(errno.EINVAL, "outside the destination")
+                    if ss.st_ino == ds.st_ino and soff < doff + ln and doff < soff + ln:
+                        raise OSError(errno.EINVAL, "overlap")
+                    if not (soff + ln == ss.st_size and doff + ln == ds.st_size):
+                        ln = ln // BS * BS
+                    if not ln:
+                        return 0
+                    return 0 if os.pread(sfd, ln, soff) == os.pread(dfd, ln, doff) else 1
+                finally:
+                    os.close(dfd)
+            finally:
+                os.close(sfd)
+        return "dedupe %s off=%d -> %s off=%d len=%d" % (s, soff, d, doff, n), f, [d]
+
     OPS = [("write", 20), ("append", 4), ("rewrite", 4), ("read", 10), ("truncate", 6), ("fallocate", 6),
            ("mmap", 4), ("rename", 8), ("link", 4), ("unlink", 6), ("mkdir", 5),
            ("rmdir", 3), ("symlink", 3), ("setxattr", 4), ("removexattr", 2),
-           ("chmod", 4), ("utime", 3), ("unlinked_open", 1), ("fsync", 2)]
+           ("chmod", 4), ("utime", 3), ("unlinked_open", 1), ("fsync", 2),
+           ("copy_range", 5), ("clone", 5), ("dedupe", 4)]
 
     # ---- comparing ----
     def describe(self, root, rel):

@@ -15,6 +15,14 @@ Rounds of three kinds, in a seeded order (each kind a third of them):
           files rewritten and chmod'ed), deleted, then `arbor subvolume
           sync` waits for the cleaner
 
+and after them, rounds of one more kind:
+
+  big     a subvolume of many files (--big-files) made, synced and
+          deleted; once the cleaner (mounted with a small clean_batch)
+          has dropped part of it, a commit, then SIGKILL at a random
+          instant: the image holds a tree partly dropped, which fsck
+          must find consistent and the next mount must finish
+
 The daemon gets SIGKILL at a seeded random instant of the round.  Then:
 fsck.arborfs -n exits 0; the image mounts again; every snapshot whose
 `arbor` call had returned holds exactly what sv held when it was asked
@@ -67,8 +75,8 @@ class Crash:
         with open("/proc/self/mountinfo") as f:
             return any(l.split()[4] == self.mnt for l in f)
 
-    def mount(self):
-        self.daemon = subprocess.Popen([self.a.daemon, "-f", "-o", "commit=2",
+    def mount(self, opts=""):
+        self.daemon = subprocess.Popen([self.a.daemon, "-f", "-o", "commit=2" + opts,
                                         self.a.image, self.mnt],
                                        stdout=self.log, stderr=self.log)
         for _ in range(600):
@@ -436,6 +444,56 @@ class Crash:
               (r, kind, delay, box["n"], "snapshots made" if kind == "create"
                else "deleted", "" if busy else ", after the action had ended"), flush=True)
 
+    def big_round(self, r):
+        """a big subvolume deleted, the daemon killed while cleaning it"""
+        path = os.path.join(self.mnt, "big%d" % r)
+        self.must(["subvolume", "create", path])
+        n = self.a.big_files
+        for d in range(0, n, 500):
+            dp = os.path.join(path, "d%d" % d)
+            os.mkdir(dp)
+            for i in range(d, min(n, d + 500)):
+                with open(os.path.join(dp, "f%d" % i), "wb") as f:
+                    f.write(b"b" * (8192 if i % 16 == 0 else 100))
+        self.must(["filesystem", "sync", self.mnt])
+        self.umount()
+        # small batches: the cleaning lasts long enough to be caught
+        self.mount(",clean_batch=%d" % self.rnd.choice([1, 2, 4]))
+        self.must(["subvolume", "delete", path])
+        seen = None
+        for _ in range(4000):
+            dl = [s for s in self.listed() if s["deleted"]]
+            if not dl:
+                break
+            c = dl[0]["cleaning"]
+            if c["nodes"] > 0 and self.rnd.random() < 0.3:
+                seen = c
+                break
+            time.sleep(0.002)
+        if seen:
+            # what the cleaner did so far committed; then more of it
+            self.must(["filesystem", "sync", self.mnt])
+            time.sleep(self.rnd.uniform(0, 0.05))
+        self.kill()
+        self.daemon_log_clean()
+        self.fsck("round %d (big) after the kill" % r)
+        j = json.loads(subprocess.run([self.a.arbor, "subvolume", "list", "--json",
+                                       "--image", self.a.image], capture_output=True,
+                                      text=True, check=True).stdout)
+        left = [s for s in j["subvolumes"] if s["deleted"]]
+        part = [s for s in left if s["cleaning"]["nodes"] > 0]
+        if part:
+            self.stats["big_part"] = self.stats.get("big_part", 0) + 1
+        print("round %d: big    %d files, killed %s; on the image: %s" %
+              (r, n, "with the cleaning under way (%d nodes, %.1f%%)" %
+               (seen["nodes"], seen["permille"] / 10.0) if seen else
+               "(the cleaning not seen under way)",
+               "%d nodes dropped (%.1f%%), resumed at mount" %
+               (part[0]["cleaning"]["nodes"], part[0]["cleaning"]["permille"] / 10.0)
+               if part else "%d deleted" % len(left)), flush=True)
+        self.mount()
+        self.sync_clean("round %d (big)" % r)
+
     def daemon_log_clean(self):
         self.log.flush()
         with open(self.a.log, "rb") as f:
@@ -495,6 +553,8 @@ class Crash:
             # it became: crash.sh checks fsync's promise, not this test)
             self.model = {k: v for k, v in self.manifest(self.sv).items()
                           if not k.endswith("/")}
+        for r in range(len(order), len(order) + self.a.big_rounds):
+            self.big_round(r)
         # the end: everything verified, deleted, cleaned; usage as when empty
         self.verify("final", sample=len(self.snaps))
         names = self.existing()
@@ -520,12 +580,14 @@ class Crash:
         print("snapcrash: %d kills (during: create %d/%d, delete %d/%d, clean %d/%d "
               "while the action ran), fsck clean and every snapshot checked after "
               "each; %d snapshots made; %d kills left cleaning to resume; "
+              "%d of %d big rounds left a tree partly dropped; "
               "last sync %.2f s; space back to %d B data, "
               "%d B metadata" %
               (len(order), self.stats["create"][1], self.stats["create"][0],
                self.stats["delete"][1], self.stats["delete"][0],
                self.stats["clean"][1], self.stats["clean"][0], made,
-               self.stats.get("pending", 0), dt,
+               self.stats.get("pending", 0), self.stats.get("big_part", 0),
+               self.a.big_rounds, dt,
                u1["data"], u1["metadata"]))
         return 0
 
@@ -539,6 +601,8 @@ def main():
     ap.add_argument("--max-delay", type=float, default=1.5)
     ap.add_argument("--sync-timeout", type=float, default=120)
     ap.add_argument("--clean-window", type=float, default=0.3)
+    ap.add_argument("--big-rounds", type=int, default=2)
+    ap.add_argument("--big-files", type=int, default=20000)
     args = ap.parse_args()
     print("snapcrash.py: seed %d" % args.seed, flush=True)
     c = Crash(args)

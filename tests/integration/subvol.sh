@@ -407,6 +407,22 @@ expect_fail 1 "permission denied" "${NOBODY[@]}" "$ARBOR_NOBODY" sub create "$MN
 setpriv --reuid=65534 --regid=65534 --groups=4242 "$ARBOR_NOBODY" sub create "$MNT/grp/g" >/dev/null ||
 	soft_fail "a supplementary group's write permission does not count"
 
+log "rm -r of a subvolume: rmdir takes an empty one, as btrfs since 4.18"
+"${NOBODY[@]}" "$ARBOR_NOBODY" sub create "$MNT/pub/gone" >/dev/null || fail "nobody: sub create pub/gone"
+"${NOBODY[@]}" sh -c "mkdir -p '$MNT/pub/gone/a/b' && echo x >'$MNT/pub/gone/a/b/f'" ||
+	fail "nobody cannot fill its subvolume"
+errno_check ENOTEMPTY "os.rmdir('pub/gone')" "${NOBODY[@]}" "$PY" ||
+	soft_fail "rmdir of a subvolume with files in it"
+"${NOBODY[@]}" rm -r "$MNT/pub/gone" || soft_fail "nobody cannot rm -r its subvolume"
+[ -e "$MNT/pub/gone" ] && soft_fail "pub/gone still there after rm -r"
+"$ARBOR" sub list "$MNT" | grep -q " pub/gone\$" && soft_fail "list still shows pub/gone"
+# someone else's, in a sticky directory: the kernel's rmdir rules
+"$ARBOR" sub create "$MNT/pub/roots" >/dev/null || fail "sub create pub/roots"
+errno_check EPERM "os.rmdir('pub/roots')" "${NOBODY[@]}" "$PY" ||
+	soft_fail "nobody removed root's subvolume in a sticky directory"
+rmdir "$MNT/pub/roots" || soft_fail "root cannot rmdir an empty subvolume"
+[ -e "$MNT/pub/roots" ] && soft_fail "pub/roots still there after rmdir"
+
 log "remount (OPEN requests kept: write-opens refused at open), fsck"
 fs_umount
 check_fsck

@@ -85,12 +85,16 @@ out=$(bash -c '. "$1"; COMP_WORDS=(arbor sc); COMP_CWORD=1; _arbor; echo "${COMP
 [ "$out" = scrub ] || fail "completion of 'arbor sc': '$out'"
 
 log "commands not implemented yet say so"
-for c in "send x" "receive x" "find-new x"; do
+for c in "send x" "receive x"; do
 	# shellcheck disable=SC2086
 	st=$(status "$ARBOR" $c)
 	[ "$st" = 1 ] || fail "arbor $c: exit $st, want 1"
 	grep -q "not implemented yet" "$TMP/err" || fail "arbor $c: $(cat "$TMP/err")"
 done
+# find-new exists (arbor subvolume find-new): one argument is bad usage
+st=$(status "$ARBOR" find-new x)
+[ "$st" = 2 ] && grep -q "want PATH and GEN" "$TMP/err" ||
+	fail "arbor find-new x: exit $st, $(cat "$TMP/err")"
 st=$(status "$ARBOR" frobnicate)
 [ "$st" = 2 ] && grep -q "unknown command 'frobnicate'" "$TMP/err" || fail "arbor frobnicate: exit $st, $(cat "$TMP/err")"
 st=$(status "$ARBOR" usage /)

@@ -713,6 +713,32 @@ START_TEST(test_inline_to_extent)
 }
 END_TEST
 
+/* 1 MiB writes of random-looking data into one extent of 32 MiB: its
+ * 8,192 checksums go into items small enough for a 4 KiB node (an item of
+ * 1,024 sums is not: the write failed its transaction with EOVERFLOW) */
+START_TEST(test_big_extent_csums)
+{
+	uint64_t f = mkfile(ROOT, "big");
+	size_t chunk = 1 * MiB, total = 32 * MiB;
+
+	for (size_t off = 0; off < total; off += chunk)
+		write_pattern(f, off, chunk, 12);
+	ck_assert_int_eq(arb_fs_fsync(fs, f, false), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	reopen();
+	expect_pattern(f, 0, total, 12);
+	/* a rewrite of part of it, and an append that extends the extent */
+	write_pattern(f, 5 * MiB + 4096, 3 * MiB, 13);
+	write_pattern(f, total, 6 * MiB, 14);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	reopen();
+	expect_pattern(f, 0, 5 * MiB + 4096, 12);
+	expect_pattern(f, 5 * MiB + 4096, 3 * MiB, 13);
+	expect_pattern(f, 8 * MiB + 4096, total - 8 * MiB - 4096, 12);
+	expect_pattern(f, total, 6 * MiB, 14);
+}
+END_TEST
+
 START_TEST(test_big_sequential)
 {
 	/* 128 KiB writes as the kernel's writeback cache sends them end up
@@ -3582,6 +3608,12 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_acl_access);
 	tcase_add_test(tc, test_acl_inherit);
 	tcase_add_test(tc, test_write_keeps_times);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("data_4k");
+	tcase_add_checked_fixture(tc, setup_4k, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_big_extent_csums);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("attrs_4k");

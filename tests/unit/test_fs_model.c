@@ -410,6 +410,48 @@ static void op_falloc(void)
 	}
 }
 
+/* copy_file_range: shared where the offsets are congruent (clone.c) */
+static void op_copy(void)
+{
+	int sn = pick(M_FILE), dn = pick(M_FILE);
+	uint64_t soff, doff, len, n;
+	ssize_t r;
+
+	if (sn < 0 || dn < 0)
+		return;
+	soff = tu_rand_range(&rs, nodes[sn].size + 5000);
+	doff = tu_rand_range(&rs, nodes[dn].size + 5000);
+	switch (tu_rand_range(&rs, 3)) {
+	case 0:
+		soff &= ~4095ULL;
+		doff &= ~4095ULL;
+		break;
+	case 1:
+		doff = (doff & ~4095ULL) + soff % 4096;
+		break;
+	}
+	len = tu_rand_range(&rs, 2) ? nodes[sn].size + 1
+				    : 1 + tu_rand_range(&rs, 300000);
+	n = soff >= nodes[sn].size ? 0 : nodes[sn].size - soff;
+	if (len < n)
+		n = len;
+	if (doff + n > MAX_FILE || total_bytes() + doff + n > MAX_TOTAL)
+		return;
+	r = arb_fs_copy_range(fs, nodes[sn].ino, soff, nodes[dn].ino, doff,
+			      len, 0);
+	if (nodes[sn].ino == nodes[dn].ino && n && soff < doff + n &&
+	    doff < soff + n) {
+		ck_assert_int_eq(r, -EINVAL);
+		return;
+	}
+	ck_assert_int_eq(r, (ssize_t)n);
+	if (!n)
+		return;
+	if (doff + n > nodes[dn].size)
+		file_resize(dn, doff + n);
+	memmove(nodes[dn].data + doff, nodes[sn].data + soff, n);
+}
+
 static void remove_entry(int d, int e)
 {
 	int n = nodes[d].ents[e].node;
@@ -606,8 +648,10 @@ START_TEST(test_model)
 			op_unlink();
 		else if (r < 78)
 			op_link();
-		else if (r < 92)
+		else if (r < 88)
 			op_rename();
+		else if (r < 92)
+			op_copy();
 		else if (r < 96)
 			ck_assert_int_eq(arb_fs_sync(fs), 0);
 		else if (r < 97)

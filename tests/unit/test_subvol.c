@@ -188,15 +188,35 @@ START_TEST(test_create)
 	f = mkfile(sv, "f", "in sv");
 	ck_assert_uint_eq(arb_inum_tree(f), 256);
 	ck_assert_uint_eq(lookup(ROOT, "f"), 0);
+	check_clean();
 	ck_assert_int_eq(arb_subvol_create(fs, ROOT, "sv", 0755, &cred, &st),
 			 -EEXIST);
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "sv", 0755, &cred, &st),
 			 -EEXIST);
-	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -EPERM);
-	/* a link moves within its tree, to a free name only */
+	/* rmdir takes only an empty subvolume */
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_unlink(fs, ROOT, "sv"), -EISDIR);
+	/* a link moves within its tree, to a free name or over an empty
+	 * directory */
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
-	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0),
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "full", 0755, &cred, &st), 0);
+	mkfile(st.ino, "x", "x");
+	mkfile(ROOT, "afile", "a");
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here",
+				       RENAME_NOREPLACE),
 			 -EEXIST);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "full", 0),
+			 -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "afile", 0),
+			 -ENOTDIR);
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", ROOT, "here", 0), 0);
+	ck_assert_uint_eq(lookup(ROOT, "here"), sv);
+	ck_assert_uint_eq(lookup(ROOT, "sv"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, ROOT, &st), 0);
+	ck_assert_uint_eq(st.nlink, 4); /* ., .., full, here */
+	check_clean();
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "here", ROOT, "sv", 0), 0);
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "here", 0755, &cred, &st), 0);
 	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", lookup(ROOT, "here"),
 				       "sv2", 0),
 			 0);
@@ -430,6 +450,55 @@ START_TEST(test_delete_and_clean)
 	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "plain", 0755, &cred, &st),
 			 0);
 	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "plain"), -EINVAL);
+}
+END_TEST
+
+/* rmdir of an empty subvolume deletes it, as on btrfs since 4.18 */
+START_TEST(test_rmdir_empty)
+{
+	struct counts c = { 0 };
+	struct arb_stat st;
+	uint64_t sv, ro, inner, id, d;
+
+	sv = subvol(ROOT, "sv");
+	id = arb_inum_tree(sv);
+	/* a directory in it: not empty */
+	ck_assert_int_eq(arb_fs_mkdir(fs, sv, "d", 0755, &cred, &st), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, sv, "d"), 0);
+	/* a nested subvolume: not empty either */
+	inner = subvol(sv, "inner");
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -ENOTEMPTY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, sv, "inner"), 0);
+	ck_assert_uint_eq(lookup(sv, "inner"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, inner, &st), -ENOENT);
+
+	/* an empty read-only snapshot of it goes too */
+	ro = snap(sv, ROOT, "ro", ARB_SUBVOL_RDONLY);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ro, "x"), -ENOENT);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "ro"), 0);
+	ck_assert_uint_eq(lookup(ROOT, "ro"), 0);
+
+	/* the default one is refused, as by subvolume delete */
+	ck_assert_int_eq(arb_subvol_set_default(fs, id), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "sv"), -EBUSY);
+	ck_assert_int_eq(arb_subvol_set_default(fs, 5), 0);
+
+	/* in a subdirectory; committed on return: gone after a reopen */
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "dir", 0755, &cred, &st), 0);
+	d = st.ino;
+	ck_assert_int_eq(arb_fs_rename(fs, ROOT, "sv", d, "sv", 0), 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, d, "sv"), 0);
+	ck_assert_int_eq(arb_fs_getattr(fs, d, &st), 0);
+	ck_assert_uint_eq(st.nlink, 2);
+	reopen();
+	ck_assert_uint_eq(lookup(lookup(ROOT, "dir"), "sv"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_subvol_list(fs, count_fn, &c), 0);
+	ck_assert_int_eq(c.n, 1);
+	ck_assert_int_eq(c.deleted, 0);
+	ck_assert_int_eq(arb_fs_rmdir(fs, ROOT, "dir"), 0);
 }
 END_TEST
 
@@ -709,6 +778,345 @@ START_TEST(test_crash_points)
 }
 END_TEST
 
+/* ---- cleaning in batches ----------------------------------------------- */
+
+/* the fixture's filesystem replaced by one of 4 KiB nodes (deep trees,
+ * many batches) on size bytes, on a write log when log is not NULL */
+static void small_nodes_fs(uint64_t size, struct arb_dev **log)
+{
+	struct arb_mkfs_opts mo;
+	struct arb_dev *d;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	arb_dev_destroy(mem);
+	ck_assert_int_eq(arb_dev_open_mem(size, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	mo.nodesize = 4096;
+	d = tu_dev_borrow(mem);
+	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
+	arb_dev_destroy(d);
+	if (log) {
+		ck_assert_int_eq(arb_dev_log_wrap(mem, log), 0);
+		mem = *log;
+	}
+	fs_open_now();
+}
+
+/* nfiles files in 8 directories d0..d7 of dir: small ones inline, every
+ * seventh with an 8 KiB extent of its own */
+static void fill_tree(uint64_t dir, int nfiles)
+{
+	char name[32], data[8192];
+
+	memset(data, 'x', sizeof(data));
+	for (int d = 0; d < 8; d++) {
+		struct arb_stat st;
+
+		snprintf(name, sizeof(name), "d%d", d);
+		ck_assert_int_eq(arb_fs_mkdir(fs, dir, name, 0755, &cred, &st),
+				 0);
+		for (int i = d; i < nfiles; i += 8) {
+			uint64_t f;
+
+			snprintf(name, sizeof(name), "file-%06d", i);
+			f = mkfile(st.ino, name, i % 7 ? name : NULL);
+			if (i % 7 == 0)
+				ck_assert_int_eq(arb_fs_write(fs, f, data,
+							      sizeof(data), 0),
+						 (ssize_t)sizeof(data));
+		}
+	}
+}
+
+/* a write of data to every file of directories d<from>..d<to - 1> of dir
+ * (as fill_tree made them) */
+static void touch_files(uint64_t dir, int from, int to, int nfiles,
+			const char *data)
+{
+	char name[32];
+
+	for (int d = from; d < to; d++) {
+		uint64_t dd;
+
+		snprintf(name, sizeof(name), "d%d", d);
+		dd = lookup(dir, name);
+		for (int i = d; i < nfiles; i += 8) {
+			snprintf(name, sizeof(name), "file-%06d", i);
+			ck_assert_int_eq(arb_fs_write(fs, lookup(dd, name),
+						      data, strlen(data), 0),
+					 (ssize_t)strlen(data));
+		}
+	}
+}
+
+/* one batch of at most nodes tree nodes of the cleaning of tree id:
+ * 1 done, 2 more to do */
+static int clean_batch(uint64_t id, uint64_t nodes)
+{
+	const struct arb_drop_budget b = { nodes, 0, NULL };
+	int ret;
+
+	fs_lock(fs);
+	ret = fs_subvol_clean_batch(fs, id, &b);
+	fs_unlock(fs);
+	ck_assert_msg(ret == 1 || ret == 2, "clean batch of %llu: %d",
+		      (unsigned long long)id, ret);
+	return ret;
+}
+
+static int clean_fn(void *ctx, const struct arb_subvol_info *info)
+{
+	struct arb_subvol_info *want = ctx;
+
+	if (info->id == want->id)
+		*want = *info;
+	return 0;
+}
+
+/*
+ * A big snapshot deleted and cleaned in many small batches, each
+ * committed and checked, with writes to its source and to a snapshot
+ * sharing its nodes (their counts change between batches), snapshots
+ * made and deleted, and that second snapshot deleted and cleaned in turns
+ * with the first, and a remount now and then: fsck is clean at every
+ * commit, the progress only grows, and the usage comes back to where it
+ * was before the snapshots.
+ */
+START_TEST(test_clean_batches)
+{
+	int nfiles = TU_SCALE(3000, 20000), batches = 0, b2 = 0;
+	struct arb_fs_usage u0, u1, u2;
+	struct arb_subvol_info info;
+	uint64_t s1, s2, id1, id2, src, seed = tu_seed("clean batches");
+	uint64_t last_nodes = 0;
+	unsigned last_pm = 0;
+	int r1 = 2, r2 = 2;
+	char name[32];
+
+	small_nodes_fs(256 * MiB, NULL);
+	src = subvol(ROOT, "src");
+	fill_tree(src, nfiles);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
+
+	/* s1: a snapshot of src, each file of it rewritten (its nodes its
+	 * own), half of them before s2 was taken of it: s1 shares those
+	 * with s2, which changes while s1 is cleaned */
+	s1 = snap(src, ROOT, "s1", 0);
+	id1 = arb_inum_tree(s1);
+	touch_files(s1, 0, 4, nfiles, "s1");
+	s2 = snap(s1, ROOT, "s2", 0);
+	id2 = arb_inum_tree(s2);
+	touch_files(s1, 4, 8, nfiles, "s1");
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s1"), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	ck_assert_uint_gt(USED(u1), USED(u0));
+	check_clean();
+
+	while (r1 == 2 || r2 == 2) {
+		/* s1 in batches; s2 deleted after 20, then the two in
+		 * turns */
+		if (r1 == 2)
+			r1 = clean_batch(id1, 2 + tu_rand_range(&seed, 6));
+		batches++;
+		ck_assert_msg(batches > 20 || r1 == 2,
+			      "s1 cleaned in %d batches", batches);
+		/* the check of a mounted filesystem: the committed trees,
+		 * whatever the running transaction dropped since */
+		if (batches % 7 == 3)
+			check_clean();
+		if (batches == 20)
+			ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s2"), 0);
+		if (batches > 20 && r2 == 2) {
+			r2 = clean_batch(id2, 2 + tu_rand_range(&seed, 6));
+			b2++;
+		}
+		/* the source and s2 change meanwhile: nodes s2 shares
+		 * with s1 shadowed, their counts changed */
+		snprintf(name, sizeof(name), "file-%06d",
+			 (int)tu_rand_range(&seed, (uint64_t)nfiles / 8) * 8);
+		ck_assert_int_eq(arb_fs_write(fs, lookup(lookup(src, "d0"),
+							  name),
+					      "chg", 3, 0),
+				 3);
+		if (batches < 20) {
+			snprintf(name, sizeof(name), "file-%06d",
+				 (int)tu_rand_range(&seed,
+						    (uint64_t)nfiles / 8) * 8 +
+					 1);
+			ck_assert_int_eq(arb_fs_write(fs,
+						      lookup(lookup(s2, "d1"),
+							     name),
+						      "chg2", 4, 0),
+					 4);
+		}
+		if (batches % 10 == 5) {
+			/* a snapshot made and deleted meanwhile */
+			snprintf(name, sizeof(name), "t%d", batches);
+			snap(src, ROOT, name, 0);
+			ck_assert_int_eq(arb_subvol_delete(fs, ROOT, name), 0);
+		}
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		check_clean();
+		if (r1 == 2) {
+			info = (struct arb_subvol_info){ .id = id1 };
+			ck_assert_int_eq(arb_subvol_list(fs, clean_fn, &info),
+					 0);
+			ck_assert(info.flags & ARB_SUBVOL_DELETED);
+			ck_assert_uint_gt(info.clean_nodes, last_nodes);
+			ck_assert_uint_ge(info.clean_permille, last_pm);
+			ck_assert_uint_le(info.clean_freed, info.clean_nodes);
+			last_nodes = info.clean_nodes;
+			last_pm = info.clean_permille;
+		}
+		if (batches % 16 == 0)
+			reopen();
+	}
+	ck_assert_int_ge(batches, 40);
+	ck_assert_int_ge(b2, 5);
+	ck_assert_uint_gt(last_pm, 500);
+	/* the snapshots made meanwhile */
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u2), 0);
+	/* src holds what it held (a few leaves rewritten, the extents of
+	 * the files written to) */
+	ck_assert_msg(USED(u2) <= USED(u0) + 512 * 1024,
+		      "used %llu after, %llu before the snapshots",
+		      (unsigned long long)USED(u2),
+		      (unsigned long long)USED(u0));
+	ck_assert_uint_eq(arb_super_s_incompat(&fs->vol->super) &
+				  ARB_INCOMPAT_DROP_PROGRESS,
+			  0);
+	fprintf(stderr, "clean batches: %d of s1, %d of s2, %llu nodes\n",
+		batches, b2, (unsigned long long)last_nodes);
+	reopen();
+}
+END_TEST
+
+/*
+ * kill -9 between (and inside) the batches: every flush point of a
+ * cleaning in small committed batches opens, checks clean (the tree
+ * partly dropped), and the cleaner then finishes with the usage it would
+ * have had.
+ */
+START_TEST(test_clean_crash_points)
+{
+	int nfiles = TU_SCALE(1200, 4000);
+	struct arb_fs_usage end, u;
+	struct arb_dev *log;
+	size_t nflush, *fl, start;
+	uint64_t id, seed = tu_seed("clean crash");
+	unsigned points = 0, mid = 0;
+
+	small_nodes_fs(64 * MiB, &log);
+	fill_tree(ROOT, nfiles);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
+	/* half of it its own */
+	touch_files(lookup(ROOT, "s"), 0, 4, nfiles, "own");
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
+	start = arb_dev_log_len(log);
+	while (clean_batch(id, 8) == 2)
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &end), 0);
+	nflush = arb_dev_log_flushes(log, NULL, 0);
+	fl = calloc(nflush, sizeof(*fl));
+	ck_assert_uint_eq(arb_dev_log_flushes(log, fl, nflush), nflush);
+	for (size_t i = 0; i < nflush; i++) {
+		for (int mode = 0; mode < 3; mode++) {
+			size_t n = mode == 0 ? fl[i] + 1 : fl[i];
+			struct arb_dev *dev;
+			struct arb_fs *f = NULL;
+			const char *why = NULL;
+			struct arb_drop_state ds;
+
+			if (fl[i] < start || (mode && i % TU_SCALE(3, 1)))
+				continue;
+			if (mode && i + 1 < nflush)
+				n = fl[i] + 1 + tu_rand_range(&seed,
+						fl[i + 1] - fl[i]);
+			ck_assert_int_eq(arb_dev_log_replay(log, n, mode, seed,
+							    &dev),
+					 0);
+			ck_assert_msg(arb_fs_open(dev, &fopts, &f, &why) == 0,
+				      "point %zu mode %d: open: %s", n, mode,
+				      why ? why : "");
+			ck_assert_msg(arb_fs_check(f, stderr) == 0,
+				      "point %zu mode %d: check", n, mode);
+			fs_lock(f);
+			ck_assert_int_eq(arb_root_drop_state(f->vol, id, &ds),
+					 0);
+			fs_unlock(f);
+			if (ds.started)
+				mid++;
+			/* the cleaner goes on from there */
+			ck_assert_int_eq(arb_subvol_wait(f, 0), 0);
+			ck_assert_msg(arb_fs_check(f, stderr) == 0,
+				      "point %zu mode %d: check after", n,
+				      mode);
+			ck_assert_int_eq(arb_fs_usage(f, &u), 0);
+			ck_assert_msg(USED(u) <= USED(end) + 64 * 1024 &&
+					      USED(u) + 64 * 1024 >= USED(end),
+				      "point %zu: used %llu, %llu without the "
+				      "crash",
+				      n, (unsigned long long)USED(u),
+				      (unsigned long long)USED(end));
+			ck_assert_int_eq(arb_fs_close(f), 0);
+			points++;
+		}
+	}
+	free(fl);
+	fprintf(stderr, "clean crash: %u points, %u mid-cleaning\n", points,
+		mid);
+	ck_assert_uint_ge(mid, 10);
+}
+END_TEST
+
+/* a DROP_PROGRESS naming a key that is not in the tree (a hostile
+ * image): the check says so, the cleaner refuses (-EUCLEAN), no crash */
+START_TEST(test_clean_bad_progress)
+{
+	struct arb_key k;
+	struct arb_drop_progress dp;
+	const struct arb_drop_budget b = { 4, 0, NULL };
+	struct arb_txn *t;
+	uint64_t id;
+	int ret;
+
+	small_nodes_fs(64 * MiB, NULL);
+	fill_tree(ROOT, 1200);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
+	touch_files(lookup(ROOT, "s"), 0, 8, 1200, "own");
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
+	ck_assert_int_eq(clean_batch(id, 8), 2);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	check_clean();
+	fs_lock(fs);
+	ck_assert_int_eq(arb_root_drop_progress(fs->vol, id, &dp), 0);
+	k = (struct arb_key){ (uint64_t)1 << 39, ARB_INODE_ITEM, 7 };
+	arb_key_to_disk(&dp.d_key, &k);
+	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
+	k = (struct arb_key){ id, ARB_DROP_PROGRESS, 0 };
+	ck_assert_int_eq(arb_update_item(t, fs->vol->tree_root, &k, &dp,
+					 sizeof(dp)),
+			 0);
+	arb_txn_end(t);
+	fs->txn_dirty = true;
+	fs_unlock(fs);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_ne(arb_fs_check(fs, NULL), 0);
+	fs_lock(fs);
+	ret = fs_subvol_clean_batch(fs, id, &b);
+	fs_unlock(fs);
+	ck_assert_int_eq(ret, -EUCLEAN);
+	(void)arb_fs_close(fs);
+	fs = NULL;
+}
+END_TEST
+
 /*
  * A full filesystem with a snapshot: unlinking every file needs space
  * (the snapshot keeps the old leaves, the source's are copied).  Those
@@ -896,6 +1304,91 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/*
+ * A thousand snapshots of a changing tree, some written to, then deleted
+ * in random order: fsck clean with all of them, usage back at the end.
+ */
+START_TEST(test_many_snapshots)
+{
+	const int nsnap = TU_SCALE(1000, 3000), nfiles = 40;
+	uint64_t seed = tu_seed("many_snapshots"), *ids, d, f;
+	struct arb_fs_usage u0, u1;
+	struct arb_stat st;
+	char name[32], data[8192];
+	int i, j, *order;
+
+	ids = calloc((size_t)nsnap, sizeof(*ids));
+	order = calloc((size_t)nsnap, sizeof(*order));
+	ck_assert(ids && order);
+	memset(data, 'a', sizeof(data));
+	for (i = 0; i < nfiles; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		f = mkfile(ROOT, name, NULL);
+		ck_assert_int_eq(arb_fs_write(fs, f, data, sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+	}
+	ck_assert_int_eq(arb_fs_mkdir(fs, ROOT, "snaps", 0755, &cred, &st),
+			 0);
+	d = st.ino;
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
+
+	for (i = 0; i < nsnap; i++) {
+		/* the source changes between snapshots */
+		snprintf(name, sizeof(name), "f%d",
+			 (int)tu_rand_range(&seed, (uint64_t)nfiles));
+		data[0] = (char)('a' + i % 26);
+		ck_assert_int_eq(arb_fs_write(fs, lookup(ROOT, name), data,
+					      sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+		snprintf(name, sizeof(name), "s%d", i);
+		ids[i] = arb_inum_tree(snap(ROOT, d, name,
+					    i % 2 ? ARB_SUBVOL_RDONLY : 0));
+		order[i] = i;
+		/* and some snapshots too: nodes of their own */
+		if (i % 14 == 0) { /* even: writable */
+			f = lookup(lookup(d, name), "f0");
+			ck_assert_int_eq(arb_fs_write(fs, f, "own", 3, 100), 3);
+		}
+	}
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	ck_assert_uint_gt(USED(u1), USED(u0));
+	reopen(); /* fsck with every snapshot, before and after a reopen */
+
+	/* the contents of one snapshot in the middle */
+	snprintf(name, sizeof(name), "s%d", nsnap / 2);
+	f = lookup(lookup(lookup(ROOT, "snaps"), name), "f0");
+	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.size, sizeof(data));
+
+	for (i = nsnap - 1; i > 0; i--) {
+		j = (int)tu_rand_range(&seed, (uint64_t)i + 1);
+		int tmp = order[i];
+		order[i] = order[j];
+		order[j] = tmp;
+	}
+	d = lookup(ROOT, "snaps");
+	for (i = 0; i < nsnap; i++) {
+		snprintf(name, sizeof(name), "s%d", order[i]);
+		ck_assert_int_eq(arb_subvol_delete(fs, d, name), 0);
+		if (i == nsnap / 2) {
+			ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+			check_clean();
+		}
+	}
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
+	/* what the snapshots held is free again; the source is as big */
+	ck_assert_uint_le(USED(u1), USED(u0) + 256 * 1024);
+	ck_assert_int_eq(arb_fs_getattr(fs, arb_inum(ids[0], ROOT), &st),
+			 -ENOENT);
+	free(ids);
+	free(order);
+}
+END_TEST
+
 /* ---- the default subvolume ---------------------------------------------- */
 
 static uint64_t get_default(void)
@@ -1032,13 +1525,18 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_snapshot_independent);
 	tcase_add_test(tc, test_nested_link_in_snapshot);
 	tcase_add_test(tc, test_delete_and_clean);
+	tcase_add_test(tc, test_rmdir_empty);
 	tcase_add_test(tc, test_clean_after_remount);
 	tcase_add_test(tc, test_subvol_orphans);
 	tcase_add_test(tc, test_snapshot_of_orphan);
 	tcase_add_test(tc, test_crash_points);
+	tcase_add_test(tc, test_clean_batches);
+	tcase_add_test(tc, test_clean_crash_points);
+	tcase_add_test(tc, test_clean_bad_progress);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
 	tcase_add_test(tc, test_usage);
+	tcase_add_test(tc, test_many_snapshots);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(tc_def, setup, teardown);

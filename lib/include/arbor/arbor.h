@@ -161,6 +161,12 @@ struct arb_fs_opts {
 	 * 0: the newest.
 	 */
 	uint64_t generation;
+	/*
+	 * The cleaner of deleted subvolumes drops at most this many tree
+	 * nodes (and at most 2 ms) at a time under the lock, then lets the
+	 * operations waiting for it run.  0 = 1024.
+	 */
+	uint32_t clean_batch_nodes;
 };
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
@@ -335,6 +341,45 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
  * FALLOC_FL_ZERO_RANGE (from <linux/falloc.h>) */
 int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
 		     uint64_t len);
+/*
+ * copy_file_range(2) between two regular files of the filesystem (any of
+ * its trees): [soff, soff + len) of src (cut at its end) to doff of dst.
+ * The block-aligned part is shared (dst's extent items point at src's
+ * data: no data is written, and the space is used once until either file
+ * is written there) when soff and doff are congruent modulo the block
+ * size; the unaligned head and tail are copied as bytes, and so is all
+ * of it otherwise.  The range may end in src's last partial block when
+ * it ends at src's end and reaches dst's.  Not atomic: the bytes copied
+ * come back (a prefix of the range, short on an error after some were
+ * copied), or a negative errno: -EINVAL for overlapping ranges of one
+ * file, a non-regular file or unknown flags, -EPERM for an immutable or
+ * append-only dst, -EROFS, -EFBIG, -ENOSPC before anything changed.
+ */
+enum arb_copy_flags {
+	/* share or fail: -EINVAL unless soff and doff are block aligned and
+	 * len is, or the range ends at src's end and reaches dst's (a
+	 * small inline src is still copied: it has no blocks to share) */
+	ARB_COPY_SHARE_ONLY = 1 << 0,
+};
+ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
+			  uint64_t dst, uint64_t doff, uint64_t len,
+			  unsigned flags);
+/*
+ * FIDEDUPERANGE's semantics: if [soff, soff + len) of src and
+ * [doff, doff + len) of dst hold the same bytes (compared byte for byte,
+ * holding the lock), dst's range is made to share src's extents and
+ * *deduped says how many bytes; if not, nothing changes and
+ * ARB_DEDUPE_DIFFERS (1) comes back.  The offsets must be block aligned
+ * (-EINVAL); the range is cut at src's end, must lie inside dst (-EINVAL),
+ * and is cut to whole blocks unless it ends both files.  Small (inline)
+ * files have nothing to share: 0 and *deduped = 0.  dst's times stay.
+ * Not for an immutable or append-only dst (-EPERM), -EROFS.  The whole
+ * range is compared with the lock held: callers go in steps of a few MiB.
+ */
+#define ARB_DEDUPE_DIFFERS 1
+int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
+			uint64_t dst, uint64_t doff, uint64_t len,
+			uint64_t *deduped);
 /* SEEK_DATA / SEEK_HOLE; -ENXIO past the end */
 int64_t arb_fs_lseek(struct arb_fs *fs, uint64_t ino, uint64_t off,
 		     int whence);
@@ -504,6 +549,10 @@ struct arb_fs_stats {
 	/* of bytes read from the image, those read past the host's page
 	 * cache (large data reads of an image file, O_DIRECT) */
 	uint64_t bytes_read_direct;
+	/* file bytes arb_fs_copy_range shared instead of copying */
+	uint64_t cloned_bytes;
+	/* file bytes arb_fs_dedupe_range shared */
+	uint64_t deduped_bytes;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

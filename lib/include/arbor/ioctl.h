@@ -42,9 +42,11 @@ extern "C" {
  * commits_two_flush; 6: flushes_behind; 7: image_bytes_read_direct; 8:
  * fsync_dirty_limit, fsync_dirty_lowered; 9: ARB_IOC_STATE_SHUTDOWN; 10:
  * the subvolume ioctls (ARB_IOC_SUBVOL_*); 11: ARB_IOC_SUBVOL_GET_DEFAULT,
- * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13:
- * arb_ioc_usage.history, ARB_IOC_GET_HISTORY */
-#define ARB_IOC_VERSION 13
+ * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13: sharing
+ * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
+ * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
+ * ARB_IOC_DIFF; 15: arb_ioc_usage.history, ARB_IOC_GET_HISTORY */
+#define ARB_IOC_VERSION 15
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -198,7 +200,8 @@ struct arb_ioc_usage {
 	x(CREATE, 29, "create")                                                \
 	x(FALLOCATE, 30, "fallocate")                                          \
 	x(LSEEK, 31, "lseek")                                                  \
-	x(IOCTL, 32, "ioctl")
+	x(IOCTL, 32, "ioctl")                                                  \
+	x(COPY_FILE_RANGE, 33, "copy_file_range")
 
 enum arb_ioc_op {
 #define ARB_IOC_OP_ENUM(n, v, s) ARB_IOC_OP_##n = v,
@@ -303,7 +306,11 @@ struct arb_ioc_stats {
 	 * mount (fuse/syncmode.c) */
 	__u64 fsync_dirty_limit;
 	__u64 fsync_dirty_lowered;
-	__u64 reserved[25];
+	/* out (version 13): file bytes copy_file_range shared instead of
+	 * copying, and bytes ARB_IOC_DEDUPE_RANGE shared */
+	__u64 cloned_bytes;
+	__u64 deduped_bytes;
+	__u64 reserved[23];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
@@ -526,7 +533,13 @@ struct arb_ioc_subvol_entry {
 	__u8 parent_uuid[16];
 	/* made by a receive: the sender's uuid; else zero */
 	__u8 received_uuid[16];
-	__u64 reserved[13];
+	/* deleted: how far its cleaning has come (struct arb_subvol_info
+	 * clean_*): tree nodes visited, freed, thousandths of the tree */
+	__u64 clean_nodes;
+	__u64 clean_freed;
+	__u32 clean_permille;
+	__u32 pad2;
+	__u64 reserved[10];
 	/* its name in the directory dir_ino, NUL-terminated */
 	char name[256];
 };
@@ -691,6 +704,137 @@ struct arb_ioc_subvol_usage {
 	__u64 reserved[10];
 };
 
+/*
+ * ARB_IOC_DEDUPE_RANGE, on the destination: FIDEDUPERANGE for one
+ * destination (the kernel does not pass that ioctl to FUSE).  If
+ * [src_off, src_off + len) of the source and [dst_off, dst_off + len) of
+ * the destination hold the same bytes (compared byte for byte by the
+ * daemon), the destination's range comes to share the source's data
+ * (arb_fs_dedupe_range); otherwise status is ARB_IOC_DEDUPE_DIFFERS and
+ * nothing changes.  Offsets block aligned (EINVAL); the range is cut at
+ * the source's end and must lie inside the destination; whole blocks
+ * unless it ends both files.  The source is src_fd, a descriptor of the
+ * calling process open for reading on the same mount; the destination
+ * descriptor must be open for writing, or its file owned by the caller,
+ * or the caller privileged (the kernel's rule for dedupe); EPERM
+ * otherwise, and when the caller's descriptors cannot be seen (another
+ * pid namespace).  The range is compared holding the filesystem's lock:
+ * ask for a few MiB at a time.  128 bytes.
+ */
+#define ARB_IOC_DEDUPE_SAME 0
+#define ARB_IOC_DEDUPE_DIFFERS 1
+struct arb_ioc_dedupe_range {
+	__u32 size;
+	__u32 version;
+	/* in: the source, a descriptor of the caller */
+	__s32 src_fd;
+	/* in: none defined yet: 0 */
+	__u32 flags;
+	/* in: the ranges (bytes) */
+	__u64 src_off;
+	__u64 len;
+	__u64 dst_off;
+	/* out: bytes now shared */
+	__u64 bytes;
+	/* out: ARB_IOC_DEDUPE_SAME or ARB_IOC_DEDUPE_DIFFERS */
+	__u32 status;
+	__u32 pad;
+	__u64 reserved[9];
+};
+
+/*
+ * ARB_IOC_FIND_NEW: the inodes of subvolume id_a (0: the one holding the
+ * inode the descriptor names) changed after generation gen
+ * (arbor/diff.h, arb_find_new).  ARB_IOC_DIFF: what changed from
+ * subvolume id_a to id_b (arb_tree_diff).  Privileged (uid 0 or
+ * CAP_SYS_ADMIN, as btrfs's find-new): the answer names files in
+ * directories the caller may not be able to read.
+ *
+ * The answer may be larger than one ioctl carries, so it comes in pages:
+ * the first call has cursor 0 and cursor_sub 0 (it commits pending
+ * changes first, so that generation holds everything written before it);
+ * each answer fills data[] with used bytes of records and sets cursor and
+ * cursor_sub to pass to the next call, until done is 1.  The statistics
+ * are those of the page.  Later pages see later commits of a live
+ * subvolume: an inode changed meanwhile may show up in this answer and
+ * again in the next find-new from generation, never in neither.
+ *
+ * data[] holds records back to back, each at a multiple of 8 bytes:
+ *
+ *   OFFSET SIZE DESCRIPTION
+ *   0      2    type: ARB_IOC_DIFF_REC_*
+ *   2      2    reserved, 0
+ *   4      4    len: bytes of payload after this 8-byte header
+ *   8      len  payload; the next record starts at 8 + len rounded up to 8
+ *
+ * An inode is an INODE record (struct arb_ioc_diff_inode) followed by its
+ * PATH, OLD_PATH (NUL-terminated, relative to the subvolume's root, "."
+ * for the root) and RANGE (struct arb_ioc_diff_range) records; a page may
+ * end inside an inode's records, and the next page goes on with the
+ * rest.  Unknown record types are skipped by their length.
+ */
+#define ARB_IOC_DIFF_REC_INODE 1
+#define ARB_IOC_DIFF_REC_PATH 2
+#define ARB_IOC_DIFF_REC_OLD_PATH 3
+#define ARB_IOC_DIFF_REC_RANGE 4
+#define ARB_IOC_DIFF_DATA 16000
+
+struct arb_ioc_diff_rec {
+	__u16 type;
+	__u16 pad;
+	__u32 len;
+};
+
+/* struct arb_change (arbor/diff.h), flags ARB_CHANGE_* */
+struct arb_ioc_diff_inode {
+	__u64 ino;
+	__u64 obj;
+	__u32 flags;
+	__u32 mode;
+	__u64 size;
+	__u64 old_size;
+	__u64 transid;
+	__u32 nr_paths;
+	__u32 nr_old_paths;
+	__u32 nr_ranges;
+	__u32 pad;
+};
+
+struct arb_ioc_diff_range {
+	__u64 off;
+	__u64 len;
+};
+
+struct arb_ioc_diff {
+	__u32 size;
+	__u32 version;
+	/* in: the subvolume (FIND_NEW), A (DIFF); 0: the descriptor's */
+	__u64 id_a;
+	/* in (DIFF): B */
+	__u64 id_b;
+	/* in (FIND_NEW): report changes after this generation */
+	__u64 gen;
+	/* in: where to go on (0, 0 first); out: what to pass next */
+	__u64 cursor;
+	__u32 cursor_sub;
+	/* out: 1 when this page is the last */
+	__u32 done;
+	/* out: the generation the answer holds (the first page's is the
+	 * one to pass as gen next time) */
+	__u64 generation;
+	/* out: arb_diff_stats of this page */
+	__u64 nodes_visited;
+	__u64 subtrees_skipped;
+	__u64 nodes_read;
+	__u64 items;
+	__u64 inodes;
+	/* out: bytes of data[] used */
+	__u32 used;
+	__u32 pad;
+	__u64 reserved[8];
+	__u8 data[ARB_IOC_DIFF_DATA];
+};
+
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)
 #define ARB_IOC_GET_USAGE _IOR(ARB_IOC_MAGIC, 3, struct arb_ioc_usage)
@@ -724,9 +868,16 @@ struct arb_ioc_subvol_usage {
 	_IOWR(ARB_IOC_MAGIC, 24, struct arb_ioc_subvol_default)
 #define ARB_IOC_SUBVOL_USAGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 25, struct arb_ioc_subvol_usage)
-#define ARB_IOC_GET_HISTORY _IOR(ARB_IOC_MAGIC, 26, struct arb_ioc_history)
+#define ARB_IOC_FIND_NEW _IOWR(ARB_IOC_MAGIC, 30, struct arb_ioc_diff)
+#define ARB_IOC_DIFF _IOWR(ARB_IOC_MAGIC, 31, struct arb_ioc_diff)
+
+/* 40 and up: reflink and deduplication */
+#define ARB_IOC_DEDUPE_RANGE                                                   \
+	_IOWR(ARB_IOC_MAGIC, 40, struct arb_ioc_dedupe_range)
+#define ARB_IOC_GET_HISTORY _IOR(ARB_IOC_MAGIC, 32, struct arb_ioc_history)
 
 #ifndef __cplusplus
+_Static_assert(sizeof(struct arb_ioc_dedupe_range) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_generation) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_sync) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_usage) == 256, "ioctl ABI");
@@ -746,6 +897,10 @@ _Static_assert(sizeof(struct arb_ioc_subvol_flags) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_usage) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_wait) == 128, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_subvol_default) == 128, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_rec) == 8, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_inode) == 64, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff_range) == 16, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_diff) == 16168, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_history) == 1024, "ioctl ABI");
 #endif
 

@@ -48,6 +48,12 @@ struct arb_subvol_info {
 	struct timespec otime;     /* creation time */
 	struct timespec ctime;     /* last change of its flags */
 	uint32_t flags;            /* ARB_SUBVOL_RDONLY | ARB_SUBVOL_DELETED */
+	/* deleted, being cleaned: tree nodes visited so far (freed, or
+	 * shared and released) and of those freed, and an estimate of the
+	 * part of the tree done, in thousandths (all 0 before the first
+	 * committed batch) */
+	uint64_t clean_nodes, clean_freed;
+	uint32_t clean_permille;
 };
 
 /*
