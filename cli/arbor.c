@@ -15,6 +15,7 @@
  *   arbor filesystem usage [--json] PATH
  *   arbor filesystem sync [--json] PATH
  *   arbor filesystem generation [--json] PATH
+ *   arbor filesystem history [--json] PATH|--image IMG
  *   arbor check [-q] PATH | --status PATH   (check.c)
  *
  * On both (a mount through the ioctls, an image with --image):

@@ -18,6 +18,8 @@ int cli_ioctl(int fd, const char *path, unsigned long cmd, void *arg,
 int cli_resize(int argc, char **argv);
 /* "arbor filesystem show|label ..." (argv[0] is "show" or "label") */
 int cli_show(int argc, char **argv);
+/* history.c: arbor filesystem history */
+int cli_history(int argc, char **argv);
 
 /* "arbor scrub ..." (argv[1] is "scrub"); returns the exit status */
 int cli_scrub(int argc, char **argv);

@@ -199,6 +199,7 @@ static int cmd_usage(int fd, const char *path, bool json)
 		{ "available", "for ordinary writes (df)" },
 		{ "host", "taken on the host by the image file" },
 		{ "trimmed", "given back to the host since mount (discard)" },
+		{ "history", "part of free kept to recover recent generations" },
 	};
 	struct arb_ioc_usage u;
 	char b[32];
@@ -210,7 +211,7 @@ static int cmd_usage(int fd, const char *path, bool json)
 	const uint64_t v[] = { u.total, u.data, u.metadata, u.system,
 			       u.uncommitted, u.pinned, u.free,
 			       u.reserve, u.delayed, u.available,
-			       u.host_bytes, u.trimmed };
+			       u.host_bytes, u.trimmed, u.history };
 	_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(rows) / sizeof(rows[0]),
 		       "one value per row");
 	if (json) {
@@ -520,6 +521,8 @@ int arbor_filesystem(int argc, char **argv)
 		return cli_resize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "show") || !strcmp(cmd, "label"))
 		return cli_show(argc - 1, argv + 1);
+	if (!strcmp(cmd, "history"))
+		return cli_history(argc - 1, argv + 1);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {

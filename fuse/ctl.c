@@ -160,6 +160,29 @@ static int ioc_generation(struct afs *afs, struct arb_ioc_generation *g)
 	return 0;
 }
 
+static int ioc_history(struct afs *afs, struct arb_ioc_history *h)
+{
+	struct arb_history_info hi[ARB_IOC_HISTORY_MAX];
+	struct arb_fs_usage u;
+	int n, ret;
+
+	n = arb_fs_history(afs->fs, hi, ARB_IOC_HISTORY_MAX);
+	if (n < 0)
+		return n;
+	if (n > ARB_IOC_HISTORY_MAX)
+		n = ARB_IOC_HISTORY_MAX;
+	h->nr = (uint32_t)n;
+	for (int i = 0; i < n; i++) {
+		h->e[i].generation = hi[i].generation;
+		h->e[i].time_sec = (uint64_t)hi[i].time.tv_sec;
+		h->e[i].time_nsec = (uint32_t)hi[i].time.tv_nsec;
+	}
+	ret = arb_fs_usage(afs->fs, &u);
+	if (!ret)
+		h->kept_bytes = u.history;
+	return ret;
+}
+
 static int ioc_sync(struct afs *afs, const struct arb_ioc_sync *in,
 		    struct arb_ioc_sync *out)
 {
@@ -203,6 +226,7 @@ static int ioc_usage(struct afs *afs, struct arb_ioc_usage *u)
 	u->available = fu.available;
 	u->host_bytes = fu.host_bytes;
 	u->trimmed = fu.trimmed;
+	u->history = fu.history;
 	return 0;
 }
 
@@ -715,6 +739,8 @@ static ssize_t ioc_out_size(unsigned int cmd)
 		return sizeof(struct arb_ioc_info);
 	case ARB_IOC_SET_LABEL:
 		return 0;
+	case ARB_IOC_GET_HISTORY:
+		return sizeof(struct arb_ioc_history);
 	}
 	return -ENOTTY;
 }
@@ -733,6 +759,7 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct arb_ioc_scrub sc;
 		struct arb_ioc_check ck;
 		struct arb_ioc_info in;
+		struct arb_ioc_history h;
 	} out;
 	union {
 		struct arb_ioc_sync s;
@@ -766,6 +793,7 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	/* shut down: only the reports of the state answer (shutdown.c) */
 	if (atomic_load(&afs->shutdown) && cmd != ARB_IOC_GET_GENERATION &&
 	    cmd != ARB_IOC_GET_STATS && cmd != ARB_IOC_GET_USAGE &&
+	    cmd != ARB_IOC_GET_HISTORY &&
 	    cmd != ARB_IOC_SCRUB_STATUS && cmd != ARB_IOC_CHECK_STATUS) {
 		ret = -EIO;
 		goto out_err;
@@ -900,6 +928,9 @@ void afs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		break;
 	case ARB_IOC_GET_USAGE:
 		ret = ioc_usage(afs, &out.u);
+		break;
+	case ARB_IOC_GET_HISTORY:
+		ret = ioc_history(afs, &out.h);
 		break;
 	case ARB_IOC_GET_STATS:
 		ret = ioc_stats(afs, &out.st);

@@ -101,6 +101,10 @@ struct afs_config {
 	bool have_subvolid;
 	/* -o user_subvol_rm_allowed: owners may delete their subvolumes */
 	bool user_subvol_rm_allowed;
+	/* -o grace=SECONDS, grace_commits=N: how long generations stay
+	 * recoverable; -o generation=N (with ro): mount that generation */
+	unsigned grace, grace_commits;
+	uint64_t generation;
 	bool have_fsname;
 	bool have_subtype;
 	bool have_allow_other;
@@ -149,6 +153,9 @@ enum {
 	KEY_SUBVOL,
 	KEY_SUBVOLID,
 	KEY_USER_SUBVOL_RM,
+	KEY_GRACE,
+	KEY_GRACE_COMMITS,
+	KEY_GENERATION,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -186,6 +193,9 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("subvol=", KEY_SUBVOL),
 	FUSE_OPT_KEY("subvolid=", KEY_SUBVOLID),
 	FUSE_OPT_KEY("user_subvol_rm_allowed", KEY_USER_SUBVOL_RM),
+	FUSE_OPT_KEY("grace=", KEY_GRACE),
+	FUSE_OPT_KEY("grace_commits=", KEY_GRACE_COMMITS),
+	FUSE_OPT_KEY("generation=", KEY_GENERATION),
 	/*
 	 * The filesystem-independent options of mount(8) (its man page) that
 	 * libfuse 3.14 would refuse or that mean nothing here.  libfuse turns
@@ -536,6 +546,33 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 	case KEY_USER_SUBVOL_RM:
 		c->user_subvol_rm_allowed = true;
 		return 0;
+	case KEY_GRACE:
+		if (!parse_uint(val, &c->grace)) {
+			fprintf(stderr, "arborfs: bad grace=%s: want seconds "
+				"(0: none)\n", val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_GRACE_COMMITS:
+		if (!parse_uint(val, &c->grace_commits)) {
+			fprintf(stderr, "arborfs: bad grace_commits=%s: want a "
+				"number of commits (0: none)\n", val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_GENERATION: {
+		char *end;
+
+		errno = 0;
+		c->generation = strtoull(val, &end, 10);
+		if (!*val || *val == '-' || *end || errno || !c->generation) {
+			fprintf(stderr, "arborfs: bad generation=%s: want a "
+				"generation (`arbor filesystem history`)\n",
+				val);
+			c->bad = true;
+		}
+		return 0;
+	}
 	}
 	return 1;
 }
@@ -985,6 +1022,9 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
 						 : default_cache_size());
 	fo.autogrow_max = c->autogrow;
+	fo.history_secs = c->grace;
+	fo.history_commits = c->grace_commits;
+	fo.generation = c->generation;
 	ret = arb_fs_open(dev, &fo, fsp, &why);
 	if (ret) {
 		fprintf(stderr, "arborfs: %s: %s (%s)\n", c->image,
@@ -1043,6 +1083,8 @@ int main(int argc, char *argv[])
 		.readahead = 1ULL << 20,
 		.fsync_dirty_limit = 2ULL << 20,
 		.multithread = true,
+		.grace = 0,
+		.grace_commits = 8,
 	};
 	struct fuse_cmdline_opts opts = { 0 };
 	struct afs afs = {
@@ -1075,6 +1117,12 @@ int main(int argc, char *argv[])
 		fuse_lowlevel_version();
 		ret = 0;
 		goto out_free_opts;
+	}
+	if (!conf.bad && conf.generation && !conf.readonly) {
+		fprintf(stderr, "arborfs: generation=%llu mounts an older "
+			"generation, which is read-only: add -o ro\n",
+			(unsigned long long)conf.generation);
+		conf.bad = true;
 	}
 	if (conf.bad)
 		goto out_free_opts;

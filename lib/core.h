@@ -126,6 +126,18 @@ struct arb_vol_opts {
 	const struct arb_super *super;
 	/* always flush before writing the superblock (no commit records) */
 	bool two_flush;
+	/* keep generations recoverable (history.c): the last hist_commits
+	 * commits and those younger than hist_secs seconds; both 0: none */
+	unsigned hist_secs, hist_commits;
+};
+
+/* The recent generations a commit lists in its superblock (history.c). */
+struct arb_history {
+	uint32_t nr;
+	/* newest first, in the on-disk layout */
+	struct arb_history_entry e[ARB_HISTORY_MAX];
+	/* entries dropped for space since the last commit */
+	bool pruned;
 };
 
 /* phases of a commit (txn.c), for statistics */
@@ -194,6 +206,10 @@ struct arb_vol {
 	_Atomic uint32_t data_readers[2];
 	unsigned read_epoch;
 
+	/* recent generations kept recoverable (history.c) and for how long */
+	struct arb_history hist;
+	unsigned hist_secs, hist_commits;
+
 	/* statistics */
 	uint64_t nr_commits;
 	/* of them, those that flushed twice (too much written for a commit
@@ -254,6 +270,33 @@ struct arb_format_opts {
 };
 /* Write a new empty filesystem on dev (dev->size bytes). */
 int arb_vol_format(struct arb_dev *dev, const struct arb_format_opts *o);
+
+/* ---- history (history.c) ---------------------------------------------- */
+
+/* Entries of sb's history that can be trusted (0: none, or a stale one). */
+uint32_t arb_history_valid(const struct arb_super *sb);
+/* vol->hist from vol->super (open, and after each commit). */
+void arb_history_load(struct arb_vol *vol);
+/* Generation of the oldest listed generation before the newest, 0 when
+ * none: blocks freed by commits after it are kept from reuse. */
+uint64_t arb_history_oldest(const struct arb_vol *vol);
+/* Space needed the blocks freed by commit gen: generations before gen are
+ * no longer listed (from the next commit on). */
+void arb_history_prune_below(struct arb_vol *vol, uint64_t gen);
+/* Write the history of the commit sb is about to record into sb. */
+void arb_history_fill(struct arb_vol *vol, struct arb_super *sb);
+/* A superblock for a read-only view of generation gen listed in sb's
+ * history (arb_vol_opts.super); -ENOENT if it is not listed. */
+int arb_history_find(const struct arb_super *sb, uint64_t gen,
+		     struct arb_super *view);
+/* A writable open: keep again what the listed generations need and the
+ * extent tree no longer covers (the grace is in memory only); drop those
+ * whose blocks were reused.  0, or -ENOMEM/-EIO. */
+int arb_history_regrace(struct arb_vol *vol);
+/* Walk every tree of the (view) volume and read each node: 0 when every
+ * node validates (checksum, address, generation), else its error, with a
+ * log line naming the tree and the node. */
+int arb_vol_verify_trees(struct arb_vol *vol);
 
 /* ---- cache ------------------------------------------------------------- */
 
@@ -731,7 +774,23 @@ int arb_free_space_resize(struct arb_vol *vol, uint64_t new_total);
  * writes (which it then writes even if nothing else changed).  The device
  * must already be at least that large.  Lock held, no transaction open. */
 int arb_vol_set_size(struct arb_vol *vol, uint64_t new_total);
+/* Free bytes, those the history grace keeps included (an allocation takes
+ * them when nothing else is free). */
 uint64_t arb_free_bytes(struct arb_vol *vol);
+/*
+ * History grace (alloc.c; history.c says what it is for): bytes kept now;
+ * give back the blocks freed by the oldest commit that has any (the
+ * generations before it leave the history), false when none; give back
+ * all; keep the free sectors of [start, start+len) as freed by commit gen
+ * (open: arb_history_regrace; the ranges must come in commit order).
+ */
+uint64_t arb_free_space_history_bytes(struct arb_vol *vol);
+bool arb_free_space_history_reclaim(struct arb_vol *vol);
+void arb_free_space_history_drop(struct arb_vol *vol);
+int arb_free_space_history_keep(struct arb_vol *vol, uint64_t start,
+				uint64_t len, uint64_t gen);
+/* put the kept ranges in commit order (after keeping them out of order) */
+void arb_free_space_history_sort(struct arb_vol *vol);
 /*
  * Invariant checker of the free-space map (debug builds assert it after
  * every commit): the free count is the number of free sectors, the fixed

@@ -171,7 +171,10 @@ const char *arb_item_type_name(unsigned type);
  *   416    4    entries in the commit record (0: none; see below)
  *   420    4    reserved, 0
  *   424    2048 commit record: ARB_COMMIT_REC_MAX x struct arb_commit_rec
- *   2472   1624 reserved, 0 (its last 16 bytes: fsck's undo record)
+ *   2472   4    entries in the history (ARB_COMPAT_HISTORY, below)
+ *   2476   4    reserved, 0
+ *   2480   1536 history: ARB_HISTORY_MAX x struct arb_history_entry
+ *   4016   80   reserved, 0 (its last 16 bytes: fsck's undo record)
  *
  * Commit record (ARB_INCOMPAT_COMMIT_RECORD, set exactly when the entry
  * count is non-zero): a commit that wrote little (at most
@@ -211,7 +214,39 @@ const char *arb_item_type_name(unsigned type);
  * inodes.  An arborfs that predates the flags ignores it (and the flags).
  */
 #define ARB_COMPAT_PROTECTED_INODES (1ULL << 0)
-#define ARB_COMPAT_KNOWN ARB_COMPAT_PROTECTED_INODES
+/*
+ * Compatible feature bit 1: the superblock carries a history of recent
+ * commits (s_hist, struct arb_history_entry): where the root tree of each
+ * was, so that a generation whose blocks are still intact can be opened
+ * read-only ("back in time", docs/design/space.md, "History and grace").
+ * The history is valid only when its first entry names this superblock's
+ * own generation and root: an arborfs that predates it copies the bytes
+ * into its next commit unchanged, and that commit's superblock then names
+ * a newer generation, so the stale history is ignored (that writer did
+ * not keep the freed blocks of the generations it lists).
+ */
+#define ARB_COMPAT_HISTORY (1ULL << 1)
+#define ARB_COMPAT_KNOWN (ARB_COMPAT_PROTECTED_INODES | ARB_COMPAT_HISTORY)
+#define ARB_HISTORY_MAX 32
+
+struct arb_history_entry {
+	uint64_t he_generation;      /* of the commit */
+	uint64_t he_root;            /* its root tree's root node */
+	uint64_t he_root_mirror;     /* that node's second copy, or 0 */
+	uint64_t he_root_generation; /* that node's h_generation */
+	uint64_t he_time;            /* commit time, seconds since 1970 */
+	uint8_t he_root_level;       /* that node's level */
+	uint8_t he_reserved[3];      /* 0 */
+	uint32_t he_time_ns;         /* nanoseconds of he_time */
+} ARB_PACKED;
+ARB_CHECK_SIZE(history_entry, 48);
+ARB_LE(history_entry, he_generation, 64)
+ARB_LE(history_entry, he_root, 64)
+ARB_LE(history_entry, he_root_mirror, 64)
+ARB_LE(history_entry, he_root_generation, 64)
+ARB_LE(history_entry, he_time, 64)
+ARB_LE(history_entry, he_root_level, 8)
+ARB_LE(history_entry, he_time_ns, 32)
 #define ARB_COMMIT_REC_MAX 128
 #define ARB_COMMIT_REC_BYTES (4ULL << 20)
 
@@ -250,7 +285,10 @@ struct arb_super {
 	uint32_t s_commit_nr;
 	uint32_t s_commit_pad;
 	struct arb_commit_rec s_commit[ARB_COMMIT_REC_MAX];
-	uint8_t s_reserved[1608];
+	uint32_t s_hist_nr;
+	uint32_t s_hist_pad;
+	struct arb_history_entry s_hist[ARB_HISTORY_MAX];
+	uint8_t s_reserved[64];
 	/* the undo record of fsck's repair (lib/check/fs_repair.c): the
 	 * generation a repair wrote, and the one it was made on; 0 when the
 	 * superblock is not a repair's */
@@ -280,7 +318,9 @@ ARB_CHECK_OFF(super, s_root_generation, 400);
 ARB_CHECK_OFF(super, s_root_mirror, 408);
 ARB_CHECK_OFF(super, s_commit_nr, 416);
 ARB_CHECK_OFF(super, s_commit, 424);
-ARB_CHECK_OFF(super, s_reserved, 2472);
+ARB_CHECK_OFF(super, s_hist_nr, 2472);
+ARB_CHECK_OFF(super, s_hist, 2480);
+ARB_CHECK_OFF(super, s_reserved, 4016);
 ARB_CHECK_OFF(super, s_repair_gen, 4080);
 ARB_CHECK_OFF(super, s_repair_prev, 4088);
 ARB_LE(super, s_magic, 64)
@@ -304,6 +344,7 @@ ARB_LE(super, s_repair_prev, 64)
 ARB_LE(super, s_root_generation, 64)
 ARB_LE(super, s_root_mirror, 64)
 ARB_LE(super, s_commit_nr, 32)
+ARB_LE(super, s_hist_nr, 32)
 
 /* ------------------------------------------------------------------------ */
 /*

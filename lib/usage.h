@@ -29,6 +29,9 @@ struct arb_space_usage {
 	uint64_t pinned;
 	/* allocatable now */
 	uint64_t free;
+	/* part of free the history grace keeps for recovering recent
+	 * generations; the allocator takes it when nothing else is free */
+	uint64_t history;
 };
 
 /*

@@ -86,6 +86,17 @@ struct arb_free_space {
 	bool track_freed, freed_all;
 	struct range *freed;
 	size_t nr_freed, cap_freed;
+	/*
+	 * History grace (history.c): a range freed by commit gen while the
+	 * history lists an older generation stays used in the map, here in
+	 * commit order (hist[hist_head..nr_hist)), until no listed
+	 * generation is older than gen, or an allocation that cannot be
+	 * served otherwise takes it (arb_free_space_history_reclaim).  Not
+	 * counted as used: arb_free_bytes includes it.
+	 */
+	struct hrange { uint64_t start, len, gen; } *hist;
+	size_t hist_head, nr_hist, cap_hist;
+	uint64_t hist_sectors;
 };
 
 struct data_delta {
@@ -307,6 +318,7 @@ void arb_free_space_destroy(struct arb_vol *vol)
 	free(vol->fsp->grace[0]);
 	free(vol->fsp->grace[1]);
 	free(vol->fsp->freed);
+	free(vol->fsp->hist);
 	free(vol->fsp);
 	vol->fsp = NULL;
 }
@@ -409,18 +421,35 @@ bool arb_free_space_ok(struct arb_vol *vol)
 		    g0 + g1 != f->grace_sectors)
 			return false;
 	}
-	return true;
+	sum = 0;
+	for (size_t i = f->hist_head; i < f->nr_hist; i++) {
+		const struct hrange *h = &f->hist[i];
+
+		if (h->start + h->len > f->nbits)
+			return false;
+		for (uint64_t s = h->start; s < h->start + h->len; s++)
+			if (!bit_test(f, s))
+				return false;
+		sum += h->len;
+	}
+	return sum == f->hist_sectors;
 }
 
 uint64_t arb_free_bytes(struct arb_vol *vol)
 {
-	return vol->fsp->free * vol->sectorsize;
+	/* what the history grace keeps is free for whoever needs it */
+	return (vol->fsp->free + vol->fsp->hist_sectors) * vol->sectorsize;
+}
+
+uint64_t arb_free_space_history_bytes(struct arb_vol *vol)
+{
+	return vol->fsp->hist_sectors * vol->sectorsize;
 }
 
 uint64_t arb_used_bytes(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
-	uint64_t pinned = f->held_sectors;
+	uint64_t pinned = f->held_sectors + f->hist_sectors;
 
 	for (size_t i = 0; i < f->nr_pinned; i++)
 		pinned += f->pinned[i].len;
@@ -563,6 +592,120 @@ static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
 	return range_add(&f->pinned, &f->nr_pinned, &f->cap_pinned, r);
 }
 
+static int hist_add(struct arb_free_space *f, uint64_t start, uint64_t len,
+		    uint64_t gen)
+{
+	if (f->hist_head && f->hist_head == f->nr_hist)
+		f->hist_head = f->nr_hist = 0;
+	if (f->nr_hist == f->cap_hist) {
+		size_t ncap;
+		void *p;
+
+		if (f->hist_head) {
+			/* room at the front: move down first */
+			memmove(f->hist, f->hist + f->hist_head,
+				(f->nr_hist - f->hist_head) * sizeof(*f->hist));
+			f->nr_hist -= f->hist_head;
+			f->hist_head = 0;
+		}
+		if (f->nr_hist == f->cap_hist) {
+			ncap = f->cap_hist ? f->cap_hist * 2 : 256;
+			p = realloc(f->hist, ncap * sizeof(*f->hist));
+			if (!p)
+				return -ENOMEM;
+			f->hist = p;
+			f->cap_hist = ncap;
+		}
+	}
+	f->hist[f->nr_hist++] = (struct hrange){ start, len, gen };
+	f->hist_sectors += len;
+	return 0;
+}
+
+/* release the history ranges freed by commits up to gen (all: UINT64_MAX) */
+static void hist_release(struct arb_vol *vol, uint64_t gen)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	while (f->hist_head < f->nr_hist && f->hist[f->hist_head].gen <= gen) {
+		struct hrange *h = &f->hist[f->hist_head++];
+
+		f->hist_sectors -= h->len;
+		release_sectors(vol, h->start, h->len);
+	}
+	if (f->hist_head == f->nr_hist)
+		f->hist_head = f->nr_hist = 0;
+}
+
+bool arb_free_space_history_reclaim(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t gen;
+
+	if (f->hist_head == f->nr_hist)
+		return false;
+	gen = f->hist[f->hist_head].gen;
+	hist_release(vol, gen);
+	/* the generations before gen referenced what it freed */
+	arb_history_prune_below(vol, gen);
+	/* unlocked data readers may hold some of it a little longer */
+	arb_free_space_grace_drain(vol);
+	return true;
+}
+
+static int hrange_cmp(const void *a, const void *b)
+{
+	const struct hrange *x = a, *y = b;
+
+	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+void arb_free_space_history_sort(struct arb_vol *vol)
+{
+	struct arb_free_space *f = vol->fsp;
+
+	if (f->nr_hist - f->hist_head < 2)
+		return;
+	qsort(f->hist + f->hist_head, f->nr_hist - f->hist_head,
+	      sizeof(*f->hist), hrange_cmp);
+}
+
+void arb_free_space_history_drop(struct arb_vol *vol)
+{
+	while (arb_free_space_history_reclaim(vol))
+		;
+}
+
+int arb_free_space_history_keep(struct arb_vol *vol, uint64_t start,
+				uint64_t len, uint64_t gen)
+{
+	struct arb_free_space *f = vol->fsp;
+	uint64_t s = start / vol->sectorsize, n = len / vol->sectorsize;
+	int ret;
+
+	if (s + n > f->nbits || s + n < s)
+		return -EINVAL;
+	/* only the sectors free now: the rest belong to something else */
+	for (uint64_t i = s; i < s + n;) {
+		uint64_t j = i;
+
+		if (bit_test(f, i)) {
+			i++;
+			continue;
+		}
+		while (j < s + n && !bit_test(f, j))
+			j++;
+		bits_set(f, i, j - i, true);
+		ret = hist_add(f, i, j - i, gen);
+		if (ret) {
+			bits_set(f, i, j - i, false);
+			return ret;
+		}
+		i = j;
+	}
+	return 0;
+}
+
 /*
  * Tree nodes go back where the last commit freed them.  The node cursors
  * move forward, so without this every commit would write its nodes to
@@ -580,6 +723,7 @@ static int pin_range(struct arb_vol *vol, uint64_t start, uint64_t len,
 void arb_free_space_unpin(struct arb_vol *vol)
 {
 	struct arb_free_space *f = vol->fsp;
+	uint64_t oldest = arb_history_oldest(vol), gen = vol->generation;
 
 	for (size_t i = 0; i < f->nr_pinned; i++) {
 		struct range *r = &f->pinned[i];
@@ -591,8 +735,16 @@ void arb_free_space_unpin(struct arb_vol *vol)
 			f->held_sectors += r->len;
 			continue;
 		}
+		/* an older generation listed in the history references it
+		 * (no memory for the list: released, and a reader of that
+		 * generation finds the reused block by its validation) */
+		if (oldest && oldest < gen &&
+		    hist_add(f, r->start, r->len, gen) == 0)
+			continue;
 		release_sectors(vol, r->start, r->len);
 	}
+	/* what no listed generation needs any more */
+	hist_release(vol, oldest ? oldest : UINT64_MAX);
 	f->nr_pinned = 0;
 	if (f->pinned_low_node && f->pinned_low_node < f->meta_cursor)
 		f->meta_cursor = f->pinned_low_node;
@@ -665,6 +817,14 @@ int arb_free_space_reload(struct arb_vol *vol)
 			f->cap_grace[e] = old->cap_grace[e];
 		}
 		f->grace_sectors = old->grace_sectors;
+		/* and so do the ranges the history keeps */
+		for (size_t i = old->hist_head; i < old->nr_hist; i++)
+			bits_set(f, old->hist[i].start, old->hist[i].len, true);
+		f->hist = old->hist;
+		f->hist_head = old->hist_head;
+		f->nr_hist = old->nr_hist;
+		f->cap_hist = old->cap_hist;
+		f->hist_sectors = old->hist_sectors;
 		f->holding = old->holding;
 		f->hold_gen = old->hold_gen;
 		f->held = old->held;
@@ -940,6 +1100,8 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
 	s = find_run(f, f->meta_cursor, n, n, n, &got);
 	if (s == UINT64_MAX && arb_free_space_grace_drain(vol))
 		s = find_run(f, f->meta_cursor, n, n, n, &got);
+	while (s == UINT64_MAX && arb_free_space_history_reclaim(vol))
+		s = find_run(f, f->meta_cursor, n, n, n, &got);
 	if (s == UINT64_MAX) {
 		arb_log(ARB_LOG_ERR, "no space left for a tree node");
 		return arb_txn_fail(t, -ENOSPC);
@@ -948,6 +1110,9 @@ int arb_alloc_tree_block(struct arb_txn *t, uint64_t owner, int level,
 	if (vol->meta_copies > 1) {
 		m = find_run(f, f->mirror_cursor, n, n, n, &got);
 		if (m == UINT64_MAX && arb_free_space_grace_drain(vol))
+			m = find_run(f, f->mirror_cursor, n, n, n, &got);
+		while (m == UINT64_MAX &&
+		       arb_free_space_history_reclaim(vol))
 			m = find_run(f, f->mirror_cursor, n, n, n, &got);
 		if (m == UINT64_MAX) {
 			bits_set(f, s, n, false);
@@ -993,12 +1158,18 @@ int arb_alloc_data(struct arb_txn *t, uint64_t num_bytes, uint64_t min_bytes,
 		min = want;
 	if (f->free < f->reserve + min)
 		arb_free_space_grace_drain(vol);
+	while (f->free < f->reserve + min &&
+	       arb_free_space_history_reclaim(vol))
+		;
 	if (f->free < f->reserve + min)
 		return -ENOSPC;
 	if (want > f->free - f->reserve)
 		want = f->free - f->reserve;
 	s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1, &n);
 	if (s == UINT64_MAX && arb_free_space_grace_drain(vol))
+		s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1,
+			     &n);
+	while (s == UINT64_MAX && arb_free_space_history_reclaim(vol))
 		s = find_run(f, hint ? hint / ss : f->data_cursor, want, min, 1,
 			     &n);
 	if (s == UINT64_MAX)

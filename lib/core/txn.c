@@ -168,6 +168,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 	arb_set_super_s_root_generation(&sb, arb_node_gen(vol->tree_root->node));
 	arb_set_super_s_bytes_used(&sb, arb_used_bytes(vol));
 	arb_set_super_s_total_bytes(&sb, vol->total_bytes);
+	arb_history_fill(vol, &sb);
 	wsb = sb;
 	if (nrec) {
 		arb_set_super_s_incompat(&wsb, arb_super_s_incompat(&wsb) |
@@ -200,6 +201,7 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		goto fatal;
 	}
 	vol->super = sb;
+	arb_history_load(vol);
 	vol->record_on_disk = nrec != 0;
 	vol->super_slot = slot;
 	vol->super_dirty = false;
@@ -631,6 +633,11 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	if (!vol)
 		return -ENOMEM;
 	vol_from_super(vol, &sb);
+	arb_history_load(vol);
+	if (o) {
+		vol->hist_secs = o->hist_secs;
+		vol->hist_commits = o->hist_commits;
+	}
 	vol->super_slot = slot;
 	for (int i = 0; i < 2; i++) {
 		/* as read: what a failed commit puts back into the slot */
@@ -676,6 +683,11 @@ int arb_vol_open(struct arb_dev *dev, const struct arb_vol_opts *o,
 	ret = arb_free_space_load(vol);
 	if (ret)
 		goto fail;
+	if (!vol->readonly) {
+		ret = arb_history_regrace(vol);
+		if (ret)
+			goto fail;
+	}
 	if (!vol->readonly && !(o && o->two_flush) &&
 	    arb_dev_track(dev, ARB_COMMIT_REC_MAX, ARB_COMMIT_REC_BYTES) == 0)
 		vol->one_flush = true;

@@ -26,6 +26,7 @@ int arb_space_usage(struct arb_vol *vol, struct arb_space_usage *u)
 	u->total = vol->total_bytes;
 	u->system = ARB_DATA_START;
 	u->free = arb_free_bytes(vol);
+	u->history = arb_free_space_history_bytes(vol);
 	used = arb_used_bytes(vol);
 	/* the bitmap's used sectors = system + used + pinned */
 	if (space > u->free + used + u->system)

@@ -37,6 +37,8 @@ void arb_fs_opts_default(struct arb_fs_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->max_inline = 2048;
 	o->commit_interval = 5;
+	o->history_secs = 0;
+	o->history_commits = 8;
 }
 
 void arb_mkfs_opts_default(struct arb_mkfs_opts *o)
@@ -470,10 +472,100 @@ int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max)
 	return 0;
 }
 
+/* arb_fs_opts.generation: a read-only view of a generation the history
+ * lists, every node of it verified */
+static int fs_open_generation(struct arb_dev *dev, const struct arb_fs_opts *o,
+			      struct arb_fs **out, const char **why)
+{
+	struct arb_super sb, view;
+	struct arb_vol_opts vo;
+	struct arb_vol *vol;
+	int slot, ret;
+
+	if (!o->readonly) {
+		*why = "an older generation opens read-only only";
+		return -EROFS;
+	}
+	ret = arb_read_super(dev, &sb, &slot, why);
+	if (ret)
+		return ret;
+	if (o->generation == arb_super_s_generation(&sb))
+		return fs_open_at(dev, o, NULL, out, why);
+	if (o->generation > arb_super_s_generation(&sb)) {
+		*why = "that generation was never committed (the newest is "
+		       "older)";
+		return -ENOENT;
+	}
+	if (arb_history_find(&sb, o->generation, &view)) {
+		*why = "that generation is not in the history (too old, or "
+		       "its blocks were given to new data: `arbor filesystem "
+		       "history` lists the ones that can be opened)";
+		return -ENOENT;
+	}
+	/* every node first, on a volume of its own (the device stays the
+	 * caller's on failure) */
+	memset(&vo, 0, sizeof(vo));
+	vo.readonly = true;
+	vo.super = &view;
+	vo.cache_bytes = o->cache_bytes;
+	ret = arb_vol_open(dev, &vo, &vol);
+	if (!ret) {
+		pthread_mutex_lock(&vol->lock);
+		ret = arb_vol_verify_trees(vol);
+		pthread_mutex_unlock(&vol->lock);
+		arb_vol_close(vol);
+	}
+	if (!ret)
+		ret = fs_open_at(dev, o, &view, out, why);
+	if (ret == -EUCLEAN || ret == -EIO) {
+		*why = "that generation is no longer intact: some of its "
+		       "blocks were reused (a tree node does not verify)";
+		return -ESTALE;
+	}
+	return ret;
+}
+
 int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
 		struct arb_fs **out, const char **why)
 {
+	if (o && o->generation) {
+		const char *w = NULL;
+		int ret = fs_open_generation(dev, o, out, &w);
+
+		if (why)
+			*why = w;
+		return ret;
+	}
 	return fs_open_at(dev, o, NULL, out, why);
+}
+
+int arb_fs_history(struct arb_fs *fs, struct arb_history_info *out,
+		   unsigned max)
+{
+	const struct arb_history *h;
+	int n;
+
+	fs_lock(fs);
+	h = &fs->vol->hist;
+	n = (int)h->nr;
+	for (unsigned i = 0; i < h->nr && i < max; i++) {
+		out[i].generation = arb_history_entry_he_generation(&h->e[i]);
+		out[i].time.tv_sec =
+			(time_t)arb_history_entry_he_time(&h->e[i]);
+		out[i].time.tv_nsec =
+			(long)arb_history_entry_he_time_ns(&h->e[i]);
+	}
+	if (!n && max) {
+		/* no history: the last commit alone, time unknown */
+		out[0].generation = fs->vol->generation;
+		out[0].time.tv_sec = 0;
+		out[0].time.tv_nsec = 0;
+		n = 1;
+	} else if (!n) {
+		n = 1;
+	}
+	fs_unlock(fs);
+	return n;
 }
 
 int arb_fs_open_image(const char *path, const struct arb_fs_opts *o,
@@ -537,6 +629,8 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	vo.cache_bytes = o->cache_bytes;
 	vo.readonly = o->readonly;
 	vo.super = sb;
+	vo.hist_secs = o->history_secs;
+	vo.hist_commits = o->history_commits;
 	ret = arb_vol_open(dev, &vo, &fs->vol);
 	if (ret) {
 		if (why)
@@ -907,6 +1001,7 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u)
 			u->host_bytes = hb > 0 ? (uint64_t)hb : 0;
 		}
 		u->trimmed = fs->trimmed_bytes;
+		u->history = su.history;
 	}
 	fs_unlock(fs);
 	return ret;

@@ -84,6 +84,12 @@ int fs_resize_locked(struct arb_fs *fs, uint64_t size, bool allocate,
 	 * are done (grace lists): not "in use" past the new end */
 	arb_free_space_grace_drain(vol);
 	ret = arb_vol_set_size(vol, size);
+	if (ret == -EBUSY && arb_free_space_history_bytes(vol)) {
+		/* blocks kept for the history count as free: shrinking gives
+		 * them up, and the older generations with them */
+		arb_free_space_history_drop(vol);
+		ret = arb_vol_set_size(vol, size);
+	}
 	if (ret == -EBUSY) {
 		*why = "space past the new end is in use (shrinking does not "
 		       "move data)";

@@ -143,6 +143,25 @@ struct arb_fs_opts {
 			       uint64_t total, uint64_t checked);
 	void *check_progress_arg;
 	/*
+	 * Back in time (docs/design/space.md, "History and grace"): every
+	 * commit lists the recent generations in the superblock, and the
+	 * blocks later commits free are kept from reuse while a listed
+	 * generation needs them, unless an allocation needs them first.
+	 * Listed: the last history_commits commits and those younger than
+	 * history_secs seconds (at most ARB_HISTORY_MAX, spread over that
+	 * window).  Both 0: no history.  Default 8 commits, 0 seconds
+	 * (docs/design/space.md says what seconds cost under fsyncs).
+	 */
+	unsigned history_secs, history_commits;
+	/*
+	 * Open generation `generation` as it was committed, read-only (needs
+	 * readonly): it must be listed in the history, and every tree node it
+	 * references is read and verified at open (-ESTALE when one is not
+	 * intact: its block was reused; -ENOENT when it is not listed).
+	 * 0: the newest.
+	 */
+	uint64_t generation;
+	/*
 	 * The cleaner of deleted subvolumes drops at most this many tree
 	 * nodes (and at most 2 ms) at a time under the lock, then lets the
 	 * operations waiting for it run.  0 = 1024.
@@ -190,6 +209,21 @@ int arb_fs_open(struct arb_dev *dev, const struct arb_fs_opts *o,
  */
 int arb_fs_open_image(const char *path, const struct arb_fs_opts *o,
 		      struct arb_fs **out, const char **why);
+
+/* One generation listed in the history (arb_fs_history). */
+struct arb_history_info {
+	uint64_t generation;
+	struct timespec time; /* when it was committed */
+};
+/*
+ * The generations that can be opened (arb_fs_opts.generation), newest
+ * first, the last commit included: at most max into out; returns how many
+ * there are (may be more than max), or -errno.  For a filesystem opened
+ * at an older generation: that generation only.
+ */
+int arb_fs_history(struct arb_fs *fs, struct arb_history_info *out,
+		   unsigned max);
+#define ARB_FS_HISTORY_MAX 32
 /* Commit everything and close. */
 int arb_fs_close(struct arb_fs *fs);
 
@@ -585,6 +619,9 @@ struct arb_fs_usage {
 	uint64_t host_bytes;
 	/* bytes given back to the host by discard=async since mount */
 	uint64_t trimmed;
+	/* part of free kept from reuse so that the generations the history
+	 * lists stay intact; writes take it when nothing else is free */
+	uint64_t history;
 };
 /* Walks the extent tree (reads every leaf of it). */
 int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);

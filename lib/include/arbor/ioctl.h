@@ -45,8 +45,9 @@ extern "C" {
  * ARB_IOC_SUBVOL_SET_DEFAULT; 12: ARB_IOC_SUBVOL_USAGE; 13: sharing
  * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
  * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
- * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST */
-#define ARB_IOC_VERSION 15
+ * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST; 16:
+ * arb_ioc_usage.history, ARB_IOC_GET_HISTORY */
+#define ARB_IOC_VERSION 16
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -61,6 +62,33 @@ extern "C" {
  * daemon received; 2 commit nothing (the next mount shows the last
  * commit).  See fuse/shutdown.c. */
 #define ARB_IOC_STATE_SHUTDOWN (1ULL << 2)
+
+/*
+ * ARB_IOC_GET_HISTORY: the generations that can be mounted with -o
+ * ro,generation=N (arb_fs_history), newest first, the last commit
+ * included; what the history grace keeps for them.  Anyone may ask.
+ * 1024 bytes.
+ */
+#define ARB_IOC_HISTORY_MAX 32
+struct arb_ioc_history_entry {
+	__u64 generation;
+	/* when it was committed (0: not known) */
+	__u64 time_sec;
+	__u32 time_nsec;
+	__u32 pad;
+};
+struct arb_ioc_history {
+	__u32 size;
+	__u32 version;
+	/* out: entries filled in */
+	__u32 nr;
+	__u32 pad;
+	/* out: bytes the grace keeps from reuse for them */
+	__u64 kept_bytes;
+	__u64 reserved[1];
+	struct arb_ioc_history_entry e[ARB_IOC_HISTORY_MAX];
+	__u64 reserved2[28];
+};
 
 /*
  * ARB_IOC_GET_GENERATION: the generation of the last durable commit.
@@ -130,7 +158,10 @@ struct arb_ioc_usage {
 	__u64 host_bytes;
 	/* out: bytes given back to the host by discard=async since mount */
 	__u64 trimmed;
-	__u64 reserved[18];
+	/* out: part of free kept for recovering recent generations (the
+	 * history grace; writes take it when nothing else is free) */
+	__u64 history;
+	__u64 reserved[17];
 };
 
 /*
@@ -892,6 +923,7 @@ struct arb_ioc_send {
 #define ARB_IOC_SEND _IOWR(ARB_IOC_MAGIC, 50, struct arb_ioc_send)
 #define ARB_IOC_RECEIVE _IOWR(ARB_IOC_MAGIC, 51, struct arb_ioc_send)
 #define ARB_IOC_DIGEST _IOWR(ARB_IOC_MAGIC, 52, struct arb_ioc_send)
+#define ARB_IOC_GET_HISTORY _IOR(ARB_IOC_MAGIC, 32, struct arb_ioc_history)
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct arb_ioc_dedupe_range) == 128, "ioctl ABI");
@@ -919,6 +951,7 @@ _Static_assert(sizeof(struct arb_ioc_diff_inode) == 64, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_diff_range) == 16, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_diff) == 16168, "ioctl ABI");
 _Static_assert(sizeof(struct arb_ioc_send) == 1024, "ioctl ABI");
+_Static_assert(sizeof(struct arb_ioc_history) == 1024, "ioctl ABI");
 #endif
 
 #ifdef __cplusplus
