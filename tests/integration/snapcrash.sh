@@ -20,7 +20,7 @@ ARBOR=$BUILD/cli/arbor
 [ -x "$ARBOR" ] || fail "$ARBOR not built"
 [ -x "$FSCK" ] || fail "$FSCK not built"
 if [ "$SCALE" = full ]; then ROUNDS=${SNAPCRASH_ROUNDS:-120}; else ROUNDS=${SNAPCRASH_ROUNDS:-12}; fi
-if [ "$SCALE" = full ]; then BIG=${SNAPCRASH_BIG:-6}; BIGN=100000; else BIG=${SNAPCRASH_BIG:-2}; BIGN=20000; fi
+if [ "$SCALE" = full ]; then BIG=${SNAPCRASH_BIG:-6}; BIGN=100000; else BIG=${SNAPCRASH_BIG:-1}; BIGN=20000; fi
 SEED=${SNAPCRASH_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 log "seed $SEED (SNAPCRASH_SEED=$SEED to repeat), $ROUNDS kills"
 
