@@ -478,7 +478,9 @@ static int collect(void *ctx, const struct arb_change *c)
 	x->old = copy_paths(c->nr_old_paths, c->old_paths);
 	x->nranges = (int)c->nr_ranges;
 	x->ranges = malloc((c->nr_ranges + 1) * sizeof(*c->ranges));
-	memcpy(x->ranges, c->ranges, c->nr_ranges * sizeof(*c->ranges));
+	if (c->nr_ranges) /* ranges is NULL without data changes */
+		memcpy(x->ranges, c->ranges,
+		       c->nr_ranges * sizeof(*c->ranges));
 	return 0;
 }
 
