@@ -79,6 +79,9 @@ gen1=$(sed -n 's/.*: generation \([0-9]*\): clean.*/\1/p' "$TMP/check1")
 [ "${gen1:-0}" -ge "$gen0" ] || fail "checked generation ${gen1:-?} older than $gen0"
 
 log "second run, the writer still running"
+# at least one commit after the first check's, whatever the writer (which
+# a loaded machine may starve) did meanwhile
+echo marker >"$MNT/marker" && sync -f "$MNT/marker" || fail "sync of a marker file"
 st=0
 "$ARBOR" check -q "$MNT" >"$TMP/check2" 2>&1 || st=$?
 cat "$TMP/check2"
