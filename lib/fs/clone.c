@@ -296,6 +296,28 @@ static ssize_t copy_bytes(struct arb_fs *fs, uint64_t src, uint64_t soff,
 	return r < 0 ? r : 0;
 }
 
+/*
+ * Both inodes of a copy or dedupe (lock held): regular files, and a
+ * destination that may change.  As vfs_copy_file_range and the dedupe
+ * ioctl: an immutable or append-only destination takes neither (an
+ * append-only one takes writes at its end only, and a copy is not one).
+ */
+static int clone_inodes(struct arb_fs *fs, uint64_t src, uint64_t dst,
+			struct arb_inode *sin, struct arb_inode *din)
+{
+	int ret = fs_reg_inode_read(fs, src, sin, -EINVAL);
+
+	if (!ret)
+		ret = fs_reg_inode_read(fs, dst, din, -EINVAL);
+	if (ret)
+		return ret;
+	if (din->flags & (ARB_INODE_IMMUTABLE | ARB_INODE_APPEND))
+		return -EPERM;
+	if (fs->readonly || fs_tree_of(fs, dst)->rdonly)
+		return fs->shutdown ? -EIO : -EROFS;
+	return 0;
+}
+
 ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 			  uint64_t dst, uint64_t doff, uint64_t len,
 			  unsigned flags)
@@ -312,22 +334,9 @@ ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 		return -EFBIG;
 	fs_lock(fs);
 	bs = fs->bs;
-	ret = fs_reg_inode_read(fs, src, &sin, -EINVAL);
-	if (!ret)
-		ret = fs_reg_inode_read(fs, dst, &din, -EINVAL);
+	ret = clone_inodes(fs, src, dst, &sin, &din);
 	if (ret)
 		goto out_unlock;
-	/* as vfs_copy_file_range: an immutable or append-only destination
-	 * takes no copy (an append-only one takes writes at its end only,
-	 * and a copy is not one) */
-	if (din.flags & (ARB_INODE_IMMUTABLE | ARB_INODE_APPEND)) {
-		ret = -EPERM;
-		goto out_unlock;
-	}
-	if (fs->readonly || fs_tree_of(fs, dst)->rdonly) {
-		ret = fs->shutdown ? -EIO : -EROFS;
-		goto out_unlock;
-	}
 	if (soff >= sin.size || !len) {
 		ret = 0;
 		goto out_unlock;
@@ -411,19 +420,9 @@ int arb_fs_dedupe_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 		return -EINVAL;
 	fs_lock(fs);
 	bs = fs->bs;
-	ret = fs_reg_inode_read(fs, src, &sin, -EINVAL);
-	if (!ret)
-		ret = fs_reg_inode_read(fs, dst, &din, -EINVAL);
+	ret = clone_inodes(fs, src, dst, &sin, &din);
 	if (ret)
 		goto out_unlock;
-	if (din.flags & (ARB_INODE_IMMUTABLE | ARB_INODE_APPEND)) {
-		ret = -EPERM;
-		goto out_unlock;
-	}
-	if (fs->readonly || fs_tree_of(fs, dst)->rdonly) {
-		ret = fs->shutdown ? -EIO : -EROFS;
-		goto out_unlock;
-	}
 	if (soff % bs || doff % bs) {
 		ret = -EINVAL;
 		goto out_unlock;
