@@ -347,6 +347,12 @@ static void stats_json(const struct arb_ioc_stats *st)
 		printf(" \"cloned_bytes\": %llu, \"deduped_bytes\": %llu,\n",
 		       (unsigned long long)st->cloned_bytes,
 		       (unsigned long long)st->deduped_bytes);
+	if (st->version >= 17)
+		printf(" \"compressed\": {\"extents\": %llu, \"ram_bytes\": "
+		       "%llu, \"stored_bytes\": %llu},\n",
+		       (unsigned long long)st->compressed_extents,
+		       (unsigned long long)st->compressed_ram_bytes,
+		       (unsigned long long)st->compressed_stored_bytes);
 	if (st->user_bytes_written)
 		printf(" \"write_amplification\": %.3f}\n",
 		       ratio(wsum, st->user_bytes_written));
@@ -467,6 +473,15 @@ static void stats_human(const char *path, const struct arb_ioc_stats *st)
 		       (unsigned long long)st->cloned_bytes, "",
 		       "deduplicated", (unsigned long long)st->deduped_bytes,
 		       "");
+	if (st->version >= 17 && st->compressed_extents)
+		printf("%-14s %16llu %16s\n%-14s %16llu %16s  (%llu "
+		       "extents, ratio %.2f)\n",
+		       "compressed", (unsigned long long)st->compressed_ram_bytes,
+		       "", "  stored as",
+		       (unsigned long long)st->compressed_stored_bytes, "",
+		       (unsigned long long)st->compressed_extents,
+		       ratio(st->compressed_stored_bytes,
+			     st->compressed_ram_bytes));
 	if (st->user_bytes_written)
 		printf("\nwrite amplification %.2f (image bytes written / "
 		       "bytes written by users)\n",

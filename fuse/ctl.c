@@ -330,6 +330,12 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 	st->fsync_dirty_lowered = atomic_load(&afs->syncmode.nr_lowered);
 	st->cloned_bytes = minus(s.cloned_bytes, b.cloned_bytes);
 	st->deduped_bytes = minus(s.deduped_bytes, b.deduped_bytes);
+	st->compressed_extents =
+		minus(s.compressed_extents, b.compressed_extents);
+	st->compressed_ram_bytes =
+		minus(s.compressed_ram_bytes, b.compressed_ram_bytes);
+	st->compressed_stored_bytes =
+		minus(s.compressed_stored_bytes, b.compressed_stored_bytes);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

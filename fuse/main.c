@@ -74,6 +74,9 @@ struct afs_config {
 	unsigned max_inline;
 	/* -o clean_batch=NODES */
 	unsigned clean_batch;
+	/* -o compress[=zlib[:LEVEL]|no], compress-force[=zlib[:LEVEL]] */
+	uint8_t compress, compress_level;
+	bool compress_force;
 	uint64_t cache_size;
 	uint64_t autogrow;
 	uint64_t dirty_limit; /* 0: the kernel's */
@@ -156,6 +159,8 @@ enum {
 	KEY_GRACE,
 	KEY_GRACE_COMMITS,
 	KEY_GENERATION,
+	KEY_COMPRESS,
+	KEY_COMPRESS_FORCE,
 };
 
 static const struct fuse_opt afs_opt_spec[] = {
@@ -168,6 +173,10 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("idle_commit=", KEY_IDLE_COMMIT),
 	FUSE_OPT_KEY("max_inline=", KEY_MAX_INLINE),
 	FUSE_OPT_KEY("clean_batch=", KEY_CLEAN_BATCH),
+	FUSE_OPT_KEY("compress", KEY_COMPRESS),
+	FUSE_OPT_KEY("compress=", KEY_COMPRESS),
+	FUSE_OPT_KEY("compress-force", KEY_COMPRESS_FORCE),
+	FUSE_OPT_KEY("compress-force=", KEY_COMPRESS_FORCE),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("autogrow=", KEY_AUTOGROW),
 	FUSE_OPT_KEY("dirty_limit=", KEY_DIRTY_LIMIT),
@@ -320,6 +329,30 @@ static bool parse_uint(const char *s, unsigned *out)
 	return true;
 }
 
+/* "zlib", "zlib:LEVEL" (1-9); "no", "none" (not with force) */
+static bool parse_compress(struct afs_config *c, bool force, const char *v)
+{
+	unsigned level = 0;
+
+	if (!force && (!strcmp(v, "no") || !strcmp(v, "none"))) {
+		c->compress = ARB_COMPRESS_NONE;
+		c->compress_force = false;
+		return true;
+	}
+	if (strncmp(v, "zlib", 4))
+		return false;
+	if (v[4] == ':') {
+		if (!parse_uint(v + 5, &level) || level < 1 || level > 9)
+			return false;
+	} else if (v[4]) {
+		return false;
+	}
+	c->compress = ARB_COMPRESS_ZLIB;
+	c->compress_level = (uint8_t)level;
+	c->compress_force = force;
+	return true;
+}
+
 static int afs_opt_proc(void *data, const char *arg, int key,
 			struct fuse_args *outargs)
 {
@@ -380,6 +413,18 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 			fprintf(stderr,
 				"arborfs: bad max_inline=%s: want bytes\n",
 				val);
+			c->bad = true;
+		}
+		return 0;
+	case KEY_COMPRESS:
+	case KEY_COMPRESS_FORCE:
+		if (!parse_compress(c, key == KEY_COMPRESS_FORCE,
+				    strchr(arg, '=') ? val : "zlib")) {
+			fprintf(stderr,
+				"arborfs: bad %s: want compress=zlib, "
+				"compress=zlib:LEVEL (1-9), compress=no, or "
+				"compress-force=zlib[:LEVEL]\n",
+				arg);
 			c->bad = true;
 		}
 		return 0;
@@ -1019,6 +1064,9 @@ static int open_fs(const struct afs_config *c, struct arb_fs **fsp)
 	fo.discard = c->discard;
 	fo.max_inline = c->max_inline;
 	fo.clean_batch_nodes = c->clean_batch;
+	fo.compress = c->compress;
+	fo.compress_level = c->compress_level;
+	fo.compress_force = c->compress_force;
 	fo.cache_bytes = (size_t)(c->cache_size ? c->cache_size
 						 : default_cache_size());
 	fo.autogrow_max = c->autogrow;

@@ -202,9 +202,14 @@ const char *arb_item_type_name(unsigned type);
  * before released.  Set by the commit that writes the first progress,
  * cleared by the one that removes the last. */
 #define ARB_INCOMPAT_DROP_PROGRESS (1ULL << 3)
+/* some file extent is compressed (f_compression ARB_COMPRESS_ZLIB, below):
+ * an older reader would return the compressed bytes as file data.  Set by
+ * the transaction that writes the first compressed extent, never cleared */
+#define ARB_INCOMPAT_COMPRESS (1ULL << 4)
 #define ARB_INCOMPAT_KNOWN                                                     \
 	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA |                \
-	 ARB_INCOMPAT_SUBVOL | ARB_INCOMPAT_DROP_PROGRESS)
+	 ARB_INCOMPAT_SUBVOL | ARB_INCOMPAT_DROP_PROGRESS |                    \
+	 ARB_INCOMPAT_COMPRESS)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -736,8 +741,8 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
  * Header of 21 bytes:
  *   0   8   generation that wrote this extent item
  *   8   8   number of bytes of file the item covers (ram bytes for inline)
- *   16  1   compression (0 none, the only value: any other is refused with
- *           -EUCLEAN until compression exists)
+ *   16  1   compression: ARB_COMPRESS_NONE, or ARB_COMPRESS_ZLIB (REG
+ *           only, below); any other value is refused with -EUCLEAN
  *   17  1   type: ARB_FILE_EXTENT_INLINE, _REG or _PREALLOC
  *   18  3   reserved, 0
  * INLINE: the file bytes follow the header (item size - 21 bytes).
@@ -750,6 +755,25 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
 #define ARB_FILE_EXTENT_INLINE 0
 #define ARB_FILE_EXTENT_REG 1
 #define ARB_FILE_EXTENT_PREALLOC 2
+/*
+ * A compressed REG extent (ARB_COMPRESS_ZLIB): the disk extent
+ * [disk_bytenr, disk_bytenr + disk_num_bytes) holds one zlib stream
+ * (RFC 1950, header and Adler-32 included) that inflates to exactly
+ * ram_bytes bytes, followed by zeros to the end of its last sector; the
+ * stream is as short as the data allows, and disk_num_bytes is at least
+ * one sector smaller than ram_bytes (data that does not shrink by a
+ * sector is stored as is).  ram_bytes is a multiple of the sector size
+ * and at most ARB_COMPRESS_MAX_RAM, so a read inflates at most that much
+ * to return any byte.  f_offset and f_num_bytes count bytes of the
+ * inflated data ([f_offset, f_offset + f_num_bytes) inside ram_bytes),
+ * so an overwrite or a clone splits a compressed extent's items as it
+ * splits any other's.  Data checksums cover the stored sectors, as for
+ * every extent: scrub and fsck check them without inflating.
+ */
+/* (arbor.h defines the first two too, identically, for arb_fs_opts) */
+#define ARB_COMPRESS_NONE 0
+#define ARB_COMPRESS_ZLIB 1
+#define ARB_COMPRESS_MAX_RAM (128u << 10)
 struct arb_file_extent {
 	uint64_t f_generation;
 	uint64_t f_ram_bytes;
@@ -824,9 +848,10 @@ ARB_CHECK_OFF(inode_item, i_mode, 68);
 ARB_CHECK_OFF(inode_item, i_atime, 72);
 ARB_CHECK_OFF(inode_item, i_btime_ns, 116);
 /*
- * i_flags.  Bits 0-3 are the file attributes of chattr(1), with the
- * meaning ext4 gives them; the numbers are ours (the library converts to
- * and from FS_*_FL).  Unknown bits are kept as they are by every writer.
+ * i_flags.  Bits 0-5 are the file attributes of chattr(1), with the
+ * meaning ext4 (0-3) and btrfs (4-5) give them; the numbers are ours (the
+ * library converts to and from FS_*_FL).  Unknown bits are kept as they
+ * are by every writer.
  *   IMMUTABLE  no change at all: data, size, names, mode, owner, times,
  *              xattrs; no new links; a directory takes no new entries
  *              and loses none
@@ -835,14 +860,25 @@ ARB_CHECK_OFF(inode_item, i_btime_ns, 116);
  *              of mode, owner or xattrs; a directory loses no entries
  *   NODUMP     dump(8) skips the file; no effect on the filesystem
  *   NOATIME    reads do not update atime
- * New inodes inherit NODUMP and NOATIME from their directory (as ext4's
- * EXT4_FL_INHERITED); IMMUTABLE and APPEND are never inherited.
+ *   COMPRESS   data written from now on is compressed (chattr +c), even
+ *              without -o compress
+ *   NOCOMPRESS data is never compressed, even with -o compress; set by
+ *              the writer when the start of a file does not compress
+ *              (unless -o compress-force), or by chattr -c / a property
+ * New inodes inherit NODUMP, NOATIME, COMPRESS and NOCOMPRESS from their
+ * directory (as ext4's EXT4_FL_INHERITED, btrfs for the last two);
+ * IMMUTABLE and APPEND are never inherited.  Data already written keeps
+ * how it is stored: the flags decide what the next writes do.
  */
 #define ARB_INODE_IMMUTABLE (1ULL << 0)
 #define ARB_INODE_APPEND (1ULL << 1)
 #define ARB_INODE_NODUMP (1ULL << 2)
 #define ARB_INODE_NOATIME (1ULL << 3)
-#define ARB_INODE_INHERITED (ARB_INODE_NODUMP | ARB_INODE_NOATIME)
+#define ARB_INODE_COMPRESS (1ULL << 4)
+#define ARB_INODE_NOCOMPRESS (1ULL << 5)
+#define ARB_INODE_INHERITED                                                    \
+	(ARB_INODE_NODUMP | ARB_INODE_NOATIME | ARB_INODE_COMPRESS |           \
+	 ARB_INODE_NOCOMPRESS)
 ARB_LE(inode_item, i_generation, 64)
 ARB_LE(inode_item, i_transid, 64)
 ARB_LE(inode_item, i_size, 64)

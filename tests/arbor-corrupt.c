@@ -23,7 +23,8 @@
  *   overlapping-extents PATH a second file extent item overlapping the
  *                            first one (same data; counts kept right)
  *   compressed PATH          the file's first file extent item says its
- *                            data is compressed (f_compression 1)
+ *                            data is compressed with a method no version
+ *                            knows (f_compression 7)
  *   bad-data-csum PATH       one byte of the file's first data sector
  *                            flipped on disk
  *   bad-node-csum PATH       one byte of the leaf holding the inode flipped
@@ -505,9 +506,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(kind, "compressed")) {
 		ret = first_extent(fs, tg.ino, &k, &fe);
 		if (!ret) {
-			arb_set_file_extent_f_compression(&fe, 1);
+			arb_set_file_extent_f_compression(&fe, 7);
 			printf("inode %llu: file extent at %llu: compression "
-			       "0 -> 1\n",
+			       "0 -> 7\n",
 			       (unsigned long long)tg.ino,
 			       (unsigned long long)k.offset);
 			ret = arb_update_item(t, fs_tree0(fs)->root, &k, &fe,

@@ -647,12 +647,33 @@ static void check_dir_entries(struct chk *c, const struct arb_key *k,
 			"directory entries in a non-directory");
 }
 
+/* what format.h says of a compressed extent that one item can show */
+static void check_zextent(struct chk *c, const struct arb_key *k,
+			  const struct arb_file_extent *fe)
+{
+	uint64_t ram = arb_file_extent_f_ram_bytes(fe);
+	uint64_t disk = arb_file_extent_f_disk_num_bytes(fe);
+
+	if (!(arb_super_s_incompat(&c->fs->vol->super) & ARB_INCOMPAT_COMPRESS))
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid,
+			"extent at %llu is compressed, but the superblock "
+			"does not say compression is used",
+			(unsigned long long)k->offset);
+	if (!ram || ram > ARB_COMPRESS_MAX_RAM || ram % c->fs->bs ||
+	    !disk || disk >= ram || disk % c->fs->bs)
+		problem(c, ARB_PB_FILE_EXTENT, k->objectid,
+			"compressed extent at %llu: %llu bytes stored in "
+			"%llu",
+			(unsigned long long)k->offset,
+			(unsigned long long)ram, (unsigned long long)disk);
+}
+
 static void check_extent(struct chk *c, const struct arb_key *k,
 			 const uint8_t *d, uint32_t size)
 {
 	const struct arb_file_extent *fe = (const struct arb_file_extent *)d;
 	uint64_t len;
-	uint8_t type;
+	uint8_t type, comp;
 
 	if (size < ARB_FILE_EXTENT_INLINE_HDR) {
 		problem(c, ARB_PB_FILE_EXTENT, k->objectid, "short extent item at %llu",
@@ -660,12 +681,12 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 		return;
 	}
 	type = arb_file_extent_f_type(fe);
-	if (arb_file_extent_f_compression(fe))
+	comp = arb_file_extent_f_compression(fe);
+	if (comp && (comp != ARB_COMPRESS_ZLIB || type != ARB_FILE_EXTENT_REG))
 		problem(c, ARB_PB_FILE_EXTENT, k->objectid,
-			"extent at %llu is compressed (method %u), which this "
-			"version cannot read (reads of it fail)",
-			(unsigned long long)k->offset,
-			arb_file_extent_f_compression(fe));
+			"extent at %llu is compressed (method %u, type %u), "
+			"which this version cannot read (reads of it fail)",
+			(unsigned long long)k->offset, comp, type);
 	if (k->offset < c->ext_end)
 		problem(c, ARB_PB_FILE_OVERLAP, k->objectid,
 			"extent at %llu overlaps the previous",
@@ -688,9 +709,12 @@ static void check_extent(struct chk *c, const struct arb_key *k,
 		len = arb_file_extent_f_num_bytes(fe);
 		if (!len || !arb_file_extent_f_disk_bytenr(fe) ||
 		    arb_file_extent_f_offset(fe) + len >
-			    arb_file_extent_f_disk_num_bytes(fe))
+			    (comp ? arb_file_extent_f_ram_bytes(fe)
+				  : arb_file_extent_f_disk_num_bytes(fe)))
 			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "bad extent at %llu",
 				(unsigned long long)k->offset);
+		if (comp == ARB_COMPRESS_ZLIB)
+			check_zextent(c, k, fe);
 		if (k->offset % c->fs->bs || len % c->fs->bs)
 			problem(c, ARB_PB_FILE_EXTENT, k->objectid, "unaligned extent at %llu",
 				(unsigned long long)k->offset);

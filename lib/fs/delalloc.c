@@ -54,7 +54,7 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 	ret = fs_ext_next(fs, in->ino, foff - 1, &e, NULL);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	if (!e.leaf_private || e.type != ARB_FILE_EXTENT_REG ||
+	if (!e.leaf_private || e.type != ARB_FILE_EXTENT_REG || e.compression ||
 	    e.end != foff || e.offset || e.end - e.start != e.disk_num_bytes ||
 	    e.ram_bytes != e.disk_num_bytes ||
 	    e.disk_bytenr + e.disk_num_bytes != bytenr ||
@@ -73,8 +73,9 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 	return ret ? arb_txn_fail(t, ret) : 1;
 }
 
-/* Write blocks [first, first+count) (consecutive indexes) as extents. */
-static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+/* Write blocks [first, first+count) (consecutive indexes) as plain
+ * extents. */
+static int flush_raw(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		     struct arb_imem *im, size_t first, size_t count)
 {
 	struct arb_root *root = fs_root_of(fs, in->ino);
@@ -166,6 +167,157 @@ next:
 out:
 	free(sums);
 	free(tmp);
+	return ret;
+}
+
+/*
+ * The n blocks from im->blocks[i] (consecutive), compressed: 0 and *z
+ * (stored bytes), 1 they do not shrink by a sector, <0 error.  Their
+ * writer may have compressed them already (compress.c).
+ */
+static int piece_compress(struct arb_fs *fs, struct arb_imem *im, size_t i,
+			  size_t n, int level, uint8_t **z, size_t *stored)
+{
+	uint32_t bs = fs->bs;
+	uint8_t *tmp;
+	int ret;
+
+	if (fs_zc_take(im, im->blocks[i].idx, (uint32_t)n, z, stored))
+		return *z ? 0 : 1;
+	if (n < 2)
+		return 1;
+	tmp = malloc(n * bs);
+	if (!tmp)
+		return -ENOMEM;
+	for (size_t j = 0; j < n; j++)
+		memcpy(tmp + j * bs, im->blocks[i + j].buf, bs);
+	ret = fs_z_compress(tmp, n * bs, bs, level, z, stored);
+	free(tmp);
+	return ret;
+}
+
+/*
+ * Store one compressed piece: ram file bytes at foff as the stored bytes
+ * z (format.h, ARB_COMPRESS_ZLIB).  1: no contiguous room for it (the
+ * caller writes the piece plain, which may be cut in smaller extents).
+ */
+static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
+			 struct arb_inode *in, uint64_t foff, uint64_t ram,
+			 const uint8_t *z, size_t stored)
+{
+	struct arb_root *root = fs_root_of(fs, in->ino);
+	uint64_t obj = fs_obj(in->ino), bytenr, got;
+	struct arb_key k = { obj, ARB_EXTENT_DATA, foff };
+	struct arb_file_extent fe;
+	uint32_t bs = fs->bs;
+	size_t nsec = stored / bs;
+	uint32_t *sums;
+	int ret;
+
+	ret = arb_alloc_data(t, stored, stored, fs->data_hint, &bytenr, &got);
+	if (ret == -ENOSPC)
+		return 1;
+	if (ret)
+		return ret;
+	if (got != stored)
+		return -EUCLEAN;
+	sums = malloc(nsec * sizeof(*sums));
+	if (!sums)
+		return -ENOMEM;
+	for (size_t i = 0; i < nsec; i++)
+		sums[i] = data_csum(z + i * bs, bs);
+	ret = arb_dev_write(fs->dev, z, stored, bytenr, ARB_IO_DATA);
+	if (!ret)
+		ret = fs_drop_extents(fs, t, in, foff, foff + ram);
+	if (!ret)
+		ret = fs_csum_insert(fs, t, bytenr, sums, nsec, false);
+	free(sums);
+	if (ret)
+		return ret;
+	memset(&fe, 0, sizeof(fe));
+	arb_set_file_extent_f_generation(&fe, t->transid);
+	arb_set_file_extent_f_ram_bytes(&fe, ram);
+	arb_set_file_extent_f_compression(&fe, ARB_COMPRESS_ZLIB);
+	arb_set_file_extent_f_type(&fe, ARB_FILE_EXTENT_REG);
+	arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
+	arb_set_file_extent_f_disk_num_bytes(&fe, stored);
+	arb_set_file_extent_f_offset(&fe, 0);
+	arb_set_file_extent_f_num_bytes(&fe, ram);
+	ret = arb_insert_item(t, root, &k, &fe, FE_SIZE);
+	if (!ret)
+		ret = arb_ref_data(t, bytenr, stored, root->id, obj, foff, 1);
+	if (ret)
+		return ret;
+	/* in this transaction: no commit has a compressed extent without
+	 * the bit that keeps older readers out */
+	arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_COMPRESS);
+	fs->ext_hint_ino = 0; /* nothing grows a compressed extent */
+	fs->data_hint = bytenr + stored;
+	in->nbytes += ram;
+	fs->nr_zextents++;
+	fs->z_ram_bytes += ram;
+	fs->z_stored_bytes += stored;
+	return 0;
+}
+
+/*
+ * Write blocks [first, first+count) (consecutive indexes), compressed if
+ * the file's data is: cut where the file offset is a multiple of
+ * ARB_COMPRESS_MAX_RAM, each piece that shrinks by a sector stored
+ * compressed, the others together as plain extents.  A file whose first
+ * whole piece does not shrink is marked NOCOMPRESS (the caller writes the
+ * inode), unless compression was asked for it (chattr +c) or forced.
+ */
+static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
+		     struct arb_imem *im, size_t first, size_t count)
+{
+	uint32_t bs = fs->bs, cblk = ARB_COMPRESS_MAX_RAM / bs;
+	int level = fs_compress_level(fs, in);
+	size_t pos = 0, raw = 0, raw_n = 0; /* plain ones waiting */
+	int ret = 0;
+
+	if (!level)
+		return flush_raw(fs, t, in, im, first, count);
+	while (pos < count && !ret) {
+		uint64_t idx = im->blocks[first + pos].idx;
+		size_t n = cblk - idx % cblk;
+		uint8_t *z = NULL;
+		size_t stored = 0;
+
+		if (n > count - pos)
+			n = count - pos;
+		ret = piece_compress(fs, im, first + pos, n, level, &z,
+				     &stored);
+		if (ret == 0) {
+			if (raw_n)
+				ret = flush_raw(fs, t, in, im, first + raw,
+						raw_n);
+			raw_n = 0;
+			if (!ret)
+				ret = write_zextent(fs, t, in, idx * bs,
+						    n * (uint64_t)bs, z,
+						    stored);
+			free(z);
+		}
+		if (ret == 1) {
+			if (!raw_n)
+				raw = pos;
+			raw_n += n;
+			ret = 0;
+			if (idx == 0 && n == cblk && !fs->opts.compress_force &&
+			    !(in->flags & ARB_INODE_COMPRESS)) {
+				/* and the rest of this run stays plain */
+				in->flags |= ARB_INODE_NOCOMPRESS;
+				fs_zhint_set(fs, in->ino, false);
+				raw_n += count - pos - n;
+				pos = count;
+				break;
+			}
+		}
+		pos += n;
+	}
+	if (!ret && raw_n)
+		ret = flush_raw(fs, t, in, im, first + raw, raw_n);
 	return ret;
 }
 

@@ -44,11 +44,21 @@ uint8_t *fs_dmap_find(const struct arb_imem *im, uint64_t idx)
 							 : NULL;
 }
 
+uint8_t *fs_dmap_find_w(struct arb_imem *im, uint64_t idx)
+{
+	uint8_t *b = fs_dmap_find(im, idx);
+
+	if (b)
+		fs_zc_forget(im, idx, idx + 1);
+	return b;
+}
+
 int fs_dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 		   uint8_t *buf, bool covered)
 {
 	size_t i = fs_dmap_lower(im, idx);
 
+	fs_zc_forget(im, idx, idx + 1);
 	if (im->nr == im->cap) {
 		size_t cap = im->cap ? im->cap * 2 : 16;
 		struct arb_dblock *nb = realloc(im->blocks, cap * sizeof(*nb));
@@ -76,6 +86,7 @@ void fs_dmap_drop_range(struct arb_fs *fs, struct arb_imem *im,
 {
 	size_t a = fs_dmap_lower(im, from_idx), b = fs_dmap_lower(im, to_idx), i;
 
+	fs_zc_forget(im, from_idx, to_idx);
 	if (b <= a)
 		return;
 	for (i = a; i < b; i++) {

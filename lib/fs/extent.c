@@ -23,9 +23,6 @@ int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 	const struct arb_file_extent *fe = data;
 	const char *why;
 
-	/* lib/items: a compressed item is refused there (its bytes read raw
-	 * would be garbage returned as data, and an overwrite that splits
-	 * the item (ext_to_item) would drop the field) */
 	if (arb_item_validate(k, data, size, &why)) {
 		arb_log(ARB_LOG_ERR,
 			"inode %llu: bad file extent item at %llu: %s",
@@ -42,6 +39,7 @@ int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 		e->end = size - ARB_FILE_EXTENT_INLINE_HDR;
 		return 0;
 	}
+	e->compression = arb_file_extent_f_compression(fe);
 	e->disk_bytenr = arb_file_extent_f_disk_bytenr(fe);
 	e->disk_num_bytes = arb_file_extent_f_disk_num_bytes(fe);
 	e->offset = arb_file_extent_f_offset(fe);
@@ -105,6 +103,7 @@ void fs_ext_to_item(const struct fs_ext *e, struct arb_file_extent *fe)
 	arb_set_file_extent_f_generation(fe, e->gen);
 	arb_set_file_extent_f_ram_bytes(fe, e->ram_bytes);
 	arb_set_file_extent_f_type(fe, e->type);
+	arb_set_file_extent_f_compression(fe, e->compression);
 	arb_set_file_extent_f_disk_bytenr(fe, e->disk_bytenr);
 	arb_set_file_extent_f_disk_num_bytes(fe, e->disk_num_bytes);
 	arb_set_file_extent_f_offset(fe, e->offset);

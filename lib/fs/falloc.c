@@ -20,7 +20,7 @@ static int zero_partial(struct arb_fs *fs, struct arb_imem *im,
 {
 	uint32_t bs = fs->bs;
 	uint64_t idx = a / bs;
-	uint8_t *buf = fs_dmap_find(im, idx);
+	uint8_t *buf = fs_dmap_find_w(im, idx);
 	struct fs_ext e;
 	int ret;
 

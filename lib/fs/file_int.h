@@ -41,6 +41,7 @@ static inline uint64_t round_up_bs(uint64_t v, uint32_t bs)
 struct fs_ext {
 	uint64_t start, end; /* file range */
 	uint8_t type;
+	uint8_t compression; /* ARB_COMPRESS_* (REG only) */
 	uint64_t disk_bytenr, disk_num_bytes, offset, ram_bytes, gen;
 	/* set by ext_next only: the item's leaf is this tree's alone
 	 * (arb_iter_leaf_private) */
@@ -49,6 +50,8 @@ struct fs_ext {
 
 /* ---- dmap.c ---- */
 uint8_t *fs_dmap_find(const struct arb_imem *im, uint64_t idx);
+/* the same, for a caller that changes the block's bytes */
+uint8_t *fs_dmap_find_w(struct arb_imem *im, uint64_t idx);
 int fs_dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 		   uint8_t *buf, bool covered);
 /* index of the first block with idx >= idx */
@@ -71,6 +74,18 @@ int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 /* parse an EXTENT_DATA item; -EUCLEAN if malformed */
 int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 		 uint32_t size, struct fs_ext *e);
+/* ---- compress.c ---- */
+/* the zlib level for the next writes of in, 0 = not compressed */
+int fs_compress_level(const struct arb_fs *fs, const struct arb_inode *in);
+bool fs_zhint_get(struct arb_fs *fs, uint64_t ino);
+void fs_zhint_set(struct arb_fs *fs, uint64_t ino, bool yes);
+int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
+		  uint8_t **out, size_t *stored);
+int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram);
+void fs_zc_add(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t *z,
+	       size_t stored);
+int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
+	       size_t *stored);
 /* ---- csum.c ---- */
 int fs_csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		   const uint32_t *sums, size_t nsec, bool extend);

@@ -937,6 +937,9 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->user_bytes_written = fs->user_bytes_written;
 	s->cloned_bytes = fs->cloned_bytes;
 	s->deduped_bytes = fs->deduped_bytes;
+	s->compressed_extents = fs->nr_zextents;
+	s->compressed_ram_bytes = fs->z_ram_bytes;
+	s->compressed_stored_bytes = fs->z_stored_bytes;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
 	s->commit_ns = fs->commit_ns;

@@ -140,6 +140,14 @@ struct arb_dblock {
 	bool covered;
 };
 
+/* a chunk of delayed data compressed by its writer (compress.c) */
+struct fs_zchunk {
+	uint64_t idx;   /* first block */
+	uint32_t nblk;  /* blocks */
+	size_t stored;  /* bytes of z, a multiple of the sector size */
+	uint8_t *z;     /* NULL: the blocks do not compress */
+};
+
 /* Per-inode in-memory state: open count and delayed data. */
 struct arb_imem {
 	uint64_t ino;
@@ -163,6 +171,9 @@ struct arb_imem {
 	uint64_t held_size;
 	/* an fsync that joined a group commit wants this file written */
 	bool fsync_want;
+	/* chunks of the dirty blocks compressed by their writers */
+	struct fs_zchunk *zc;
+	size_t zc_nr, zc_cap;
 };
 
 /* first size of the open inode table; it doubles as entries are added, as
@@ -268,6 +279,12 @@ struct arb_fs {
 	bool thread_running;
 	bool stop;
 	pthread_cond_t cond;
+
+	/* compress.c: per inode-number slot, whether its last write was to
+	 * be compressed (read without the lock) */
+	uint64_t zhint[256];
+	/* compressed extents written, their file bytes and stored bytes */
+	uint64_t nr_zextents, z_ram_bytes, z_stored_bytes;
 
 	/* taken before the volume lock by large writes, so that they queue
 	 * here one at a time instead of crowding the volume lock: a small
@@ -589,6 +606,9 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size);
 /* checksums of nsec sectors from bytenr: sums[i] valid where have[i] */
 int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 		   uint32_t *sums, uint8_t *have);
+/* forget the compressed chunks (compress.c) that hold a block of
+ * [from_idx, to_idx): their blocks are about to change or go */
+void fs_zc_forget(struct arb_imem *im, uint64_t from_idx, uint64_t to_idx);
 void fs_imem_drop_blocks(struct arb_fs *fs, struct arb_imem *im,
 			 uint64_t from_idx);
 void fs_imem_drop_all_data(struct arb_fs *fs);

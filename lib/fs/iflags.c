@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * iflags.c - file attributes (chattr/lsattr): the IMMUTABLE, APPEND,
- * NODUMP and NOATIME bits of i_flags (format.h), their conversion to the
+ * NODUMP, NOATIME, COMPRESS and NOCOMPRESS bits of i_flags (format.h), their conversion to the
  * FS_*_FL values of FS_IOC_GETFLAGS, and what they forbid.
  *
  * The checks mirror the kernel's for a local filesystem (may_delete,
@@ -25,12 +25,14 @@ static const struct {
 	{ ARB_INODE_APPEND, ARB_FL_APPEND },
 	{ ARB_INODE_NODUMP, ARB_FL_NODUMP },
 	{ ARB_INODE_NOATIME, ARB_FL_NOATIME },
+	{ ARB_INODE_COMPRESS, ARB_FL_COMPR },
+	{ ARB_INODE_NOCOMPRESS, ARB_FL_NOCOMP },
 };
 #define IFLAG_MAP_NR (sizeof(iflag_map) / sizeof(iflag_map[0]))
 /* the i_flags bits that arb_fs_set_flags replaces; others are kept */
 #define ARB_INODE_SETTABLE                                                     \
 	(ARB_INODE_IMMUTABLE | ARB_INODE_APPEND | ARB_INODE_NODUMP |           \
-	 ARB_INODE_NOATIME)
+	 ARB_INODE_NOATIME | ARB_INODE_COMPRESS | ARB_INODE_NOCOMPRESS)
 
 uint32_t fs_iflags_to_fl(uint64_t iflags)
 {
@@ -145,6 +147,8 @@ int arb_fs_set_flags(struct arb_fs *fs, uint64_t ino, uint32_t flags)
 
 	if (flags & ~ARB_FL_SUPPORTED)
 		return -EOPNOTSUPP;
+	if ((flags & ARB_FL_COMPR) && (flags & ARB_FL_NOCOMP))
+		return -EINVAL;
 	fs_lock(fs);
 	ret = fs_inode_read(fs, ino, &in);
 	if (ret)

@@ -119,6 +119,7 @@ void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
 		if (*pp == im) {
 			*pp = im->hash_next;
 			fs->imem_count--;
+			fs_zc_forget(im, 0, UINT64_MAX);
 			free(im->blocks);
 			free(im);
 			return;
@@ -149,6 +150,7 @@ void fs_imem_destroy_all(struct arb_fs *fs)
 		for (; im; im = next) {
 			next = im->hash_next;
 			fs_imem_drop_blocks(fs, im, 0);
+			fs_zc_forget(im, 0, UINT64_MAX);
 			free(im->blocks);
 			free(im);
 		}

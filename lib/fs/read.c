@@ -31,6 +31,9 @@ struct rd_piece {
 	uint64_t sec;           /* disk address of the first sector */
 	size_t nsec;
 	size_t skip, len;       /* the wanted bytes within the sectors */
+	/* a compressed extent (the sectors are all of it): skip counts in
+	 * the ram bytes it inflates to */
+	size_t ram;
 	uint8_t *dst;
 	uint32_t *sums;
 	uint8_t *have;
@@ -56,11 +59,15 @@ static void rd_plan_free(struct rd_plan *pl)
 	pl->nr = pl->cap = 0;
 }
 
-/* Under the lock: the sectors of len bytes of a REG extent at disk address
- * disk (file offset foff) and their checksums. */
+/*
+ * Under the lock: the sectors of len bytes of a REG extent at disk address
+ * disk (file offset foff) and their checksums; of a compressed extent
+ * (e->compression), all its sectors, and disk counts in the bytes they
+ * inflate to from the start of the extent.
+ */
 static int rd_piece_prepare(struct arb_fs *fs, uint64_t ino, uint64_t foff,
-			    uint64_t disk, size_t len, uint8_t *dst,
-			    struct rd_piece *p)
+			    const struct fs_ext *e, uint64_t disk, size_t len,
+			    uint8_t *dst, struct rd_piece *p)
 {
 	uint32_t bs = fs->bs;
 	uint64_t a = disk / bs * bs, b = round_up_bs(disk + len, bs);
@@ -72,6 +79,12 @@ static int rd_piece_prepare(struct arb_fs *fs, uint64_t ino, uint64_t foff,
 	p->sec = a;
 	p->nsec = (b - a) / bs;
 	p->skip = disk - a;
+	if (e->compression) {
+		p->sec = e->disk_bytenr;
+		p->nsec = e->disk_num_bytes / bs;
+		p->skip = disk;
+		p->ram = e->ram_bytes;
+	}
 	p->len = len;
 	p->dst = dst;
 	p->sums = malloc(p->nsec * sizeof(*p->sums));
@@ -80,9 +93,38 @@ static int rd_piece_prepare(struct arb_fs *fs, uint64_t ino, uint64_t foff,
 		rd_piece_free(p);
 		return -ENOMEM;
 	}
-	ret = fs_csum_lookup(fs, a, p->nsec, p->sums, p->have);
+	ret = fs_csum_lookup(fs, p->sec, p->nsec, p->sums, p->have);
 	if (ret)
 		rd_piece_free(p);
+	return ret;
+}
+
+/*
+ * The stored sectors of a compressed extent, their checksums good:
+ * inflate them and copy the wanted bytes.  A stream that does not
+ * inflate to its ram bytes was written wrong or crafted: -EIO, named.
+ */
+static int rd_inflate(struct arb_fs *fs, const struct rd_piece *p,
+		      const uint8_t *stored)
+{
+	bool whole = p->skip == 0 && p->len == p->ram;
+	uint8_t *ram = whole ? p->dst : malloc(p->ram);
+	int ret;
+
+	if (!ram)
+		return -ENOMEM;
+	ret = fs_z_decompress(stored, p->nsec * (size_t)fs->bs, ram, p->ram);
+	if (ret == -EIO)
+		arb_log(ARB_LOG_ERR,
+			"inode %llu offset %llu: compressed data at disk %llu "
+			"does not inflate to its %zu bytes",
+			(unsigned long long)p->ino,
+			(unsigned long long)(p->foff - p->skip),
+			(unsigned long long)p->sec, p->ram);
+	else if (!ret && !whole)
+		memcpy(p->dst, ram + p->skip, p->len);
+	if (!whole)
+		free(ram);
 	return ret;
 }
 
@@ -92,7 +134,7 @@ static int rd_piece_read(struct arb_fs *fs, const struct rd_piece *p)
 	uint32_t bs = fs->bs;
 	/* whole sectors (every piece of a sector-aligned read) go straight
 	 * into the caller's buffer: a bad one fails the whole read anyway */
-	bool direct = p->skip == 0 && p->len == p->nsec * bs;
+	bool direct = !p->ram && p->skip == 0 && p->len == p->nsec * bs;
 	uint8_t *tmp;
 	int ret;
 
@@ -113,13 +155,18 @@ static int rd_piece_read(struct arb_fs *fs, const struct rd_piece *p)
 			arb_log(ARB_LOG_ERR,
 				"inode %llu offset %llu: %s at disk %llu",
 				(unsigned long long)p->ino,
-				(unsigned long long)(p->foff - p->skip + i * bs),
+				(unsigned long long)(p->foff - p->skip +
+						     (p->ram ? 0 : i * bs)),
 				p->have[i] ? "data checksum mismatch"
 					   : "data checksum missing",
 				(unsigned long long)(p->sec + i * bs));
 			ret = -EIO;
 			goto out;
 		}
+	}
+	if (p->ram) {
+		ret = rd_inflate(fs, p, tmp);
+		goto out;
 	}
 	if (!direct)
 		memcpy(p->dst, tmp + p->skip, p->len);
@@ -131,13 +178,13 @@ out:
 
 /* len bytes of a REG extent: read now (plan NULL) or add to the plan */
 static int read_disk(struct arb_fs *fs, uint64_t ino, uint64_t foff,
-		     uint64_t disk, size_t len, uint8_t *dst,
-		     struct rd_plan *plan)
+		     const struct fs_ext *e, uint64_t disk, size_t len,
+		     uint8_t *dst, struct rd_plan *plan)
 {
 	struct rd_piece p;
 	int ret;
 
-	ret = rd_piece_prepare(fs, ino, foff, disk, len, dst, &p);
+	ret = rd_piece_prepare(fs, ino, foff, e, disk, len, dst, &p);
 	if (ret)
 		return ret;
 	if (!plan) {
@@ -197,8 +244,9 @@ static int read_tree(struct arb_fs *fs, uint64_t ino, uint64_t off,
 			memcpy(buf + (a - off), inl + a, c - a);
 			memset(buf + (c - off), 0, b - c);
 		} else if (e.type == ARB_FILE_EXTENT_REG) {
-			ret = read_disk(fs, ino, a,
-					e.disk_bytenr + e.offset + (a - e.start),
+			ret = read_disk(fs, ino, a, &e,
+					(e.compression ? 0 : e.disk_bytenr) +
+						e.offset + (a - e.start),
 					b - a, buf + (a - off), plan);
 			if (ret)
 				break;
@@ -283,7 +331,7 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		       const struct arb_inode *in, uint64_t idx, bool load,
 		       struct fs_ext *e, int *e_ret, uint8_t **out)
 {
-	uint8_t *buf = fs_dmap_find(im, idx);
+	uint8_t *buf = fs_dmap_find_w(im, idx);
 	struct fs_ext e1;
 	int e1_ret = -1;
 	bool covered;

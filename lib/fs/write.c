@@ -14,6 +14,101 @@
 
 /* ---- writing ----------------------------------------------------------- */
 
+/*
+ * Compression before the lock (docs/design/compress.md): a write that
+ * holds whole pieces the flush will compress (ARB_COMPRESS_MAX_RAM
+ * bytes at a multiple of it in the file, or such a piece's start up to
+ * the end of the file) compresses them from the caller's buffer before
+ * it takes any lock, and leaves the result with the dirty blocks
+ * (fs_zc_add), so that the flush, under the lock, only stores it.
+ */
+struct zpre {
+	uint64_t idx;
+	uint32_t nblk;
+	bool tail;     /* ends at the write's end, inside a block */
+	int ret;       /* of fs_z_compress: 0 z, 1 does not shrink */
+	uint8_t *z;
+	size_t stored;
+};
+
+static size_t zpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
+			uint64_t end, struct zpre **out)
+{
+	const uint64_t C = ARB_COMPRESS_MAX_RAM;
+	uint32_t bs = fs->bs;
+	uint64_t c = (off + C - 1) / C * C;
+	int level = fs->opts.compress_level ? fs->opts.compress_level : 3;
+	struct zpre *v;
+	size_t n = 0;
+
+	*out = NULL;
+	if (c >= end)
+		return 0;
+	v = calloc((end - c) / C + 1, sizeof(*v));
+	if (!v)
+		return 0;
+	for (; c < end; c += C) {
+		uint64_t ce = c + C < end ? c + C : end;
+		uint64_t len = round_up_bs(ce, bs) - c;
+		const uint8_t *p = src + (c - off);
+		uint8_t *tmp = NULL;
+
+		if (ce < c + C && len < 2 * (uint64_t)bs)
+			break;
+		if (len != ce - c) {
+			/* the end of the file, inside a block: zeros after */
+			tmp = calloc(1, len);
+			if (!tmp)
+				break;
+			memcpy(tmp, p, ce - c);
+			p = tmp;
+		}
+		v[n].idx = c / bs;
+		v[n].nblk = (uint32_t)(len / bs);
+		v[n].tail = ce < c + C;
+		v[n].ret = fs_z_compress(p, len, bs, level, &v[n].z,
+					 &v[n].stored);
+		free(tmp);
+		if (v[n].ret < 0)
+			break;
+		n++;
+	}
+	*out = v;
+	return n;
+}
+
+/* under the lock, the write's bytes in the blocks: hand the pieces to im
+ * (a tail only when what follows it in its block is zeros, as past the
+ * end of the file) */
+static void zpre_attach(struct arb_fs *fs, struct arb_imem *im,
+			struct zpre *v, size_t n, uint64_t end,
+			uint64_t old_size)
+{
+	uint32_t bs = fs->bs;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].tail) {
+			uint8_t *b = fs_dmap_find(im, (end - 1) / bs);
+			size_t from = end % bs;
+			bool zero = end >= old_size && b;
+
+			for (size_t j = from; zero && from && j < bs; j++)
+				zero = !b[j];
+			if (!zero)
+				continue;
+		}
+		fs_zc_add(im, v[i].idx, v[i].nblk, v[i].z, v[i].stored);
+		v[i].z = NULL;
+	}
+}
+
+static void zpre_free(struct zpre *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].z);
+	free(v);
+}
+
 ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		     size_t size, uint64_t off)
 {
@@ -24,8 +119,10 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	struct timespec now;
 	struct fs_ext cov_ext;
 	int cov_ret = -1;
-	uint64_t first, last, idx, end, pos;
+	uint64_t first, last, idx, end, pos, old_size;
 	uint32_t bs = fs->bs;
+	struct zpre *zpre = NULL;
+	size_t nzpre = 0;
 	ssize_t ret;
 	int r;
 
@@ -38,6 +135,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (size > SSIZE_MAX)
 		size = SSIZE_MAX;
 	end = off + size;
+	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino))
+		nzpre = zpre_make(fs, src, off, end, &zpre);
 	if (size >= ARB_BULK_WRITE)
 		pthread_mutex_lock(&fs->bulk_lock);
 	fs_lock(fs);
@@ -70,6 +169,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		if (r)
 			goto out_cancel;
 	}
+	old_size = in.size;
 	for (idx = first, pos = off; idx <= last; idx++) {
 		uint64_t bstart = idx * bs, n;
 		bool whole = pos == bstart && end >= bstart + bs;
@@ -87,6 +187,12 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	}
 	if (end > in.size)
 		in.size = end;
+	if (fs_compress_level(fs, &in)) {
+		fs_zhint_set(fs, ino, true);
+		zpre_attach(fs, im, zpre, nzpre, end, old_size);
+	} else {
+		fs_zhint_set(fs, ino, false);
+	}
 	/* with write_keeps_times the caller (the kernel's writeback cache)
 	 * sends the times through setattr, possibly before this write */
 	if (!fs->opts.write_keeps_times) {
@@ -112,6 +218,7 @@ out:
 	/* after both locks: other writes and fsyncs go on meanwhile.  A
 	 * failure is kept by the device and fails the next commit */
 	(void)arb_dev_flush_behind(fs->dev, ARB_FLUSH_BEHIND);
+	zpre_free(zpre, nzpre);
 	return ret;
 }
 
@@ -171,7 +278,7 @@ int fs_truncate(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 	if (size < in->size) {
 		if (im) {
 			fs_imem_drop_blocks(fs, im, (size + bs - 1) / bs);
-			b = fs_dmap_find(im, size / bs);
+			b = fs_dmap_find_w(im, size / bs);
 			if (b && size % bs)
 				memset(b + size % bs, 0, bs - size % bs);
 		}

@@ -5,13 +5,15 @@
  * pointing into a disk extent.
  *
  * Valid:
- *   - at least the header; f_compression 0 (no compression exists yet:
- *     compressed bytes read raw would be returned as data)
+ *   - at least the header; f_compression ARB_COMPRESS_NONE, or
+ *     ARB_COMPRESS_ZLIB on a REG extent only
  *   - INLINE: at file offset 0 only, f_ram_bytes = the inline bytes
  *   - REG, PREALLOC: 53 bytes or more; f_disk_bytenr not 0 (holes are
  *     absent, not zero pointers); f_num_bytes not 0 and the file range
  *     [offset, offset + f_num_bytes) below 2^64; [f_offset, f_offset +
- *     f_num_bytes) inside the disk extent's f_disk_num_bytes
+ *     f_num_bytes) inside the disk extent's f_disk_num_bytes, or for a
+ *     compressed one inside its f_ram_bytes, which is at most
+ *     ARB_COMPRESS_MAX_RAM and more than f_disk_num_bytes
  *   - no other type
  * Alignment to the sector size and overlaps between items are the
  * checker's (they need the superblock and the neighbours).
@@ -24,20 +26,22 @@
 ARB_ITEM_FN(arb_file_extent)
 {
 	const struct arb_file_extent *fe = (const struct arb_file_extent *)d;
-	uint64_t off, num, disk_num;
-	uint8_t type;
+	uint64_t off, num, disk_num, ram;
+	uint8_t type, comp;
 
 	if (size < ARB_FILE_EXTENT_INLINE_HDR)
 		return arb_item_why(why, -EUCLEAN,
 				    "file extent item of %u bytes, shorter "
 				    "than its %d-byte header",
 				    size, ARB_FILE_EXTENT_INLINE_HDR);
-	if (arb_file_extent_f_compression(fe))
-		return arb_item_why(why, -EUCLEAN,
-				    "compressed (method %u), which this "
-				    "arborfs cannot read",
-				    arb_file_extent_f_compression(fe));
+	comp = arb_file_extent_f_compression(fe);
 	type = arb_file_extent_f_type(fe);
+	if (comp != ARB_COMPRESS_NONE &&
+	    (comp != ARB_COMPRESS_ZLIB || type != ARB_FILE_EXTENT_REG))
+		return arb_item_why(why, -EUCLEAN,
+				    "compressed (method %u, type %u), which "
+				    "this arborfs cannot read",
+				    comp, type);
 	if (type == ARB_FILE_EXTENT_INLINE) {
 		if (k->offset != 0)
 			return arb_item_why(why, -EUCLEAN,
@@ -74,6 +78,21 @@ ARB_ITEM_FN(arb_file_extent)
 				    "%" PRIu64 " bytes from file offset "
 				    "%" PRIu64 " run past 2^64",
 				    num, k->offset);
+	if (comp) {
+		ram = arb_file_extent_f_ram_bytes(fe);
+		if (ram > ARB_COMPRESS_MAX_RAM || disk_num >= ram)
+			return arb_item_why(why, -EUCLEAN,
+					    "compressed extent of %" PRIu64
+					    " bytes stored in %" PRIu64,
+					    ram, disk_num);
+		if (off > ram || num > ram - off)
+			return arb_item_why(why, -EUCLEAN,
+					    "bytes %" PRIu64 "+%" PRIu64
+					    " of a compressed extent of "
+					    "%" PRIu64,
+					    off, num, ram);
+		return 0;
+	}
 	if (off > disk_num || num > disk_num - off)
 		return arb_item_why(why, -EUCLEAN,
 				    "bytes %" PRIu64 "+%" PRIu64
@@ -96,10 +115,11 @@ ARB_ITEM_PRINT_FN(arb_file_extent)
 	}
 	fprintf(out,
 		" %s disk %" PRIu64 "+%" PRIu64 " off %" PRIu64
-		" len %" PRIu64 " ram %" PRIu64 "\n",
+		" len %" PRIu64 " ram %" PRIu64 "%s\n",
 		type == ARB_FILE_EXTENT_PREALLOC ? "prealloc" : "reg",
 		arb_file_extent_f_disk_bytenr(fe),
 		arb_file_extent_f_disk_num_bytes(fe),
 		arb_file_extent_f_offset(fe), arb_file_extent_f_num_bytes(fe),
-		arb_file_extent_f_ram_bytes(fe));
+		arb_file_extent_f_ram_bytes(fe),
+		arb_file_extent_f_compression(fe) ? " zlib" : "");
 }

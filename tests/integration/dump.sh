@@ -82,7 +82,7 @@ if [ -x "$CORRUPT" ]; then
 		fail "arbor-corrupt newer-root-item: $(cat "$TMP/corrupt.out")"
 	"$ARBOR" dump --image "$IMG" >"$TMP/dump" 2>"$TMP/dump.err" ||
 		fail "arbor dump of the damaged image failed: $(cat "$TMP/dump.err")"
-	grep -q "EXTENT_DATA 0) size 53 invalid: compressed (method 1)" "$TMP/dump" ||
+	grep -q "EXTENT_DATA 0) size 53 invalid: compressed (method 7, type 1)" "$TMP/dump" ||
 		fail "no invalid compressed extent in: $(grep EXTENT_DATA "$TMP/dump")"
 	grep -q "^  (9 ROOT_ITEM 0) size 112 newer format: " "$TMP/dump" ||
 		fail "no newer-format ROOT_ITEM in: $(grep ROOT_ITEM "$TMP/dump")"

@@ -52,6 +52,8 @@ struct mnode {
 };
 
 static struct mnode nodes[MAX_NODES];
+/* runs 2 and 3: -o compress, and data that compresses (fill_rand) */
+static bool zmode;
 static struct arb_dev *mem;
 static struct arb_fs *fs;
 static uint64_t rs;
@@ -65,6 +67,13 @@ static void fs_open_now(void)
 
 	arb_fs_opts_default(&o);
 	o.commit_interval = 0;
+	if (zmode) {
+		o.compress = ARB_COMPRESS_ZLIB;
+		/* every level stores the same format; force keeps trying
+		 * files whose start did not shrink */
+		o.compress_level = (uint8_t)(1 + tu_rand_range(&rs, 9));
+		o.compress_force = tu_rand_range(&rs, 2);
+	}
 	ret = arb_fs_open(tu_dev_borrow(mem), &o, &fs, &why);
 	ck_assert_msg(ret == 0, "open: %d %s", ret, why ? why : "");
 }
@@ -169,6 +178,15 @@ static bool is_ancestor(int a, int d)
 static void fill_rand(uint8_t *b, size_t len)
 {
 	uint64_t x = tu_rand(&rs);
+
+	if (zmode && tu_rand_range(&rs, 3)) {
+		/* compressible: words of a small alphabet, or one byte */
+		int one = tu_rand_range(&rs, 4) == 0;
+		for (size_t i = 0; i < len; i++)
+			b[i] = one ? (uint8_t)x
+				   : (uint8_t)"arbor fs\n"[tu_rand(&rs) % 9];
+		return;
+	}
 	for (size_t i = 0; i < len; i++) {
 		if (i % 8 == 0)
 			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -598,9 +616,23 @@ static void op_rename(void)
 	}
 }
 
+/* compressed extents written since the last open, added up */
+static uint64_t zextents;
+
+static void count_z(void)
+{
+	struct arb_fs_stats st;
+
+	ck_assert_int_eq(arb_fs_get_stats(fs, &st), 0);
+	ck_assert_uint_lt(st.compressed_stored_bytes,
+			  st.compressed_ram_bytes + !st.compressed_extents);
+	zextents += st.compressed_extents;
+}
+
 static void reopen(void)
 {
 	check_fs();
+	count_z();
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	fs_open_now();
 	check_fs();
@@ -613,8 +645,10 @@ START_TEST(test_model)
 	struct arb_dev *d;
 	int steps = TU_SCALE(3000, 30000);
 	int compare_every = TU_SCALE(50, 500);
-	uint32_t nodesize = _i == 0 ? 16384 : 4096;
+	uint32_t nodesize = _i % 2 == 0 ? 16384 : 4096;
 
+	zmode = _i >= 2;
+	zextents = 0;
 	rs = tu_seed("fs_model");
 	arb_log_level = ARB_LOG_WARN;
 	memset(nodes, 0, sizeof(nodes));
@@ -664,6 +698,9 @@ START_TEST(test_model)
 	}
 	reopen();
 	check_fs();
+	count_z();
+	/* the model's data is two thirds compressible */
+	ck_assert(!zmode || zextents > 0);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	for (int i = 1; i < MAX_NODES; i++)
 		if (nodes[i].type != M_FREE)
@@ -678,8 +715,9 @@ int main(void)
 	TCase *tc = tcase_create("model");
 
 	tcase_set_timeout(tc, 1200);
-	/* 0: 16 KiB nodes, 1: 4 KiB nodes (deeper trees, more splits) */
-	tcase_add_loop_test(tc, test_model, 0, 2);
+	/* 0: 16 KiB nodes, 1: 4 KiB nodes (deeper trees, more splits);
+	 * 2, 3: the same with compression */
+	tcase_add_loop_test(tc, test_model, 0, 4);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }

@@ -394,7 +394,26 @@ START_TEST(test_file_extent)
 	}
 	fe_reg(&fe, ARB_FILE_EXTENT_REG, 1 << 20, 16384, 0, 4096);
 	arb_set_file_extent_f_compression(&fe, 2);
-	expect_bad(&k, &fe, sizeof(fe), "compressed (method 2)");
+	expect_bad(&k, &fe, sizeof(fe), "compressed (method 2, type 1)");
+
+	/* compressed (zlib): offsets count in the ram bytes */
+	fe_reg(&fe, ARB_FILE_EXTENT_REG, 1 << 20, 8192, 4096, 65536);
+	arb_set_file_extent_f_compression(&fe, ARB_COMPRESS_ZLIB);
+	arb_set_file_extent_f_ram_bytes(&fe, 128 * 1024);
+	expect_ok(&k, &fe, sizeof(fe));
+	text = print(&k, &fe, sizeof(fe));
+	ck_assert_msg(strstr(text, " ram 131072 zlib"), "%s", text);
+	free(text);
+	arb_set_file_extent_f_num_bytes(&fe, 128 * 1024 - 4096 + 1);
+	expect_bad(&k, &fe, sizeof(fe), "of a compressed extent of 131072");
+	arb_set_file_extent_f_num_bytes(&fe, 4096);
+	arb_set_file_extent_f_ram_bytes(&fe, 128 * 1024 + 4096);
+	expect_bad(&k, &fe, sizeof(fe), "stored in 8192");
+	arb_set_file_extent_f_ram_bytes(&fe, 8192);
+	expect_bad(&k, &fe, sizeof(fe), "8192 bytes stored in 8192");
+	fe_reg(&fe, ARB_FILE_EXTENT_PREALLOC, 1 << 20, 16384, 0, 16384);
+	arb_set_file_extent_f_compression(&fe, ARB_COMPRESS_ZLIB);
+	expect_bad(&k, &fe, sizeof(fe), "compressed (method 1, type 2)");
 }
 END_TEST
 

@@ -731,10 +731,11 @@ START_TEST(test_parts_same_problems)
 END_TEST
 
 /*
- * A file extent item that says its data is compressed (no version writes
- * one yet): reads fail with EUCLEAN instead of returning the stored bytes
- * as data, an overwrite over it fails the same way, and the check reports
- * it (report only: which is right, the flag or the bytes, is a guess).
+ * A file extent item that says its data is compressed with a method this
+ * version does not know: reads fail with EUCLEAN instead of returning the
+ * stored bytes as data, an overwrite over it fails the same way, and the
+ * check reports it (report only: which is right, the flag or the bytes,
+ * is a guess).
  */
 START_TEST(test_compressed_extent)
 {
@@ -760,7 +761,7 @@ START_TEST(test_compressed_extent)
 	memcpy(&fe, arb_iter_data(&it), sizeof(fe));
 	arb_iter_release(&it);
 	ck_assert_uint_eq(arb_file_extent_f_type(&fe), ARB_FILE_EXTENT_REG);
-	arb_set_file_extent_f_compression(&fe, 1);
+	arb_set_file_extent_f_compression(&fe, 7);
 	ck_assert_int_eq(arb_txn_begin(fs->vol, &t), 0);
 	ck_assert_int_eq(arb_update_item(t, fs_tree0(fs)->root, &k, &fe,
 					 sizeof(fe)), 0);

@@ -167,7 +167,23 @@ struct arb_fs_opts {
 	 * operations waiting for it run.  0 = 1024.
 	 */
 	uint32_t clean_batch_nodes;
+	/*
+	 * Transparent compression (docs/design/compress.md): data written
+	 * to files is compressed with compress (ARB_COMPRESS_ZLIB, below)
+	 * at compress_level (1-9, 0 = 3) unless the file says NOCOMPRESS,
+	 * which the writer sets when the start of a file does not compress,
+	 * except with compress_force.  ARB_COMPRESS_NONE (0): only files
+	 * with the COMPRESS attribute (chattr +c) are compressed, at
+	 * compress_level.
+	 */
+	uint8_t compress;
+	uint8_t compress_level;
+	bool compress_force;
 };
+/* values of arb_fs_opts.compress: those of an extent's f_compression
+ * (format.h defines them too, identically) */
+#define ARB_COMPRESS_NONE 0
+#define ARB_COMPRESS_ZLIB 1
 void arb_fs_opts_default(struct arb_fs_opts *o);
 
 /* "123", "64K", "64M", "1G", "2T" (binary units; "KiB"/"KB" too): 0, or
@@ -458,14 +474,21 @@ int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name);
  * allow depends on how the file was opened, so the caller asks
  * arb_fs_may_open at open (the kernel would, for a local filesystem),
  * and data accepted before the flag was set still reaches the image.
- * New inodes inherit NODUMP and NOATIME from their directory.
+ *   COMPR      later writes are compressed (-o compress not needed)
+ *   NOCOMP     later writes are not compressed (-o compress ignored);
+ *              COMPR and NOCOMP together are refused (-EINVAL)
+ * New inodes inherit NODUMP, NOATIME, COMPR and NOCOMP from their
+ * directory.
  */
 #define ARB_FL_IMMUTABLE 0x00000010u
 #define ARB_FL_APPEND 0x00000020u
 #define ARB_FL_NODUMP 0x00000040u
 #define ARB_FL_NOATIME 0x00000080u
+#define ARB_FL_COMPR 0x00000004u
+#define ARB_FL_NOCOMP 0x00000400u
 #define ARB_FL_SUPPORTED                                                       \
-	(ARB_FL_IMMUTABLE | ARB_FL_APPEND | ARB_FL_NODUMP | ARB_FL_NOATIME)
+	(ARB_FL_IMMUTABLE | ARB_FL_APPEND | ARB_FL_NODUMP | ARB_FL_NOATIME |   \
+	 ARB_FL_COMPR | ARB_FL_NOCOMP)
 int arb_fs_get_flags(struct arb_fs *fs, uint64_t ino, uint32_t *flags);
 /*
  * Replace the attributes by flags: -EOPNOTSUPP for a bit outside
@@ -561,6 +584,10 @@ struct arb_fs_stats {
 	uint64_t cloned_bytes;
 	/* file bytes arb_fs_dedupe_range shared */
 	uint64_t deduped_bytes;
+	/* compressed extents written, the file bytes they hold and the
+	 * bytes they take on disk */
+	uint64_t compressed_extents, compressed_ram_bytes,
+		compressed_stored_bytes;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

@@ -46,8 +46,9 @@ extern "C" {
  * copy_file_range (op COPY_FILE_RANGE), ARB_IOC_DEDUPE_RANGE, and
  * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
  * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST; 16:
- * arb_ioc_usage.history, ARB_IOC_GET_HISTORY */
-#define ARB_IOC_VERSION 16
+ * arb_ioc_usage.history, ARB_IOC_GET_HISTORY; 17: arb_ioc_stats
+ * compressed_* */
+#define ARB_IOC_VERSION 17
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -311,7 +312,12 @@ struct arb_ioc_stats {
 	 * copying, and bytes ARB_IOC_DEDUPE_RANGE shared */
 	__u64 cloned_bytes;
 	__u64 deduped_bytes;
-	__u64 reserved[23];
+	/* out (version 17): compressed extents written, the file bytes
+	 * they hold and the bytes they take in the image */
+	__u64 compressed_extents;
+	__u64 compressed_ram_bytes;
+	__u64 compressed_stored_bytes;
+	__u64 reserved[20];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * compress.c - transparent zlib compression of file data: which files
+ * are compressed, deflating and inflating one chunk, and the chunks a
+ * writer compressed before it took the lock (struct fs_zchunk).
+ * The stored form is format.h's (ARB_COMPRESS_ZLIB); how data reaches it
+ * is docs/design/compress.md.  File data as a whole: see file_int.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "file_int.h"
+
+/* ---- which files ------------------------------------------------------- */
+
+int fs_compress_level(const struct arb_fs *fs, const struct arb_inode *in)
+{
+	int level = fs->opts.compress_level ? fs->opts.compress_level : 3;
+
+	if (in->flags & ARB_INODE_NOCOMPRESS)
+		return 0;
+	if ((in->flags & ARB_INODE_COMPRESS) || fs->opts.compress)
+		return level;
+	return 0;
+}
+
+/*
+ * A hint, read without the lock by a writer that must decide whether to
+ * compress before it takes it: the decision made for ino under the lock
+ * by its last write, in a small table indexed by the inode number.  A
+ * wrong guess costs the writer its compression work (thrown away) or
+ * moves that work under the lock (the flush compresses), never data.
+ */
+#define ZHINT_SLOTS 256
+
+static size_t zhint_slot(uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 56) % ZHINT_SLOTS;
+}
+
+bool fs_zhint_get(struct arb_fs *fs, uint64_t ino)
+{
+	uint64_t v = __atomic_load_n(&fs->zhint[zhint_slot(ino)],
+				     __ATOMIC_RELAXED);
+
+	if (v >> 1 == ino && v)
+		return v & 1;
+	return fs->opts.compress != ARB_COMPRESS_NONE;
+}
+
+void fs_zhint_set(struct arb_fs *fs, uint64_t ino, bool yes)
+{
+	__atomic_store_n(&fs->zhint[zhint_slot(ino)], ino << 1 | yes,
+			 __ATOMIC_RELAXED);
+}
+
+/* ---- one chunk ---------------------------------------------------------- */
+
+/*
+ * Deflate len bytes (a multiple of bs, at most ARB_COMPRESS_MAX_RAM).
+ * 0: *out (malloc'd) holds the stream followed by zeros, *stored bytes in
+ * all, a multiple of bs and at most len - bs; 1: the data does not shrink
+ * by a sector (nothing allocated); <0 error.
+ */
+int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
+		  uint8_t **out, size_t *stored)
+{
+	size_t cap;
+	uint8_t *dst;
+	z_stream z;
+	int zr;
+
+	*out = NULL;
+	if (len < 2 * (size_t)bs)
+		return 1;
+	cap = len - bs;
+	dst = malloc(cap);
+	if (!dst)
+		return -ENOMEM;
+	memset(&z, 0, sizeof(z));
+	if (deflateInit2(&z, level, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK) {
+		free(dst);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)src;
+	z.avail_in = (uInt)len;
+	z.next_out = dst;
+	z.avail_out = (uInt)cap;
+	zr = deflate(&z, Z_FINISH);
+	deflateEnd(&z);
+	if (zr != Z_STREAM_END) {
+		/* Z_OK / Z_BUF_ERROR: out of room, it does not shrink */
+		free(dst);
+		return zr == Z_OK || zr == Z_BUF_ERROR ? 1 : -EIO;
+	}
+	*stored = round_up_bs(z.total_out, bs);
+	memset(dst + z.total_out, 0, *stored - z.total_out);
+	*out = dst;
+	return 0;
+}
+
+/*
+ * Inflate a stored chunk of len bytes into exactly ram bytes at dst.
+ * -EIO when the stream is damaged or inflates to another length: the
+ * checksums matched, so the extent was written wrong or crafted.
+ */
+int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram)
+{
+	z_stream z;
+	int zr;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit2(&z, 15) != Z_OK)
+		return -ENOMEM;
+	z.next_in = (Bytef *)src;
+	z.avail_in = (uInt)len;
+	z.next_out = dst;
+	z.avail_out = (uInt)ram;
+	zr = inflate(&z, Z_FINISH);
+	inflateEnd(&z);
+	if (zr != Z_STREAM_END || z.total_out != ram)
+		return -EIO;
+	return 0;
+}
+
+/* ---- chunks compressed before the lock ---------------------------------- */
+
+/*
+ * An entry says: blocks [idx, idx + nblk) of the file, as they are in the
+ * dirty block map now, compress to z (stored bytes), or (z NULL) do not
+ * shrink by a sector.  Whatever changes or drops one of those blocks
+ * forgets the entry first (fs_zc_forget: fs_dirty_block_cov, the dmap's
+ * drops, and the writers that edit a dirty block in place), so an entry
+ * that is present is true, and the flush may store z without looking at
+ * the blocks again.
+ */
+void fs_zc_forget(struct arb_imem *im, uint64_t from_idx, uint64_t to_idx)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < im->zc_nr; i++) {
+		struct fs_zchunk *c = &im->zc[i];
+		if (c->idx < to_idx && c->idx + c->nblk > from_idx) {
+			free(c->z);
+			continue;
+		}
+		im->zc[j++] = *c;
+	}
+	im->zc_nr = j;
+	if (!j) {
+		free(im->zc);
+		im->zc = NULL;
+		im->zc_cap = 0;
+	}
+}
+
+/* takes z; on failure frees it (the flush compresses again) */
+void fs_zc_add(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t *z,
+	       size_t stored)
+{
+	fs_zc_forget(im, idx, idx + nblk);
+	if (im->zc_nr == im->zc_cap) {
+		size_t cap = im->zc_cap ? im->zc_cap * 2 : 8;
+		struct fs_zchunk *n = realloc(im->zc, cap * sizeof(*n));
+		if (!n) {
+			free(z);
+			return;
+		}
+		im->zc = n;
+		im->zc_cap = cap;
+	}
+	im->zc[im->zc_nr++] = (struct fs_zchunk){ idx, nblk, stored, z };
+}
+
+/* the entry for exactly blocks [idx, idx + nblk), removed from im: 1 and
+ * *z (NULL: it does not compress), *stored; 0 none */
+int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
+	       size_t *stored)
+{
+	for (size_t i = 0; i < im->zc_nr; i++) {
+		struct fs_zchunk *c = &im->zc[i];
+		if (c->idx != idx || c->nblk != nblk)
+			continue;
+		*z = c->z;
+		*stored = c->stored;
+		im->zc[i] = im->zc[--im->zc_nr];
+		return 1;
+	}
+	return 0;
+}
