@@ -29,6 +29,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <linux/fs.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1316,7 +1317,70 @@ out:
 	return t->image ? image_close(t, rc) : rc;
 }
 
-/* "arbor property get|set PATH ro [true|false]" (argv[0] "property") */
+/*
+ * The compression property of any file or directory: the COMPR and
+ * NOCOMP attributes (chattr +c, +m), through FS_IOC_GETFLAGS and
+ * FS_IOC_SETFLAGS on a mount, arb_fs_get_flags/set_flags on an image.
+ */
+static const char *compression_name(uint32_t fl)
+{
+	if (fl & ARB_FL_NOCOMP)
+		return "none";
+	return fl & ARB_FL_COMPR ? "zlib" : "";
+}
+
+/* value NULL: get */
+static int do_prop_compression(struct target *t, const char *path,
+			       const char *value)
+{
+	uint32_t fl = 0;
+	uint64_t ino = 0;
+	int rc = 0, ret, fd = -1, ifl = 0;
+
+	if (t->image) {
+		if (image_open(t, value != NULL))
+			return 1;
+		ret = arb_fs_lookup_path(t->fs, ARB_ROOT_INO, path, &ino);
+		if (!ret)
+			ret = arb_fs_get_flags(t->fs, ino, &fl);
+	} else {
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
+		ret = fd < 0 || ioctl(fd, FS_IOC_GETFLAGS, &ifl) < 0 ? -errno
+								    : 0;
+		fl = (uint32_t)ifl;
+	}
+	if (ret) {
+		err("%s: %s", path, strerror(-ret));
+		rc = 1;
+		goto out;
+	}
+	if (!value) {
+		printf("compression=%s\n", compression_name(fl));
+		goto out;
+	}
+	fl &= ~(ARB_FL_COMPR | ARB_FL_NOCOMP);
+	if (!strcmp(value, "zlib"))
+		fl |= ARB_FL_COMPR;
+	else if (!strcmp(value, "none") || !strcmp(value, "no"))
+		fl |= ARB_FL_NOCOMP;
+	if (t->image) {
+		ret = arb_fs_set_flags(t->fs, ino, fl);
+	} else {
+		ifl = (int)fl;
+		ret = ioctl(fd, FS_IOC_SETFLAGS, &ifl) < 0 ? -errno : 0;
+	}
+	if (ret) {
+		err("%s: set compression %s: %s", path, value, strerror(-ret));
+		rc = 1;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return t->image ? image_close(t, rc) : rc;
+}
+
+/* "arbor property get|set PATH ro|compression [VALUE]" (argv[0]
+ * "property") */
 int cli_property(int argc, char **argv)
 {
 	static const struct option lo[] = { { "image", 1, 0, 'i' },
@@ -1368,9 +1432,26 @@ int cli_property(int argc, char **argv)
 		err("unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
-	if (name && strcmp(name, "ro")) {
-		err("unknown property '%s' (arborfs has ro)", name);
+	if (name && strcmp(name, "ro") && strcmp(name, "compression")) {
+		err("unknown property '%s' (arborfs has ro and compression)",
+		    name);
 		return 2;
+	}
+	if (name && !strcmp(name, "compression")) {
+		if (!strcmp(op, "get") && value) {
+			err("get takes no value");
+			return 2;
+		}
+		if (!strcmp(op, "set") &&
+		    (!value || (strcmp(value, "zlib") && strcmp(value, "none") &&
+				strcmp(value, "no") && *value))) {
+			err("compression: want zlib, none or \"\"%s%s%s",
+			    value ? ", not '" : "", value ? value : "",
+			    value ? "'" : "");
+			return 2;
+		}
+		return do_prop_compression(&t, path,
+					   !strcmp(op, "set") ? value : NULL);
 	}
 	if (!strcmp(op, "get")) {
 		if (value) {

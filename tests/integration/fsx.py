@@ -132,6 +132,10 @@ class Daemon:
         self.proc = None
 
 
+# any byte to one of a few letters: text that zlib shrinks about 3x
+TEXT_TABLE = bytes(b"arbor fs\n"[i % 9] for i in range(256))
+
+
 class Fsx:
     def __init__(self, args, daemon):
         self.args = args
@@ -193,6 +197,15 @@ class Fsx:
         return self.new_path()
 
     def data(self, n):
+        if n and self.args.data == "mixed":
+            # for compression: a third random, a third text of a few
+            # letters, a third one repeated byte
+            k = self.rnd.randrange(3)
+            if k == 1:
+                raw = self.rnd.getrandbits(8 * n).to_bytes(n, "little")
+                return raw.translate(TEXT_TABLE)
+            if k == 2:
+                return bytes([self.rnd.randrange(256)]) * n
         return self.rnd.getrandbits(8 * n).to_bytes(n, "little") if n else b""
 
     # ---- operations: each returns a function of the root and the paths
@@ -640,6 +653,9 @@ def main():
                     help="comma list of operations to run (default: all)")
     ap.add_argument("--skip", type=lambda v: v.split(","), default=[],
                     help="comma list of operations not to run")
+    ap.add_argument("--data", choices=["random", "mixed"], default="random",
+                    help="what writes write: random bytes, or a mix of "
+                    "random, text-like and repeated bytes (compression)")
     ap.add_argument("--sync-every", type=int, default=0,
                     help="commit (fsync of the mount's root) every N steps")
     args = ap.parse_args()

@@ -360,7 +360,7 @@ expect_fail 2 "want one PATH" "$ARBOR" sub create
 expect_fail 2 "SOURCE and DEST" "$ARBOR" sub snapshot "$MNT/sv"
 expect_fail 2 "not an option" "$ARBOR" sub create --wait "$MNT/x"
 expect_fail 2 "true or false" "$ARBOR" property set "$MNT/sv" ro maybe
-expect_fail 2 "unknown property" "$ARBOR" property get "$MNT/sv" compression
+expect_fail 2 "unknown property" "$ARBOR" property get "$MNT/sv" label
 expect_fail 1 "destination exists" "$ARBOR" sub create "$MNT/sv"
 # DEST a directory: basename(SOURCE) in it, as btrfs (snaps/sv exists)
 expect_fail 1 "destination exists" "$ARBOR" sub snapshot "$MNT/sv" "$MNT/snaps"
