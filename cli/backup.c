@@ -625,6 +625,13 @@ int cli_backup(int argc, char **argv)
 		}
 		free(t);
 	}
+	/* DEST: a directory of an arborfs mount */
+	ddfd = open_dir(dest, &dst);
+	if (ddfd < 0)
+		goto out_name;
+	if (subvol_info(ddfd, dest, &di))
+		goto out_name;
+
 	if (!dry_run && mkdir(snapdir, 0700) && errno != EEXIST) {
 		err("%s: %s", snapdir, strerror(errno));
 		goto out_name;
@@ -642,13 +649,6 @@ int cli_backup(int argc, char **argv)
 			goto out_name;
 		}
 	}
-
-	/* DEST: a directory of an arborfs mount */
-	ddfd = open_dir(dest, &dst);
-	if (ddfd < 0)
-		goto out_name;
-	if (subvol_info(ddfd, dest, &di))
-		goto out_name;
 
 	/* both sides' backups, and the newest one they share */
 	if (list_subvols(sfd, src, &sl) || list_subvols(ddfd, dest, &dl))

@@ -103,7 +103,7 @@ static void clock_text(double s, char *buf, size_t len)
 
 /* one progress line: refreshed in place (\r), or the last one (\n) */
 static void draw(const struct cli_progress *p, uint64_t bytes,
-		 uint64_t cmds, uint64_t t0, bool last)
+		 uint64_t cmds, uint64_t t0, uint64_t moved, bool last)
 {
 	double secs = (double)(now_ns() - t0) / 1e9;
 	double rate = secs > 0 ? (double)bytes / secs / 1e6 : 0;
@@ -119,7 +119,11 @@ static void draw(const struct cli_progress *p, uint64_t bytes,
 		return;
 	}
 	tail[0] = 0;
-	if (p->total && bytes + 128 >= p->total) {
+	if (now_ns() - moved >= 1000000000ull && !p->total) {
+		/* a sender's digest, at the end, reads the whole snapshot */
+		snprintf(tail, sizeof(tail), ", waiting %.0f s",
+			 (double)(now_ns() - moved) / 1e9);
+	} else if (p->total && bytes + 128 >= p->total) {
 		/* the digest at the end reads the whole snapshot */
 		snprintf(tail, sizeof(tail), ", verifying the digest");
 	} else if (p->total && rate > 0) {
@@ -154,7 +158,7 @@ static void pump(int in, int out, const struct cli_progress *p)
 {
 	enum { BUF = 256 << 10 };
 	struct cmd_count cc = { .skip = STREAM_HDR };
-	uint64_t t0 = now_ns(), next = t0 + REFRESH_NS, bytes = 0;
+	uint64_t t0 = now_ns(), next = t0 + REFRESH_NS, bytes = 0, moved = t0;
 	uint8_t *buf = malloc(BUF);
 	int status = 1;
 
@@ -168,7 +172,7 @@ static void pump(int in, int out, const struct cli_progress *p)
 		if (r < 0 && errno != EINTR)
 			break;
 		if (p->show && now_ns() >= next) {
-			draw(p, bytes, cc.commands, t0, false);
+			draw(p, bytes, cc.commands, t0, moved, false);
 			next = now_ns() + REFRESH_NS;
 		}
 		if (r <= 0)
@@ -186,6 +190,7 @@ static void pump(int in, int out, const struct cli_progress *p)
 		if (write_all(out, buf, (size_t)n))
 			break;
 		bytes += (uint64_t)n;
+		moved = now_ns();
 		if (p->bwlimit) {
 			/* hold the rate: sleep until these bytes are due */
 			uint64_t due = t0 + bytes * 1000000000ull / p->bwlimit,
@@ -205,7 +210,7 @@ static void pump(int in, int out, const struct cli_progress *p)
 		if (status)
 			fputc('\n', stderr);
 		else
-			draw(p, bytes, cc.commands, t0, true);
+			draw(p, bytes, cc.commands, t0, moved, true);
 	}
 	free(buf);
 	_exit(status);
