@@ -71,6 +71,10 @@ struct cli_progress {
 	uint64_t total;   /* the stream's expected size; 0: unknown */
 	uint64_t bwlimit; /* bytes a second at most; 0: no limit */
 	bool show;
+	/* end the output after the stream's END command rather than at the
+	 * end of the input: for a sender whose end of the pipe may stay
+	 * open until the receive is done (backup) */
+	bool stop_at_end;
 };
 /* the pump's pid, or -1 (message out); the caller closes its own copies
  * of the ends the pump holds */

@@ -523,7 +523,7 @@ int cli_backup(int argc, char **argv)
 		{ "bwlimit", 1, 0, 'b' },    { "help", 0, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
-	struct cli_progress pg = { .what = "backup" };
+	struct cli_progress pg = { .what = "backup", .stop_at_end = true };
 	struct arb_ioc_subvol_info si, di;
 	struct arb_ioc_subvol_create c;
 	struct svlist sl = { 0 }, dl = { 0 };
@@ -579,7 +579,7 @@ int cli_backup(int argc, char **argv)
 		err("%s: %s", argv[optind + 1], strerror(errno));
 		return 1;
 	}
-	pg.show = !json && cli_progress_wanted(progress);
+	pg.show = cli_progress_wanted(progress) && !(json && progress < 0);
 
 	/* the source: a subvolume's root on a mount */
 	sfd = cli_open_mount(src);

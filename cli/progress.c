@@ -29,6 +29,7 @@
 /* the stream's header and a command's header (docs/SEND-STREAM.md) */
 #define STREAM_HDR 68
 #define CMD_HDR 12
+#define CMD_END 12 /* the last command's type */
 #define REFRESH_NS 250000000ull /* at most 4 lines a second */
 
 static uint64_t now_ns(void)
@@ -45,10 +46,15 @@ struct cmd_count {
 	uint64_t skip, commands;
 	uint8_t hdr[CMD_HDR];
 	unsigned have;
+	bool in_end, ended; /* in the END command; past it */
 };
 
-static void count_cmds(struct cmd_count *c, const uint8_t *p, size_t n)
+/* count the commands in p[0..n); the bytes of p up to the end of the
+ * END command (n if it is not in p) */
+static size_t count_cmds(struct cmd_count *c, const uint8_t *p, size_t n)
 {
+	size_t len = n;
+
 	while (n) {
 		size_t k;
 
@@ -57,6 +63,10 @@ static void count_cmds(struct cmd_count *c, const uint8_t *p, size_t n)
 			c->skip -= k;
 			p += k;
 			n -= k;
+			if (!c->skip && c->in_end) {
+				c->ended = true;
+				return len - n;
+			}
 			continue;
 		}
 		k = CMD_HDR - c->have < n ? CMD_HDR - c->have : n;
@@ -70,8 +80,14 @@ static void count_cmds(struct cmd_count *c, const uint8_t *p, size_t n)
 				  (uint64_t)c->hdr[7] << 24;
 			c->have = 0;
 			c->commands++;
+			c->in_end = c->hdr[0] == CMD_END && !c->hdr[1];
+			if (c->in_end && !c->skip) {
+				c->ended = true;
+				return len - n;
+			}
 		}
 	}
+	return len;
 }
 
 void cli_human_bytes(uint64_t b, char *buf, size_t len)
@@ -186,7 +202,10 @@ static void pump(int in, int out, const struct cli_progress *p)
 			status = 0;
 			break;
 		}
-		count_cmds(&cc, buf, (size_t)n);
+		if (p->stop_at_end)
+			n = (ssize_t)count_cmds(&cc, buf, (size_t)n);
+		else
+			count_cmds(&cc, buf, (size_t)n);
 		if (write_all(out, buf, (size_t)n))
 			break;
 		bytes += (uint64_t)n;
@@ -204,6 +223,10 @@ static void pump(int in, int out, const struct cli_progress *p)
 
 				nanosleep(&ts, NULL);
 			}
+		}
+		if (p->stop_at_end && cc.ended) {
+			status = 0;
+			break;
 		}
 	}
 	if (p->show) {

@@ -265,7 +265,7 @@ run_backup "$TMP/k4" --keep 2
 	fail "after --keep 1: $(cat "$TMP/k4")"
 
 log "a backup stopped by SIGTERM leaves nothing new, and the next one works"
-BIGMB=$([ "$SCALE" = full ] && echo 256 || echo 32)
+BIGMB=$([ "$SCALE" = full ] && echo 256 || echo 16)
 head -c $((BIGMB << 20)) /dev/urandom >"$MNT/home/big" || fail "big file"
 before_src=$(backups "$MNT/.snapshots")
 before_dst=$(backups "$MNTB/bk")
@@ -291,6 +291,26 @@ run_backup "$TMP/a1" --keep 2
 [ "$(json "$TMP/a1" "j['mode']")" = incremental ] || fail "after the stop: $(cat "$TMP/a1")"
 s=$(basename "$(json "$TMP/a1" "j['snapshot']")")
 same_tree "$MNT/.snapshots/$s" "$MNTB/bk/$s"
+
+log "SIGKILL mid-stream: the stream still ends, complete on both sides"
+# a process in a FUSE ioctl dies only once the daemon answers; the pump
+# (a process of its own) carries the stream to its end meanwhile
+head -c $((BIGMB << 20)) /dev/urandom >"$MNT/home/big" || fail "big file"
+"$ARBOR" backup --progress --bwlimit 8M "$MNT/home" "$MNTB/bk" >/dev/null 2>"$TMP/int.err" &
+BK_PID=$!
+for _ in $(seq 100); do
+	grep -q "MiB" "$TMP/int.err" && break
+	sleep 0.1
+done
+kill -KILL "$BK_PID"
+wait "$BK_PID" 2>/dev/null || true
+BK_PID=
+k=$(cd "$MNT/.snapshots" && ls -d home.* | tail -n 1)
+[ -d "$MNTB/bk/$k" ] || fail "after SIGKILL: $k not on DEST: $(backups "$MNTB/bk")"
+same_tree "$MNT/.snapshots/$k" "$MNTB/bk/$k"
+run_backup "$TMP/a2" --keep 2
+[ "$(json "$TMP/a2" "j['mode']")" = incremental ] &&
+	[ "$(basename "$(json "$TMP/a2" "j['parent']")")" = "$k" ] || fail "after SIGKILL: $(cat "$TMP/a2")"
 
 log "a failing receive (DEST read-only): nothing left on either side"
 "$ARBOR" subvolume create "$MNTB/ro" >/dev/null || fail "create ro"
