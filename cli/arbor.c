@@ -25,6 +25,7 @@
  *   arbor send [-p PARENT] [-f FILE] [--estimate] SNAPSHOT  (send.c)
  *   arbor receive [-f FILE] DIR | --dump                    (send.c)
  *   arbor subvolume digest PATH                             (send.c)
+ *   arbor backup [--keep N] SUBVOL DEST                     (backup.c)
  *
  * Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
@@ -133,6 +134,7 @@ int main(int argc, char **argv)
 			{ "dedupe", ARBOR_HELP_REFLINK },
 			{ "send", ARBOR_HELP_SEND },
 			{ "receive", ARBOR_HELP_RECEIVE },
+			{ "backup", ARBOR_HELP_BACKUP },
 		};
 
 		/* "arbor help scrub": that command's part */
@@ -169,6 +171,8 @@ int main(int argc, char **argv)
 		return cli_send(argc - 1, argv + 1);
 	if (!strcmp(cmd, "receive"))
 		return cli_receive(argc - 1, argv + 1);
+	if (!strcmp(cmd, "backup"))
+		return cli_backup(argc - 1, argv + 1);
 	if (strcmp(cmd, "scrub") && strcmp(cmd, "check") &&
 	    strcmp(cmd, "filesystem") && strcmp(cmd, "fs") &&
 	    strcmp(cmd, "unmount") && strcmp(cmd, "umount") &&

@@ -3,6 +3,10 @@
 #ifndef ARBOR_CLI_H
 #define ARBOR_CLI_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
 #include "arbor/arbor.h"
 
 /* "arbor filesystem ...": argv[0] is "filesystem"; returns the exit status
@@ -45,5 +49,40 @@ int cli_send(int argc, char **argv);
 int cli_receive(int argc, char **argv);
 int cli_digest(int argc, char **argv);
 void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
+
+/* send.c, for backup.c: a stream of the snapshot at snap (against the
+ * subvolume with id parent; 0: full) into fd, and a receive from fd into
+ * the directory dir, by the daemon of their mount; 0, or 1 after a
+ * message; io holds the daemon's answer */
+struct arb_ioc_send;
+int cli_send_mount(const char *snap, uint64_t parent, int fd, bool estimate,
+		   struct arb_ioc_send *io);
+int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io);
+/* the id of the subvolume holding path, on a mount; 0 or -1 (message) */
+int cli_mount_subvol_id(const char *path, uint64_t *id);
+
+/* "arbor backup ..." (argv[0] is "backup"): backup.c */
+int cli_backup(int argc, char **argv);
+
+/* progress.c: a child process that copies a stream from in to out,
+ * counting it; with show, a line on stderr at most 4 times a second */
+struct cli_progress {
+	const char *what; /* "send", "receive", "backup" */
+	uint64_t total;   /* the stream's expected size; 0: unknown */
+	uint64_t bwlimit; /* bytes a second at most; 0: no limit */
+	bool show;
+	/* end the output after the stream's END command rather than at the
+	 * end of the input: for a sender whose end of the pipe may stay
+	 * open until the receive is done (backup) */
+	bool stop_at_end;
+};
+/* the pump's pid, or -1 (message out); the caller closes its own copies
+ * of the ends the pump holds */
+pid_t cli_pump_start(int in, int out, const struct cli_progress *p);
+/* 0 if the pump copied everything up to the end of its input, else 1 */
+int cli_pump_wait(pid_t pid);
+/* --progress (1), --no-progress (0), neither (-1: if stderr is a tty) */
+bool cli_progress_wanted(int opt);
+void cli_human_bytes(uint64_t b, char *buf, size_t len);
 
 #endif

@@ -2,19 +2,25 @@
 /*
  * send.c - arbor send, arbor receive, arbor subvolume digest.
  *
- *   arbor send [-p PARENT] [-f FILE] [--estimate] [--image IMG] SNAPSHOT
- *   arbor receive [-f FILE] [--image IMG] DIR
+ *   arbor send [-p PARENT] [-f FILE] [--estimate] [--image IMG]
+ *              [--progress|--no-progress] SNAPSHOT
+ *   arbor receive [-f FILE] [--image IMG] [--progress|--no-progress] DIR
  *   arbor receive --dump [-f FILE]
  *   arbor subvolume digest [--image IMG] PATH
  *
  * On a mount the daemon does the work (ARB_IOC_SEND, _RECEIVE, _DIGEST:
  * it opens our descriptor of the stream through /proc, see
  * fuse/sendrecv.c); on an image (--image) the library does it here.
+ * With progress (--progress, or stderr a terminal) the stream goes
+ * through a pump (progress.c) that counts it and draws a line on stderr;
+ * stdout carries only the stream (send) or the result (receive).
+ * cli_send_mount and cli_receive_mount are also arbor backup's.
  * Exit status: 0 done, 1 failed, 2 bad usage.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,7 +138,7 @@ static int mount_request(const char *path, unsigned long cmd,
 	return 0;
 }
 
-static int mount_subvol_id(const char *path, uint64_t *id)
+int cli_mount_subvol_id(const char *path, uint64_t *id)
 {
 	struct arb_ioc_subvol_info in;
 	int fd = cli_open_mount(path), ret;
@@ -150,18 +156,82 @@ static int mount_subvol_id(const char *path, uint64_t *id)
 	return 0;
 }
 
+int cli_send_mount(const char *snap, uint64_t parent, int fd, bool estimate,
+		   struct arb_ioc_send *io)
+{
+	memset(io, 0, sizeof(*io));
+	io->fd = fd;
+	io->parent = parent;
+	io->flags = estimate ? ARB_IOC_SEND_ESTIMATE : 0;
+	return mount_request(snap, ARB_IOC_SEND, io, "send");
+}
+
+int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io)
+{
+	memset(io, 0, sizeof(*io));
+	io->fd = fd;
+	return mount_request(dir, ARB_IOC_RECEIVE, io, "receive");
+}
+
+/*
+ * Put a pump (progress.c) between the stream's descriptor *fd and the
+ * engine: for a send (to_fd) the engine writes into a pipe the pump
+ * reads, for a receive it reads a pipe the pump fills.  *fd becomes the
+ * engine's end; pump_end finishes.  The pid, or -1 after a message.
+ */
+static pid_t pump_begin(int *fd, bool to_fd, const struct cli_progress *pg,
+			int *mine)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC)) {
+		err("pipe: %s", strerror(errno));
+		return -1;
+	}
+	/* our writes into a pipe whose pump died are an error, not a death */
+	signal(SIGPIPE, SIG_IGN);
+	pid = to_fd ? cli_pump_start(p[0], *fd, pg)
+		    : cli_pump_start(*fd, p[1], pg);
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	close(to_fd ? p[0] : p[1]);
+	*mine = *fd = to_fd ? p[1] : p[0];
+	return pid;
+}
+
+/* close the engine's end and wait for the pump; rc updated (1 if the
+ * pump could not carry the whole stream) */
+static int pump_end(pid_t pid, int mine, int rc, const char *what)
+{
+	close(mine);
+	if (rc)
+		kill(pid, SIGTERM);
+	if (cli_pump_wait(pid) && !rc) {
+		err("%s: the stream was not carried to its end", what);
+		rc = 1;
+	}
+	return rc;
+}
+
 int cli_send(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "parent", 1, 0, 'p' }, { "file", 1, 0, 'f' },
 		{ "image", 1, 0, 'i' },	 { "estimate", 0, 0, 'e' },
-		{ "help", 0, 0, 'h' },	 { 0, 0, 0, 0 }
+		{ "help", 0, 0, 'h' },	 { "progress", 0, 0, 'P' },
+		{ "no-progress", 0, 0, 'N' }, { 0, 0, 0, 0 }
 	};
 	const char *parent = NULL, *file = NULL, *image = NULL, *snap;
 	struct arb_send_stats st = { 0 };
+	struct cli_progress pg = { .what = "send" };
 	bool estimate = false;
 	uint64_t id, pid = 0;
-	int c, fd = STDOUT_FILENO, rc = 0;
+	int c, fd = STDOUT_FILENO, ofd, rc = 0, progress = -1, mine = -1;
+	pid_t pump = -1;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:f:i:eh", lo, NULL)) != -1) {
@@ -170,6 +240,8 @@ int cli_send(int argc, char **argv)
 		case 'f': file = optarg; break;
 		case 'i': image = optarg; break;
 		case 'e': estimate = true; break;
+		case 'P': progress = 1; break;
+		case 'N': progress = 0; break;
 		case 'h': fputs(ARBOR_HELP_SEND, stdout); return 0;
 		default: fputs(ARBOR_HELP_SEND, stderr); return 2;
 		}
@@ -190,6 +262,8 @@ int cli_send(int argc, char **argv)
 			return 1;
 		}
 	}
+	ofd = fd;
+	pg.show = !estimate && cli_progress_wanted(progress);
 	if (image) {
 		struct arb_fs *fs;
 		char why[512];
@@ -204,6 +278,19 @@ int cli_send(int argc, char **argv)
 			rc = close_image(image, fs, 1);
 			goto out;
 		}
+		/* an incremental stream is sized first for the ETA: that
+		 * reads only what changed (a full one would read it all) */
+		if (pg.show && pid &&
+		    !arb_send(fs, id, pid, -1, ARB_SEND_ESTIMATE, &st, why,
+			      sizeof(why)))
+			pg.total = st.bytes;
+		if (pg.show) {
+			pump = pump_begin(&fd, true, &pg, &mine);
+			if (pump < 0) {
+				rc = close_image(image, fs, 1);
+				goto out;
+			}
+		}
 		ret = arb_send(fs, id, pid, fd,
 			       estimate ? ARB_SEND_ESTIMATE : 0, &st, why,
 			       sizeof(why));
@@ -215,26 +302,35 @@ int cli_send(int argc, char **argv)
 	} else {
 		struct arb_ioc_send io;
 
-		memset(&io, 0, sizeof(io));
-		if (parent && mount_subvol_id(parent, &pid)) {
+		if (parent && cli_mount_subvol_id(parent, &pid)) {
 			rc = 1;
 			goto out;
 		}
-		io.fd = fd;
-		io.parent = pid;
-		io.flags = estimate ? ARB_IOC_SEND_ESTIMATE : 0;
-		rc = mount_request(snap, ARB_IOC_SEND, &io, "send");
+		if (pg.show && pid && !cli_send_mount(snap, pid, -1, true, &io))
+			pg.total = io.bytes;
+		if (pg.show) {
+			pump = pump_begin(&fd, true, &pg, &mine);
+			if (pump < 0) {
+				rc = 1;
+				goto out;
+			}
+		}
+		rc = cli_send_mount(snap, pid, fd, estimate, &io);
 		st.bytes = io.bytes;
 		st.inodes = io.inodes;
 		st.data = io.data;
 		st.commands = io.commands;
+	}
+	if (pump > 0) {
+		rc = pump_end(pump, mine, rc, "send");
+		fd = ofd;
 	}
 	if (!rc && estimate)
 		printf("%llu bytes, %llu inodes, %llu bytes of data\n",
 		       (unsigned long long)st.bytes,
 		       (unsigned long long)st.inodes,
 		       (unsigned long long)st.data);
-	else if (!rc && isatty(STDERR_FILENO))
+	else if (!rc && !pg.show && isatty(STDERR_FILENO))
 		fprintf(stderr, "arbor: sent %s: %llu bytes, %llu inodes\n",
 			snap, (unsigned long long)st.bytes,
 			(unsigned long long)st.inodes);
@@ -347,12 +443,16 @@ int cli_receive(int argc, char **argv)
 		{ "file", 1, 0, 'f' }, { "image", 1, 0, 'i' },
 		{ "dump", 0, 0, 'd' }, { "help", 0, 0, 'h' },
 		{ "list-parents", 0, 0, 'l' }, { "extract", 0, 0, 'x' },
+		{ "progress", 0, 0, 'P' }, { "no-progress", 0, 0, 'N' },
 		{ 0, 0, 0, 0 }
 	};
 	const char *file = NULL, *image = NULL, *dir = NULL;
 	struct arb_recv_result *res;
+	struct cli_progress pg = { .what = "receive" };
 	bool dump = false, parents = false, extract = false;
-	int c, fd = STDIN_FILENO, rc = 0, ret;
+	int c, fd = STDIN_FILENO, ofd, rc = 0, ret, progress = -1, mine = -1;
+	pid_t pump = -1;
+	struct stat sst;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:i:h", lo, NULL)) != -1) {
@@ -362,6 +462,8 @@ int cli_receive(int argc, char **argv)
 		case 'd': dump = true; break;
 		case 'l': parents = true; break;
 		case 'x': extract = true; break;
+		case 'P': progress = 1; break;
+		case 'N': progress = 0; break;
 		case 'h': fputs(ARBOR_HELP_RECEIVE, stdout); return 0;
 		default: fputs(ARBOR_HELP_RECEIVE, stderr); return 2;
 		}
@@ -388,6 +490,19 @@ int cli_receive(int argc, char **argv)
 	} else if (isatty(STDIN_FILENO)) {
 		err("receive: not reading a stream from a terminal: use -f FILE or a pipe");
 		return 2;
+	}
+	ofd = fd;
+	/* progress: not for --dump, which writes to stdout anyway; a file's
+	 * size is the stream's, for the ETA */
+	pg.show = !dump && cli_progress_wanted(progress);
+	if (pg.show) {
+		if (!fstat(fd, &sst) && S_ISREG(sst.st_mode))
+			pg.total = (uint64_t)sst.st_size;
+		pump = pump_begin(&fd, false, &pg, &mine);
+		if (pump < 0) {
+			rc = 1;
+			goto out;
+		}
 	}
 	if (dump) {
 		char why[512];
@@ -459,16 +574,16 @@ int cli_receive(int argc, char **argv)
 	} else {
 		struct arb_ioc_send io;
 
-		memset(&io, 0, sizeof(io));
-		io.fd = fd;
-		rc = mount_request(dir, ARB_IOC_RECEIVE, &io, "receive");
+		rc = cli_receive_mount(dir, fd, &io);
 		if (!rc)
 			printf("Received subvolume '%s' in %s (id %llu)\n",
 			       io.name, dir, (unsigned long long)io.id);
 	}
 out:
+	if (pump > 0)
+		rc = pump_end(pump, mine, rc, "receive");
 	if (file)
-		close(fd);
+		close(ofd);
 	return rc;
 }
 
