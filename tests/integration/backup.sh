@@ -119,7 +119,7 @@ mkdir "$MNTB/bk"
 SEED=${ARBOR_TEST_SEED:-$RANDOM}
 log "seed $SEED (ARBOR_TEST_SEED to repeat)"
 N=$([ "$SCALE" = full ] && echo 3000 || echo 300)
-STEPS=$([ "$SCALE" = full ] && echo 8 || echo 3)
+STEPS=$([ "$SCALE" = full ] && echo 8 || echo 2)
 
 "$ARBOR" subvolume create "$MNT/home" >/dev/null || fail "subvolume create"
 python3 - "$MNT/home" "$SEED" "$N" <<'EOF'
