@@ -38,6 +38,8 @@ int cli_subvol_diff(int argc, char **argv);
 /* the inode of path in an image opened through the library, from the
  * top-level subvolume's root ("" and "/" name it); 0 or -errno */
 int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino);
+/* "arbor filesystem du ..." (argv[0] is "du"), du.c */
+int cli_du(int argc, char **argv);
 /* "arbor property ..." (argv[0] is "property"); the exit status */
 int cli_property(int argc, char **argv);
 /* "arbor reflink ..." / "arbor dedupe ..." (argv[0] is the command) */

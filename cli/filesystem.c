@@ -538,6 +538,8 @@ int arbor_filesystem(int argc, char **argv)
 		return cli_show(argc - 1, argv + 1);
 	if (!strcmp(cmd, "history"))
 		return cli_history(argc - 1, argv + 1);
+	if (!strcmp(cmd, "du"))
+		return cli_du(argc - 1, argv + 1);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {

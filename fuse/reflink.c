@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * reflink.c - ARB_IOC_DEDUPE_RANGE: FIDEDUPERANGE through the control
+ * reflink.c - ARB_IOC_FILE_SPACE (what a file's data takes: shared,
+ * compressed) and ARB_IOC_DEDUPE_RANGE: FIDEDUPERANGE through the control
  * channel (the kernel keeps FICLONE, FICLONERANGE and FIDEDUPERANGE from
  * FUSE daemons; sharing copies come as copy_file_range, ops.c).
  *
@@ -125,6 +126,32 @@ static int dedupe_files(fuse_req_t req, fuse_ino_t nodeid, int src_fd,
 	return 0;
 }
 
+/* ARB_IOC_FILE_SPACE: anyone who could open the file (the kernel opened
+ * it for the ioctl) */
+static void file_space(fuse_req_t req, fuse_ino_t nodeid)
+{
+	struct afs *afs = fuse_req_userdata(req);
+	struct arb_ioc_file_space a;
+	uint32_t hdr[2] = { sizeof(a), ARB_IOC_VERSION };
+	struct arb_file_space s;
+	int ret = arb_fs_file_space(afs->fs, afs_node_ino(nodeid), &s);
+
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, hdr, sizeof(hdr));
+	a.bytes = s.bytes;
+	a.stored = s.stored;
+	a.compressed_bytes = s.compressed_bytes;
+	a.compressed_stored = s.compressed_stored;
+	a.prealloc_bytes = s.prealloc_bytes;
+	a.extents = s.extents;
+	a.compressed_extents = s.compressed_extents;
+	fuse_reply_ioctl(req, 0, &a, sizeof(a));
+}
+
 bool afs_reflink_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 		       const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
@@ -134,6 +161,13 @@ bool afs_reflink_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 	uint64_t src, got = 0;
 	int ret;
 
+	if (cmd == ARB_IOC_FILE_SPACE) {
+		if (out_bufsz < sizeof(struct arb_ioc_file_space))
+			fuse_reply_err(req, EINVAL);
+		else
+			file_space(req, nodeid);
+		return true;
+	}
 	if (cmd != ARB_IOC_DEDUPE_RANGE)
 		return false;
 	/* the kernel sizes the buffers from the number: this is a check */

@@ -740,7 +740,9 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
  * EXTENT_DATA, key (inode, EXTENT_DATA, file offset) in an fs tree.
  * Header of 21 bytes:
  *   0   8   generation that wrote this extent item
- *   8   8   number of bytes of file the item covers (ram bytes for inline)
+ *   8   8   ram bytes: inline, the bytes that follow; REG/PREALLOC, the
+ *           length of the whole disk extent's data as written (inflated,
+ *           for a compressed one), kept when an item is split
  *   16  1   compression: ARB_COMPRESS_NONE, or ARB_COMPRESS_ZLIB (REG
  *           only, below); any other value is refused with -EUCLEAN
  *   17  1   type: ARB_FILE_EXTENT_INLINE, _REG or _PREALLOC

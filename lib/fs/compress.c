@@ -191,3 +191,60 @@ int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
 	}
 	return 0;
 }
+
+/* ---- what a file takes --------------------------------------------------- */
+
+int arb_fs_file_space(struct arb_fs *fs, uint64_t ino,
+		      struct arb_file_space *out)
+{
+	struct arb_inode in;
+	struct arb_imem *im;
+	struct fs_ext e;
+	uint64_t pos = 0, delayed = 0;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	fs_lock(fs);
+	ret = fs_inode_read(fs, ino, &in);
+	if (ret)
+		goto out;
+	im = fs_imem_get(fs, ino, false);
+	while ((ret = fs_ext_next(fs, ino, pos, &e, NULL)) == 0) {
+		uint64_t len = e.end - e.start;
+
+		pos = e.end;
+		/* delayed blocks replace what the tree has under them */
+		for (uint64_t b = e.start / fs->bs; im && b * fs->bs < e.end;
+		     b++)
+			if (fs_dmap_find(im, b) && len >= fs->bs)
+				len -= fs->bs;
+		out->extents++;
+		if (e.type == ARB_FILE_EXTENT_PREALLOC) {
+			out->prealloc_bytes += len;
+			continue;
+		}
+		out->bytes += len;
+		if (!e.compression) {
+			out->stored += len;
+			continue;
+		}
+		/* the share of the stored bytes this item's bytes take */
+		uint64_t st = e.ram_bytes ? e.disk_num_bytes * len / e.ram_bytes
+					  : 0;
+		out->stored += st;
+		out->compressed_bytes += len;
+		out->compressed_stored += st;
+		out->compressed_extents++;
+	}
+	if (ret == 1)
+		ret = 0;
+	if (im)
+		delayed = (uint64_t)im->nr * fs->bs;
+	if (delayed > in.size)
+		delayed = in.size;
+	out->bytes += delayed;
+	out->stored += delayed;
+out:
+	fs_unlock(fs);
+	return ret;
+}

@@ -16,7 +16,9 @@
 # one deleted and not yet cleaned; also NAME.subvols, the subvolume list
 # and "default ID" when the default is not the top level)
 # or FEATURE=subvol-default (the same, then `arbor subvolume set-default`
-# of sv: the manifest is what a mount without options shows, sv).
+# of sv: the manifest is what a mount without options shows, sv), or
+# FEATURE=compress (mounted with -o compress=zlib: text files of several
+# chunks, one partly overwritten, cut and cloned; a chattr +c directory).
 set -euo pipefail
 BUILD=$(realpath "$1")
 NAME=$2
@@ -46,7 +48,11 @@ umount_img() {
 	wait "$DPID"
 }
 "$BUILD/mkfs/mkfs.arborfs" -q -s 32M "$@" "$TMP/i.img"
-mount_img
+if [ "${FEATURE:-}" = compress ]; then
+	mount_img -o compress=zlib
+else
+	mount_img
+fi
 cd "$MNT"
 mkdir -p d/e/f/g
 echo small >inline
@@ -66,6 +72,14 @@ chmod 4755 d/e/f/g/file
 case "${FEATURE:-}" in
 xattr-data) setfattr -n user.huge -v "$(head -c 40000 /dev/zero | tr '\0' y)" extent ;;
 immutable) echo frozen >frozen && chattr +i frozen ;;
+compress)
+	seq 200000 >text                       # 1.3 MB: 10 chunks and a tail
+	seq 1000 | dd of=text bs=1 seek=300000 conv=notrunc status=none
+	seq 50000 >cut && truncate -s 100000 cut
+	cp text clone                          # shares text's extents
+	printf 'after the clone' | dd of=clone bs=1 seek=140000 conv=notrunc status=none
+	mkdir zdir && chattr +c zdir && seq 30000 >zdir/inherited
+	;;
 subvol | subvol-default)
 	"$ARBOR" subvolume create sv >/dev/null
 	mkdir -p sv/dir/sub

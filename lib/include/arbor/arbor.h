@@ -490,6 +490,23 @@ int arb_fs_removexattr(struct arb_fs *fs, uint64_t ino, const char *name);
 	(ARB_FL_IMMUTABLE | ARB_FL_APPEND | ARB_FL_NODUMP | ARB_FL_NOATIME |   \
 	 ARB_FL_COMPR | ARB_FL_NOCOMP)
 int arb_fs_get_flags(struct arb_fs *fs, uint64_t ino, uint32_t *flags);
+
+/*
+ * What a file's data takes (arbor filesystem du): bytes, the file bytes
+ * that hold data (extents, inline and delayed; not holes or preallocated
+ * space); stored, the bytes they take in the image (a compressed extent's
+ * stored size counted in proportion to the part of it the file uses;
+ * shared extents counted whole for every user); the part of both in
+ * compressed extents; preallocated bytes; and the counts of extents.
+ */
+struct arb_file_space {
+	uint64_t bytes, stored;
+	uint64_t compressed_bytes, compressed_stored;
+	uint64_t prealloc_bytes;
+	uint64_t extents, compressed_extents;
+};
+int arb_fs_file_space(struct arb_fs *fs, uint64_t ino,
+		      struct arb_file_space *out);
 /*
  * Replace the attributes by flags: -EOPNOTSUPP for a bit outside
  * ARB_FL_SUPPORTED.  Who may change what (the owner, CAP_LINUX_IMMUTABLE

@@ -47,7 +47,7 @@ extern "C" {
  * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
  * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST; 16:
  * arb_ioc_usage.history, ARB_IOC_GET_HISTORY; 17: arb_ioc_stats
- * compressed_* */
+ * compressed_*, ARB_IOC_FILE_SPACE */
 #define ARB_IOC_VERSION 17
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
@@ -750,6 +750,28 @@ struct arb_ioc_dedupe_range {
 };
 
 /*
+ * ARB_IOC_FILE_SPACE, on any file the caller could open: what its data
+ * takes (arb_fs_file_space, arbor.h), for `arbor filesystem du`.
+ * 128 bytes.
+ */
+struct arb_ioc_file_space {
+	__u32 size;
+	__u32 version;
+	/* out: file bytes with data, and the bytes they take in the image */
+	__u64 bytes;
+	__u64 stored;
+	/* out: the part of both in compressed extents */
+	__u64 compressed_bytes;
+	__u64 compressed_stored;
+	/* out: preallocated bytes (not in bytes or stored) */
+	__u64 prealloc_bytes;
+	/* out: extents, and compressed ones */
+	__u64 extents;
+	__u64 compressed_extents;
+	__u64 reserved[8];
+};
+
+/*
  * ARB_IOC_FIND_NEW: the inodes of subvolume id_a (0: the one holding the
  * inode the descriptor names) changed after generation gen
  * (arbor/diff.h, arb_find_new).  ARB_IOC_DIFF: what changed from
@@ -925,6 +947,7 @@ struct arb_ioc_send {
 /* 40 and up: reflink and deduplication */
 #define ARB_IOC_DEDUPE_RANGE                                                   \
 	_IOWR(ARB_IOC_MAGIC, 40, struct arb_ioc_dedupe_range)
+#define ARB_IOC_FILE_SPACE _IOWR(ARB_IOC_MAGIC, 41, struct arb_ioc_file_space)
 /* send streams: numbers 50..59 */
 #define ARB_IOC_SEND _IOWR(ARB_IOC_MAGIC, 50, struct arb_ioc_send)
 #define ARB_IOC_RECEIVE _IOWR(ARB_IOC_MAGIC, 51, struct arb_ioc_send)
