@@ -758,6 +758,9 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
 #define ARB_FILE_EXTENT_REG 1
 #define ARB_FILE_EXTENT_PREALLOC 2
 /*
+ * A compressed INLINE extent (ARB_COMPRESS_ZLIB): the item's bytes after
+ * the header are one zlib stream, shorter than the f_ram_bytes file bytes
+ * it inflates to, which are at most one sector (the file's size).
  * A compressed REG extent (ARB_COMPRESS_ZLIB): the disk extent
  * [disk_bytenr, disk_bytenr + disk_num_bytes) holds one zlib stream
  * (RFC 1950, header and Adler-32 included) that inflates to exactly
@@ -776,6 +779,9 @@ static inline bool arb_data_ref_reachable(uint64_t home, uint64_t pos,
 #define ARB_COMPRESS_NONE 0
 #define ARB_COMPRESS_ZLIB 1
 #define ARB_COMPRESS_MAX_RAM (128u << 10)
+/* the most file bytes a compressed INLINE item may hold (writers: one
+ * sector) */
+#define ARB_COMPRESS_INLINE_MAX (64u << 10)
 struct arb_file_extent {
 	uint64_t f_generation;
 	uint64_t f_ram_bytes;
@@ -801,6 +807,14 @@ ARB_LE(file_extent, f_disk_bytenr, 64)
 ARB_LE(file_extent, f_disk_num_bytes, 64)
 ARB_LE(file_extent, f_offset, 64)
 ARB_LE(file_extent, f_num_bytes, 64)
+/* the file bytes an INLINE item of size bytes holds */
+static inline uint64_t arb_file_extent_inline_len(const struct arb_file_extent *fe,
+						  uint32_t size)
+{
+	return arb_file_extent_f_compression(fe)
+		       ? arb_file_extent_f_ram_bytes(fe)
+		       : size - ARB_FILE_EXTENT_INLINE_HDR;
+}
 
 /* ------------------------------------------------------------------------ */
 /*

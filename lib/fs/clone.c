@@ -150,7 +150,7 @@ static int clone_step(struct arb_fs *fs, const struct clone_job *j,
 	 * range turns into a delayed block 0, written as a regular extent
 	 * at the next flush (the file is no longer small then); one the
 	 * range covers is dropped with the rest */
-	if (from > 0 && din.size <= fs->max_inline && fs_has_inline(fs, dst)) {
+	if (from > 0 && din.size <= fs->bs && fs_has_inline(fs, dst)) {
 		uint8_t *b0;
 
 		im = fs_imem_get(fs, dst, true);

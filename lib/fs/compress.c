@@ -102,6 +102,28 @@ int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
 	return 0;
 }
 
+int fs_z_compress_to(const void *src, size_t len, int level, uint8_t *dst,
+		     size_t cap, size_t *zlen)
+{
+	z_stream z;
+	int zr;
+
+	memset(&z, 0, sizeof(z));
+	if (deflateInit2(&z, level, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return -ENOMEM;
+	z.next_in = (Bytef *)src;
+	z.avail_in = (uInt)len;
+	z.next_out = dst;
+	z.avail_out = (uInt)cap;
+	zr = deflate(&z, Z_FINISH);
+	deflateEnd(&z);
+	if (zr != Z_STREAM_END)
+		return zr == Z_OK || zr == Z_BUF_ERROR ? 1 : -EIO;
+	*zlen = z.total_out;
+	return 0;
+}
+
 /*
  * Inflate a stored chunk of len bytes into exactly ram bytes at dst.
  * -EIO when the stream is damaged or inflates to another length: the
@@ -224,6 +246,13 @@ int arb_fs_file_space(struct arb_fs *fs, uint64_t ino,
 			continue;
 		}
 		out->bytes += len;
+		if (e.type == ARB_FILE_EXTENT_INLINE && e.compression) {
+			out->stored += e.inline_stored;
+			out->compressed_bytes += len;
+			out->compressed_stored += e.inline_stored;
+			out->compressed_extents++;
+			continue;
+		}
 		if (!e.compression) {
 			out->stored += len;
 			continue;

@@ -354,10 +354,48 @@ static int has_extent_from(struct arb_fs *fs, uint64_t ino, uint64_t pos,
 	return 0;
 }
 
+/*
+ * Is the file (its dirty block 0 alone, nothing after it) stored inline?
+ * 1 yes: plain when *z is NULL, else *z holds the *zlen bytes of its
+ * compressed form (files of at most a sector that compress to at most
+ * max_inline bytes, or by an eighth when they fit plain); 0 no; <0 error.
+ */
+static int inline_plan(struct arb_fs *fs, const struct arb_inode *in,
+		       const struct arb_imem *im, bool later, uint8_t **z,
+		       size_t *zlen)
+{
+	int level = fs_compress_level(fs, in);
+	size_t cap;
+	int ret;
+
+	*z = NULL;
+	if (im->nr != 1 || im->blocks[0].idx != 0 || later ||
+	    in->size > fs->bs)
+		return 0;
+	if (level && in->size >= 64) {
+		cap = in->size <= fs->max_inline ? in->size - in->size / 8
+						 : fs->max_inline;
+		*z = malloc(cap);
+		if (!*z)
+			return -ENOMEM;
+		ret = fs_z_compress_to(im->blocks[0].buf, in->size, level, *z,
+				       cap, zlen);
+		if (ret == 0)
+			return 1;
+		free(*z);
+		*z = NULL;
+		if (ret < 0)
+			return ret;
+	}
+	return in->size <= fs->max_inline;
+}
+
 int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 {
 	struct arb_inode in;
 	uint32_t bs = fs->bs;
+	uint8_t *z;
+	size_t zlen;
 	bool later;
 	int ret;
 
@@ -378,34 +416,52 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im)
 	ret = has_extent_from(fs, in.ino, bs, &later);
 	if (ret)
 		return ret;
-	if (in.size <= fs->max_inline && im->nr == 1 &&
-	    im->blocks[0].idx == 0 && !later) {
+	ret = inline_plan(fs, &in, im, later, &z, &zlen);
+	if (ret < 0)
+		return ret;
+	if (ret) {
 		struct arb_key k = { fs_obj(in.ino), ARB_EXTENT_DATA, 0 };
-		uint32_t isz = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)in.size;
+		uint32_t n = z ? (uint32_t)zlen : (uint32_t)in.size;
+		uint32_t isz = ARB_FILE_EXTENT_INLINE_HDR + n;
 		uint8_t *item;
 
 		ret = fs_drop_extents(fs, t, &in, 0, bs);
-		if (ret)
+		if (ret) {
+			free(z);
 			return ret;
+		}
 		if (in.size) {
+			struct arb_file_extent *fe;
+
 			item = calloc(1, isz);
-			if (!item)
+			if (!item) {
+				free(z);
 				return -ENOMEM;
-			arb_set_file_extent_f_generation(
-				(struct arb_file_extent *)item, t->transid);
-			arb_set_file_extent_f_ram_bytes(
-				(struct arb_file_extent *)item, in.size);
-			arb_set_file_extent_f_type(
-				(struct arb_file_extent *)item,
-				ARB_FILE_EXTENT_INLINE);
+			}
+			fe = (struct arb_file_extent *)item;
+			arb_set_file_extent_f_generation(fe, t->transid);
+			arb_set_file_extent_f_ram_bytes(fe, in.size);
+			arb_set_file_extent_f_type(fe, ARB_FILE_EXTENT_INLINE);
+			if (z) {
+				arb_set_file_extent_f_compression(
+					fe, ARB_COMPRESS_ZLIB);
+				arb_vol_set_features(fs->vol, 0,
+						     ARB_INCOMPAT_COMPRESS);
+				fs->nr_zextents++;
+				fs->z_ram_bytes += in.size;
+				fs->z_stored_bytes += zlen;
+			}
 			memcpy(item + ARB_FILE_EXTENT_INLINE_HDR,
-			       im->blocks[0].buf, in.size);
+			       z ? z : im->blocks[0].buf, n);
 			ret = arb_insert_item(t, fs_root_of(fs, in.ino), &k, item, isz);
 			free(item);
-			if (ret)
+			if (ret) {
+				free(z);
 				return ret;
+			}
 			in.nbytes += in.size;
 		}
+		free(z);
 	} else {
 		ret = flush_runs(fs, t, &in, im, im->nr);
 		if (ret)
@@ -439,7 +495,7 @@ static uint64_t fsync_keep_size(struct arb_fs *fs, const struct arb_imem *im,
 	size_t k;
 	uint64_t keep;
 
-	if (im->disk_size <= fs->max_inline)
+	if (im->disk_size <= fs->bs) /* may be inline: compressed */
 		return 0;
 	k = fs_dmap_lower(im, im->disk_size / fs->bs);
 	if (k == im->nr)
@@ -540,7 +596,7 @@ static int flush_inode_head(struct arb_fs *fs, struct arb_txn *t,
 	if (ret)
 		return ret == -ENOENT ? fs_flush_inode(fs, t, im) : ret;
 	fs_imem_drop_blocks(fs, im, (in.size + fs->bs - 1) / fs->bs);
-	if (im->nr <= max || in.size <= fs->max_inline)
+	if (im->nr <= max || in.size <= fs->bs)
 		return fs_flush_inode(fs, t, im);
 	ret = flush_runs(fs, t, &in, im, max);
 	if (ret)

@@ -35,15 +35,37 @@ int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 	e->type = arb_file_extent_f_type(fe);
 	e->gen = arb_file_extent_f_generation(fe);
 	e->ram_bytes = arb_file_extent_f_ram_bytes(fe);
+	e->compression = arb_file_extent_f_compression(fe);
 	if (e->type == ARB_FILE_EXTENT_INLINE) {
-		e->end = size - ARB_FILE_EXTENT_INLINE_HDR;
+		e->end = arb_file_extent_inline_len(fe, size);
+		e->inline_stored = size - ARB_FILE_EXTENT_INLINE_HDR;
 		return 0;
 	}
-	e->compression = arb_file_extent_f_compression(fe);
 	e->disk_bytenr = arb_file_extent_f_disk_bytenr(fe);
 	e->disk_num_bytes = arb_file_extent_f_disk_num_bytes(fe);
 	e->offset = arb_file_extent_f_offset(fe);
 	e->end = e->start + arb_file_extent_f_num_bytes(fe);
+	return 0;
+}
+
+/* the bytes of an inline extent into inl (a sector), inflated if need be */
+static int inline_bytes(struct arb_fs *fs, uint64_t ino, const struct fs_ext *e,
+			const uint8_t *item, uint8_t *inl)
+{
+	const uint8_t *d = item + ARB_FILE_EXTENT_INLINE_HDR;
+	size_t n = e->end;
+
+	if (!e->compression) {
+		memcpy(inl, d, n > fs->bs ? fs->bs : n);
+		return 0;
+	}
+	if (n > fs->bs || fs_z_decompress(d, e->inline_stored, inl, n)) {
+		arb_log(ARB_LOG_ERR,
+			"inode %llu: compressed inline extent of %zu bytes "
+			"does not inflate to them",
+			(unsigned long long)ino, n);
+		return -EIO;
+	}
 	return 0;
 }
 
@@ -79,15 +101,10 @@ int fs_ext_next(struct arb_fs *fs, uint64_t ino, uint64_t pos, struct fs_ext *e,
 				break;
 			e->leaf_private = arb_iter_leaf_private(&it);
 			if (e->end > pos) {
-				if (inl && e->type == ARB_FILE_EXTENT_INLINE) {
-					size_t n = e->end;
-					if (n > fs->bs)
-						n = fs->bs;
-					memcpy(inl,
-					       (uint8_t *)arb_iter_data(&it) +
-						       ARB_FILE_EXTENT_INLINE_HDR,
-					       n);
-				}
+				if (inl && e->type == ARB_FILE_EXTENT_INLINE)
+					ret = inline_bytes(fs, ino, e,
+							   arb_iter_data(&it),
+							   inl);
 				break;
 			}
 		}
@@ -110,6 +127,37 @@ void fs_ext_to_item(const struct fs_ext *e, struct arb_file_extent *fe)
 	arb_set_file_extent_f_num_bytes(fe, e->end - e->start);
 }
 
+/*
+ * A compressed inline extent edited: its bytes become block 0 of the
+ * delayed data (inflated by the load), the item goes, and the edit is made
+ * in the block; the flush stores the file anew (inline again if it fits).
+ */
+static int inline_spill(struct arb_fs *fs, struct arb_txn *t,
+			struct arb_inode *in, uint64_t from, uint64_t to,
+			uint64_t len)
+{
+	struct arb_key k = { fs_obj(in->ino), ARB_EXTENT_DATA, 0 };
+	struct arb_imem *im = fs_imem_get(fs, in->ino, true);
+	uint8_t *b;
+	int ret;
+
+	if (!im)
+		return -ENOMEM;
+	ret = fs_dirty_block(fs, im, in, 0, true, &b);
+	if (ret) {
+		fs_imem_put_if_idle(fs, im);
+		return ret;
+	}
+	im->force_flush = true;
+	ret = arb_del_item(t, fs_root_of(fs, in->ino), &k);
+	if (ret)
+		return ret;
+	in->nbytes -= len;
+	if (from < len)
+		memset(b + from, 0, (to < len ? to : len) - from);
+	return 0;
+}
+
 /* the inline extent's bytes edited: [from, to) zeroed, or cut at from */
 int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 		   uint64_t from, uint64_t to, uint64_t len)
@@ -118,9 +166,16 @@ int fs_inline_edit(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 	uint64_t obj = fs_obj(in->ino);
 	struct arb_key k = { obj, ARB_EXTENT_DATA, 0 };
 	uint32_t size = ARB_FILE_EXTENT_INLINE_HDR + (uint32_t)len;
-	uint8_t *buf = malloc(size);
+	struct fs_ext e;
+	uint8_t *buf;
 	int ret;
 
+	ret = fs_ext_next(fs, in->ino, 0, &e, NULL);
+	if (ret)
+		return ret < 0 ? ret : -EUCLEAN;
+	if (e.type == ARB_FILE_EXTENT_INLINE && e.compression)
+		return inline_spill(fs, t, in, from, to, len);
+	buf = malloc(size);
 	if (!buf)
 		return -ENOMEM;
 	ret = arb_lookup_item(root, &k, buf, size);

@@ -41,7 +41,8 @@ static inline uint64_t round_up_bs(uint64_t v, uint32_t bs)
 struct fs_ext {
 	uint64_t start, end; /* file range */
 	uint8_t type;
-	uint8_t compression; /* ARB_COMPRESS_* (REG only) */
+	uint8_t compression; /* ARB_COMPRESS_* */
+	uint32_t inline_stored; /* INLINE: the bytes of the item's data */
 	uint64_t disk_bytenr, disk_num_bytes, offset, ram_bytes, gen;
 	/* set by ext_next only: the item's leaf is this tree's alone
 	 * (arb_iter_leaf_private) */
@@ -79,9 +80,6 @@ int fs_ext_parse(uint64_t ino, const struct arb_key *k, const void *data,
 int fs_compress_level(const struct arb_fs *fs, const struct arb_inode *in);
 bool fs_zhint_get(struct arb_fs *fs, uint64_t ino);
 void fs_zhint_set(struct arb_fs *fs, uint64_t ino, bool yes);
-int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
-		  uint8_t **out, size_t *stored);
-int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram);
 void fs_zc_add(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t *z,
 	       size_t stored);
 int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,

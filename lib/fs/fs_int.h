@@ -606,6 +606,15 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size);
 /* checksums of nsec sectors from bytenr: sums[i] valid where have[i] */
 int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 		   uint32_t *sums, uint8_t *have);
+/* compress.c: deflate len bytes (0: *out holds *stored bytes, rounded up
+ * to bs with zeros, at most len - bs; 1: no sector saved), inflate to
+ * exactly ram bytes (-EIO otherwise) */
+int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
+		  uint8_t **out, size_t *stored);
+int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram);
+/* deflate len bytes into at most cap bytes: 0 and *zlen, 1 no room */
+int fs_z_compress_to(const void *src, size_t len, int level, uint8_t *dst,
+		     size_t cap, size_t *zlen);
 /* forget the compressed chunks (compress.c) that hold a block of
  * [from_idx, to_idx): their blocks are about to change or go */
 void fs_zc_forget(struct arb_imem *im, uint64_t from_idx, uint64_t to_idx);

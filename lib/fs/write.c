@@ -162,7 +162,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	/* Until the inode item is written nothing in the tree changed, so
 	 * errors here just leave the transaction (memory-only changes are
 	 * whole blocks holding the file's current bytes). */
-	if (end > fs->max_inline && in.size <= fs->max_inline &&
+	if (end > fs->max_inline && in.size <= fs->bs &&
 	    !fs_dmap_find(im, 0) && fs_has_inline(fs, ino)) {
 		uint8_t *b0;
 		r = fs_dirty_block(fs, im, &in, 0, true, &b0);
@@ -234,7 +234,7 @@ int fs_truncate_prepare(struct arb_fs *fs, struct arb_inode *in, uint64_t size)
 
 	if (size > in->size) {
 		/* growing an inline file past max_inline makes it regular */
-		if (size > fs->max_inline && in->size <= fs->max_inline &&
+		if (size > fs->max_inline && in->size <= fs->bs &&
 		    fs_has_inline(fs, in->ino)) {
 			im = fs_imem_get(fs, in->ino, true);
 			if (!im)

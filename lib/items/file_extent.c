@@ -6,8 +6,10 @@
  *
  * Valid:
  *   - at least the header; f_compression ARB_COMPRESS_NONE, or
- *     ARB_COMPRESS_ZLIB on a REG extent only
- *   - INLINE: at file offset 0 only, f_ram_bytes = the inline bytes
+ *     ARB_COMPRESS_ZLIB on a REG or INLINE extent
+ *   - INLINE: at file offset 0 only, f_ram_bytes = the inline bytes, or
+ *     for a compressed one more than them and at most
+ *     ARB_COMPRESS_INLINE_MAX
  *   - REG, PREALLOC: 53 bytes or more; f_disk_bytenr not 0 (holes are
  *     absent, not zero pointers); f_num_bytes not 0 and the file range
  *     [offset, offset + f_num_bytes) below 2^64; [f_offset, f_offset +
@@ -37,7 +39,7 @@ ARB_ITEM_FN(arb_file_extent)
 	comp = arb_file_extent_f_compression(fe);
 	type = arb_file_extent_f_type(fe);
 	if (comp != ARB_COMPRESS_NONE &&
-	    (comp != ARB_COMPRESS_ZLIB || type != ARB_FILE_EXTENT_REG))
+	    (comp != ARB_COMPRESS_ZLIB || type == ARB_FILE_EXTENT_PREALLOC))
 		return arb_item_why(why, -EUCLEAN,
 				    "compressed (method %u, type %u), which "
 				    "this arborfs cannot read",
@@ -48,6 +50,17 @@ ARB_ITEM_FN(arb_file_extent)
 					    "inline extent at file offset "
 					    "%" PRIu64 ", not 0",
 					    k->offset);
+		if (comp) {
+			ram = arb_file_extent_f_ram_bytes(fe);
+			if (ram > ARB_COMPRESS_INLINE_MAX ||
+			    ram <= size - ARB_FILE_EXTENT_INLINE_HDR)
+				return arb_item_why(
+					why, -EUCLEAN,
+					"compressed inline extent of %" PRIu64
+					" bytes stored in %u",
+					ram, size - ARB_FILE_EXTENT_INLINE_HDR);
+			return 0;
+		}
 		if (arb_file_extent_f_ram_bytes(fe) !=
 		    size - ARB_FILE_EXTENT_INLINE_HDR)
 			return arb_item_why(
@@ -109,8 +122,13 @@ ARB_ITEM_PRINT_FN(arb_file_extent)
 	(void)k;
 	fprintf(out, " gen %" PRIu64, arb_file_extent_f_generation(fe));
 	if (type == ARB_FILE_EXTENT_INLINE) {
-		fprintf(out, " inline %u bytes\n",
-			size - ARB_FILE_EXTENT_INLINE_HDR);
+		if (arb_file_extent_f_compression(fe))
+			fprintf(out, " inline %u bytes ram %" PRIu64 " zlib\n",
+				size - ARB_FILE_EXTENT_INLINE_HDR,
+				arb_file_extent_f_ram_bytes(fe));
+		else
+			fprintf(out, " inline %u bytes\n",
+				size - ARB_FILE_EXTENT_INLINE_HDR);
 		return;
 	}
 	fprintf(out,

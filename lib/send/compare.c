@@ -663,7 +663,7 @@ static void extent_range(const struct arb_cmp_item *it, uint64_t *off,
 
 	*off = it->key.offset;
 	if (arb_file_extent_f_type(fe) == ARB_FILE_EXTENT_INLINE)
-		*len = it->size - ARB_FILE_EXTENT_INLINE_HDR;
+		*len = arb_file_extent_inline_len(fe, it->size);
 	else
 		*len = arb_file_extent_f_num_bytes(fe);
 }

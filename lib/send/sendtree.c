@@ -212,7 +212,7 @@ static int scan_inode(struct fs_tree *tr, uint64_t from,
 			e->off = k.offset;
 			e->type = arb_file_extent_f_type(fe);
 			if (e->type == ARB_FILE_EXTENT_INLINE) {
-				e->len = sz - ARB_FILE_EXTENT_INLINE_HDR;
+				e->len = arb_file_extent_inline_len(fe, sz);
 			} else {
 				if (sz < sizeof(*fe)) {
 					ret = -EUCLEAN;

@@ -160,6 +160,14 @@ for root in sys.argv[1:]:
     # append
     with open(p("text.135168"), "ab") as f:
         f.write(b"appended\n" * 5000)
+    # small files stored inline, compressed: cut, zeroed inside, grown
+    # past a sector
+    os.truncate(p("text.4095"), 3001)
+    fd = os.open(p("text.4096"), os.O_RDWR)
+    os.pwrite(fd, bytes(100), 1000)
+    os.close(fd)
+    with open(p("zero.4095"), "ab") as f:
+        f.write(b"grown past one sector\n" * 10)
     # punch a hole in the middle of a chunk (the reference: zeros)
     fd = os.open(p("text.1048577"), os.O_RDWR)
     if root == sys.argv[1]:

@@ -414,6 +414,22 @@ START_TEST(test_file_extent)
 	fe_reg(&fe, ARB_FILE_EXTENT_PREALLOC, 1 << 20, 16384, 0, 16384);
 	arb_set_file_extent_f_compression(&fe, ARB_COMPRESS_ZLIB);
 	expect_bad(&k, &fe, sizeof(fe), "compressed (method 1, type 2)");
+	/* compressed inline: the stream shorter than the bytes it holds */
+	k.offset = 0;
+	memset(buf, 0, ARB_FILE_EXTENT_INLINE_HDR + 6);
+	arb_set_file_extent_f_type((struct arb_file_extent *)buf,
+				   ARB_FILE_EXTENT_INLINE);
+	arb_set_file_extent_f_compression((struct arb_file_extent *)buf,
+					  ARB_COMPRESS_ZLIB);
+	arb_set_file_extent_f_ram_bytes((struct arb_file_extent *)buf, 3000);
+	expect_ok(&k, buf, ARB_FILE_EXTENT_INLINE_HDR + 6);
+	arb_set_file_extent_f_ram_bytes((struct arb_file_extent *)buf, 6);
+	expect_bad(&k, buf, ARB_FILE_EXTENT_INLINE_HDR + 6,
+		   "compressed inline extent of 6 bytes stored in 6");
+	arb_set_file_extent_f_ram_bytes((struct arb_file_extent *)buf,
+					ARB_COMPRESS_INLINE_MAX + 1);
+	expect_bad(&k, buf, ARB_FILE_EXTENT_INLINE_HDR + 6,
+		   "compressed inline extent of");
 }
 END_TEST
 
