@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "file_int.h"
@@ -54,6 +55,45 @@ void fs_zhint_set(struct arb_fs *fs, uint64_t ino, bool yes)
 {
 	__atomic_store_n(&fs->zhint[zhint_slot(ino)], ino << 1 | yes,
 			 __ATOMIC_RELAXED);
+}
+
+/*
+ * Writers compress before they take the lock, each in its own FUSE
+ * request thread; at most zslots of them at once, one less than the
+ * CPUs (at least one): with every CPU deflating, a stat or a small read
+ * waits for a CPU as long as it would have waited for the lock.
+ */
+void fs_zslots_init(struct arb_fs *fs)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	pthread_mutex_init(&fs->zlock, NULL);
+	pthread_cond_init(&fs->zcond, NULL);
+	fs->zslots = n > 2 ? (unsigned)n - 1 : 1;
+	fs->zbusy = 0;
+}
+
+void fs_zslots_destroy(struct arb_fs *fs)
+{
+	pthread_mutex_destroy(&fs->zlock);
+	pthread_cond_destroy(&fs->zcond);
+}
+
+void fs_zslot_get(struct arb_fs *fs)
+{
+	pthread_mutex_lock(&fs->zlock);
+	while (fs->zbusy >= fs->zslots)
+		pthread_cond_wait(&fs->zcond, &fs->zlock);
+	fs->zbusy++;
+	pthread_mutex_unlock(&fs->zlock);
+}
+
+void fs_zslot_put(struct arb_fs *fs)
+{
+	pthread_mutex_lock(&fs->zlock);
+	fs->zbusy--;
+	pthread_cond_signal(&fs->zcond);
+	pthread_mutex_unlock(&fs->zlock);
 }
 
 /* ---- one chunk ---------------------------------------------------------- */

@@ -197,13 +197,62 @@ static int piece_compress(struct arb_fs *fs, struct arb_imem *im, size_t i,
 }
 
 /*
+ * The stored bytes of consecutive compressed extents, gathered into one
+ * image write: a chunk stores in tens of KiB, and the device counts only
+ * large data writes as bulk, whose writeback it starts at once and which
+ * it flushes behind a streaming writer (arb_dev_flush_behind); written
+ * one by one, a compressed stream would all be flushed by the commit,
+ * under the lock.  Written before flush_run returns.
+ */
+#define ZBATCH_MAX (1u << 20)
+struct zbatch {
+	uint64_t start;
+	size_t len;
+	uint8_t *buf; /* ZBATCH_MAX bytes, allocated by the first add */
+};
+
+static int zbatch_write(struct arb_fs *fs, struct zbatch *zb)
+{
+	int ret = 0;
+
+	if (zb->len)
+		ret = arb_dev_write(fs->dev, zb->buf, zb->len, zb->start,
+				    ARB_IO_DATA);
+	zb->len = 0;
+	return ret;
+}
+
+static int zbatch_add(struct arb_fs *fs, struct zbatch *zb, uint64_t bytenr,
+		      const uint8_t *z, size_t stored)
+{
+	int ret;
+
+	if (!zb->buf)
+		zb->buf = malloc(ZBATCH_MAX);
+	if (stored > ZBATCH_MAX || !zb->buf)
+		return arb_dev_write(fs->dev, z, stored, bytenr, ARB_IO_DATA);
+	if (zb->len && (zb->start + zb->len != bytenr ||
+			zb->len + stored > ZBATCH_MAX)) {
+		ret = zbatch_write(fs, zb);
+		if (ret)
+			return ret;
+	}
+	if (!zb->len)
+		zb->start = bytenr;
+	memcpy(zb->buf + zb->len, z, stored);
+	zb->len += stored;
+	return 0;
+}
+
+/*
  * Store one compressed piece: ram file bytes at foff as the stored bytes
- * z (format.h, ARB_COMPRESS_ZLIB).  1: no contiguous room for it (the
- * caller writes the piece plain, which may be cut in smaller extents).
+ * z (format.h, ARB_COMPRESS_ZLIB), their write gathered in zb.  1: no
+ * contiguous room for it (the caller writes the piece plain, which may be
+ * cut in smaller extents).
  */
 static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 			 struct arb_inode *in, uint64_t foff, uint64_t ram,
-			 const uint8_t *z, size_t stored)
+			 const uint8_t *z, size_t stored, struct zbatch *zb)
 {
 	struct arb_root *root = fs_root_of(fs, in->ino);
 	uint64_t obj = fs_obj(in->ino), bytenr, got;
@@ -226,7 +275,7 @@ static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 		return -ENOMEM;
 	for (size_t i = 0; i < nsec; i++)
 		sums[i] = data_csum(z + i * bs, bs);
-	ret = arb_dev_write(fs->dev, z, stored, bytenr, ARB_IO_DATA);
+	ret = zbatch_add(fs, zb, bytenr, z, stored);
 	if (!ret)
 		ret = fs_drop_extents(fs, t, in, foff, foff + ram);
 	if (!ret)
@@ -274,7 +323,8 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 	uint32_t bs = fs->bs, cblk = ARB_COMPRESS_MAX_RAM / bs;
 	int level = fs_compress_level(fs, in);
 	size_t pos = 0, raw = 0, raw_n = 0; /* plain ones waiting */
-	int ret = 0;
+	struct zbatch zbs = { 0 }, *zb = &zbs;
+	int ret = 0, wret;
 
 	if (!level)
 		return flush_raw(fs, t, in, im, first, count);
@@ -296,7 +346,7 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			if (!ret)
 				ret = write_zextent(fs, t, in, idx * bs,
 						    n * (uint64_t)bs, z,
-						    stored);
+						    stored, zb);
 			free(z);
 		}
 		if (ret == 1) {
@@ -318,7 +368,11 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 	}
 	if (!ret && raw_n)
 		ret = flush_raw(fs, t, in, im, first + raw, raw_n);
-	return ret;
+	/* the data of the items inserted: written before anything reads
+	 * them (readers wait for the lock) and before the commit */
+	wret = zbatch_write(fs, zb);
+	free(zb->buf);
+	return ret ? ret : wret;
 }
 
 /* Write the first n dirty blocks of im, a run of consecutive ones at a

@@ -623,6 +623,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	fs->dev = dev;
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_mutex_init(&fs->bulk_lock, NULL);
+	fs_zslots_init(fs);
 	pthread_cond_init(&fs->fsync_cond, NULL);
 
 	memset(&vo, 0, sizeof(vo));
@@ -724,6 +725,7 @@ out_free:
 	fs_trees_free(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
+	fs_zslots_destroy(fs);
 	pthread_cond_destroy(&fs->fsync_cond);
 	free(fs);
 	return ret;
@@ -767,6 +769,7 @@ int arb_fs_close(struct arb_fs *fs)
 	fs_trees_free(fs);
 	pthread_cond_destroy(&fs->cond);
 	pthread_mutex_destroy(&fs->bulk_lock);
+	fs_zslots_destroy(fs);
 	pthread_cond_destroy(&fs->fsync_cond);
 	free(fs);
 	return ret;

@@ -285,6 +285,11 @@ struct arb_fs {
 	uint64_t zhint[256];
 	/* compressed extents written, their file bytes and stored bytes */
 	uint64_t nr_zextents, z_ram_bytes, z_stored_bytes;
+	/* writers compressing before the lock: at most zslots at once (one
+	 * CPU is left to the other requests), zbusy now (zlock) */
+	pthread_mutex_t zlock;
+	pthread_cond_t zcond;
+	unsigned zslots, zbusy;
 
 	/* taken before the volume lock by large writes, so that they queue
 	 * here one at a time instead of crowding the volume lock: a small
@@ -606,6 +611,11 @@ int fs_ino_path(struct arb_fs *fs, uint64_t ino, char *buf, size_t size);
 /* checksums of nsec sectors from bytenr: sums[i] valid where have[i] */
 int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 		   uint32_t *sums, uint8_t *have);
+/* compress.c: the writers' compression slots (struct arb_fs) */
+void fs_zslots_init(struct arb_fs *fs);
+void fs_zslots_destroy(struct arb_fs *fs);
+void fs_zslot_get(struct arb_fs *fs);
+void fs_zslot_put(struct arb_fs *fs);
 /* compress.c: deflate len bytes (0: *out holds *stored bytes, rounded up
  * to bs with zeros, at most len - bs; 1: no sector saved), inflate to
  * exactly ram bytes (-EIO otherwise) */

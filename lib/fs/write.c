@@ -135,8 +135,11 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (size > SSIZE_MAX)
 		size = SSIZE_MAX;
 	end = off + size;
-	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino))
+	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino)) {
+		fs_zslot_get(fs);
 		nzpre = zpre_make(fs, src, off, end, &zpre);
+		fs_zslot_put(fs);
+	}
 	if (size >= ARB_BULK_WRITE)
 		pthread_mutex_lock(&fs->bulk_lock);
 	fs_lock(fs);
@@ -190,6 +193,16 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (fs_compress_level(fs, &in)) {
 		fs_zhint_set(fs, ino, true);
 		zpre_attach(fs, im, zpre, nzpre, end, old_size);
+		/* the file's first 128 KiB do not shrink: as the flush would
+		 * (flush_run), but now, so that the next writes of the file
+		 * do not compress in vain until then */
+		if (nzpre && zpre[0].idx == 0 && zpre[0].ret == 1 &&
+		    zpre[0].nblk == ARB_COMPRESS_MAX_RAM / bs &&
+		    !fs->opts.compress_force &&
+		    !(in.flags & ARB_INODE_COMPRESS)) {
+			in.flags |= ARB_INODE_NOCOMPRESS;
+			fs_zhint_set(fs, ino, false);
+		}
 	} else {
 		fs_zhint_set(fs, ino, false);
 	}
