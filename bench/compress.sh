@@ -82,52 +82,6 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ "$(id -u)" = 0 ] || { echo "compress.sh: run as root" >&2; exit 1; }
-command -v mkfs.btrfs >/dev/null || { echo "compress.sh: mkfs.btrfs missing (apt-get install btrfs-progs)" >&2; exit 1; }
-HAVE_COMPSIZE=1
-command -v compsize >/dev/null || { HAVE_COMPSIZE=0; echo "compress.sh: no compsize (apt-get install btrfs-compsize): btrfs's compressed ratio left out" >&2; }
-BUILD=$(cd "$BUILD" && pwd -P)
-for b in mkfs/mkfs.arborfs fuse/arborfs cli/arbor fsck/fsck.arborfs; do
-	[ -x "$BUILD/$b" ] || { echo "compress.sh: $BUILD/$b not built" >&2; exit 1; }
-done
-ARBOR=$BUILD/cli/arbor
-BIGB=$(numfmt --from=iec "$BIG")
-OUT=${OUT:-$REPO/bench/results/compress-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT/logs"
-OUT=$(cd "$OUT" && pwd -P)
-SCR=$(mktemp -d /var/tmp/arbor-compbench.XXXXXX)
-SRC=$(mktemp -d /dev/shm/arbor-compsrc.XXXXXX)
-MNT=$SCR/mnt
-IMG=$SCR/img
-mkdir -p "$MNT"
-DPID= LOOP= PPID_PROBE= BROKEN=
-cleanup() {
-	[ -z "$PPID_PROBE" ] || { kill "$PPID_PROBE" 2>/dev/null || true; wait "$PPID_PROBE" 2>/dev/null || true; }
-	if mountpoint -q "$MNT"; then
-		fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" || true
-	fi
-	if [ -n "$DPID" ]; then
-		for _ in $(seq 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.2; done
-		kill "$DPID" 2>/dev/null || true
-		wait "$DPID" 2>/dev/null || true
-	fi
-	[ -z "$LOOP" ] || losetup -d "$LOOP" 2>/dev/null || true
-	if [ -n "$BROKEN" ] && [ -e "$IMG" ]; then
-		cp --sparse=always "$IMG" "$OUT/broken.img" && echo "compress.sh: image kept as $OUT/broken.img" >&2
-	fi
-	rm -rf "$SCR" "$SRC"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-now() { date +%s.%N; }
-used_b() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print((s.f_blocks-s.f_bfree)*s.f_frsize)' "$MNT"; }
-dropcaches() { sync -f "$SCR"; echo 3 >/proc/sys/vm/drop_caches; }
-RAW=$OUT/raw.tsv
-printf 'run\tfs\tdata\tmetric\tvalue\n' >"$RAW"
-rec() { printf '%s\t%s\t%s\t%s\t%s\n' "$RUN" "$1" "$2" "$3" "$4" >>"$RAW"; }
-die() { echo "compress.sh: $*" >&2; BROKEN=1; exit 1; }
-
 # ---- the table ---------------------------------------------------------------
 
 table() { # RAW FSES
@@ -186,6 +140,53 @@ if [ -n "$REPORT" ]; then
 	table "$REPORT" "$FSES"
 	exit 0
 fi
+
+[ "$(id -u)" = 0 ] || { echo "compress.sh: run as root" >&2; exit 1; }
+command -v mkfs.btrfs >/dev/null || { echo "compress.sh: mkfs.btrfs missing (apt-get install btrfs-progs)" >&2; exit 1; }
+HAVE_COMPSIZE=1
+command -v compsize >/dev/null || { HAVE_COMPSIZE=0; echo "compress.sh: no compsize (apt-get install btrfs-compsize): btrfs's compressed ratio left out" >&2; }
+BUILD=$(cd "$BUILD" && pwd -P)
+for b in mkfs/mkfs.arborfs fuse/arborfs cli/arbor fsck/fsck.arborfs; do
+	[ -x "$BUILD/$b" ] || { echo "compress.sh: $BUILD/$b not built" >&2; exit 1; }
+done
+ARBOR=$BUILD/cli/arbor
+BIGB=$(numfmt --from=iec "$BIG")
+OUT=${OUT:-$REPO/bench/results/compress-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT/logs"
+OUT=$(cd "$OUT" && pwd -P)
+SCR=$(mktemp -d /var/tmp/arbor-compbench.XXXXXX)
+SRC=$(mktemp -d /dev/shm/arbor-compsrc.XXXXXX)
+MNT=$SCR/mnt
+IMG=$SCR/img
+mkdir -p "$MNT"
+DPID= LOOP= PPID_PROBE= BROKEN=
+cleanup() {
+	[ -z "$PPID_PROBE" ] || { kill "$PPID_PROBE" 2>/dev/null || true; wait "$PPID_PROBE" 2>/dev/null || true; }
+	if mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" || true
+	fi
+	if [ -n "$DPID" ]; then
+		for _ in $(seq 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.2; done
+		kill "$DPID" 2>/dev/null || true
+		wait "$DPID" 2>/dev/null || true
+	fi
+	[ -z "$LOOP" ] || losetup -d "$LOOP" 2>/dev/null || true
+	if [ -n "$BROKEN" ] && [ -e "$IMG" ]; then
+		cp --sparse=always "$IMG" "$OUT/broken.img" && echo "compress.sh: image kept as $OUT/broken.img" >&2
+	fi
+	rm -rf "$SCR" "$SRC"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+used_b() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print((s.f_blocks-s.f_bfree)*s.f_frsize)' "$MNT"; }
+dropcaches() { sync -f "$SCR"; echo 3 >/proc/sys/vm/drop_caches; }
+RAW=$OUT/raw.tsv
+printf 'run\tfs\tdata\tmetric\tvalue\n' >"$RAW"
+rec() { printf '%s\t%s\t%s\t%s\t%s\n' "$RUN" "$1" "$2" "$3" "$4" >>"$RAW"; }
+die() { echo "compress.sh: $*" >&2; BROKEN=1; exit 1; }
+
 
 # ---- sources -----------------------------------------------------------
 
