@@ -349,10 +349,12 @@ static void stats_json(const struct arb_ioc_stats *st)
 		       (unsigned long long)st->deduped_bytes);
 	if (st->version >= 17)
 		printf(" \"compressed\": {\"extents\": %llu, \"ram_bytes\": "
-		       "%llu, \"stored_bytes\": %llu},\n",
+		       "%llu, \"stored_bytes\": %llu, \"early_bytes\": "
+		       "%llu},\n",
 		       (unsigned long long)st->compressed_extents,
 		       (unsigned long long)st->compressed_ram_bytes,
-		       (unsigned long long)st->compressed_stored_bytes);
+		       (unsigned long long)st->compressed_stored_bytes,
+		       (unsigned long long)st->compressed_early_bytes);
 	if (st->user_bytes_written)
 		printf(" \"write_amplification\": %.3f}\n",
 		       ratio(wsum, st->user_bytes_written));

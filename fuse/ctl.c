@@ -336,6 +336,8 @@ static int ioc_stats(struct afs *afs, struct arb_ioc_stats *st)
 		minus(s.compressed_ram_bytes, b.compressed_ram_bytes);
 	st->compressed_stored_bytes =
 		minus(s.compressed_stored_bytes, b.compressed_stored_bytes);
+	st->compressed_early_bytes =
+		minus(s.compressed_early_bytes, b.compressed_early_bytes);
 	for (int i = 0; i < 4; i++) {
 		st->image_bytes_written[i] =
 			minus(s.bytes_written[i], b.bytes_written[i]);

@@ -182,8 +182,11 @@ static int piece_compress(struct arb_fs *fs, struct arb_imem *im, size_t i,
 	uint8_t *tmp;
 	int ret;
 
-	if (fs_zc_take(im, im->blocks[i].idx, (uint32_t)n, z, stored))
+	if (fs_zc_take(im, im->blocks[i].idx, (uint32_t)n, z, stored)) {
+		if (*z)
+			fs->z_early_bytes += n * bs;
 		return *z ? 0 : 1;
+	}
 	if (n < 2)
 		return 1;
 	tmp = malloc(n * bs);

@@ -943,6 +943,7 @@ int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s)
 	s->compressed_extents = fs->nr_zextents;
 	s->compressed_ram_bytes = fs->z_ram_bytes;
 	s->compressed_stored_bytes = fs->z_stored_bytes;
+	s->compressed_early_bytes = fs->z_early_bytes;
 	s->total_bytes = fs->vol->total_bytes;
 	s->free_bytes = arb_free_bytes(fs->vol);
 	s->commit_ns = fs->commit_ns;

@@ -285,6 +285,8 @@ struct arb_fs {
 	uint64_t zhint[256];
 	/* compressed extents written, their file bytes and stored bytes */
 	uint64_t nr_zextents, z_ram_bytes, z_stored_bytes;
+	/* of z_ram_bytes, those their writer compressed (before the lock) */
+	uint64_t z_early_bytes;
 	/* writers compressing before the lock: at most zslots at once (one
 	 * CPU is left to the other requests), zbusy now (zlock) */
 	pthread_mutex_t zlock;

@@ -605,6 +605,9 @@ struct arb_fs_stats {
 	 * bytes they take on disk */
 	uint64_t compressed_extents, compressed_ram_bytes,
 		compressed_stored_bytes;
+	/* of compressed_ram_bytes, those compressed by their writer before
+	 * it took the lock (the others: by the flush, under it) */
+	uint64_t compressed_early_bytes;
 };
 int arb_fs_get_stats(struct arb_fs *fs, struct arb_fs_stats *s);
 

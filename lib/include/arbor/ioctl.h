@@ -317,7 +317,10 @@ struct arb_ioc_stats {
 	__u64 compressed_extents;
 	__u64 compressed_ram_bytes;
 	__u64 compressed_stored_bytes;
-	__u64 reserved[20];
+	/* out (version 17): of compressed_ram_bytes, those compressed by
+	 * their writer before it took the lock (the rest: by the flush) */
+	__u64 compressed_early_bytes;
+	__u64 reserved[19];
 	/* out: per kind of FUSE request, indexed by enum arb_ioc_op */
 	struct arb_ioc_op_stat ops[ARB_IOC_OPS_MAX];
 };
