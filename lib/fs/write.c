@@ -31,8 +31,8 @@ struct zpre {
 	size_t stored;
 };
 
-static size_t zpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
-			uint64_t end, struct zpre **out)
+static size_t zpre_make(struct arb_fs *fs, uint64_t ino, const uint8_t *src,
+			uint64_t off, uint64_t end, struct zpre **out)
 {
 	const uint64_t C = ARB_COMPRESS_MAX_RAM;
 	uint32_t bs = fs->bs;
@@ -49,6 +49,10 @@ static size_t zpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
 		return 0;
 	for (; c < end; c += C) {
 		uint64_t ce = c + C < end ? c + C : end;
+
+		/* another write found the file's start incompressible */
+		if (n && !fs_zhint_get(fs, ino))
+			break;
 		uint64_t len = round_up_bs(ce, bs) - c;
 		const uint8_t *p = src + (c - off);
 		uint8_t *tmp = NULL;
@@ -72,6 +76,14 @@ static size_t zpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
 		if (v[n].ret < 0)
 			break;
 		n++;
+		/* the file's start does not shrink: it will be marked
+		 * NOCOMPRESS (arb_fs_write), and its concurrent writes
+		 * (the kernel writes back in parallel) stop compressing */
+		if (c == 0 && v[n - 1].ret == 1 && ce == C &&
+		    !fs->opts.compress_force) {
+			fs_zhint_set(fs, ino, false);
+			break;
+		}
 	}
 	*out = v;
 	return n;
@@ -137,7 +149,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	end = off + size;
 	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino)) {
 		fs_zslot_get(fs);
-		nzpre = zpre_make(fs, src, off, end, &zpre);
+		if (fs_zhint_get(fs, ino)) /* may have changed meanwhile */
+			nzpre = zpre_make(fs, ino, src, off, end, &zpre);
 		fs_zslot_put(fs);
 	}
 	if (size >= ARB_BULK_WRITE)
