@@ -16,6 +16,10 @@
 #   ARBOR_TEST_BUILD_DIR           build directory (default build-test)
 #   ARBOR_TEST_TIMEOUT_MULTIPLIER  meson test --timeout-multiplier (default 1)
 #   ARBOR_IT_TIMEOUT               seconds per integration test (default 600)
+#   ARBOR_IT_JOBS                  integration tests at a time (default 2)
+#   ARBOR_TEST_SERIAL=1            unit suites first, then one integration
+#                                  test at a time (default: the unit suites
+#                                  in the background, one at a time)
 #   ARBOR_SKIP_DEPS=1              do not check/install packages
 #   ASAN_OPTIONS, UBSAN_OPTIONS    appended to the defaults below
 set -euo pipefail
@@ -149,40 +153,132 @@ count_summary() {
 	' "$1"
 }
 
-section "unit tests (meson test)"
+# The unit suites run in the background of the integration tests (one at
+# a time: they are CPU-bound, and two lanes of integration tests mostly
+# wait on mounts, fsyncs and sleeps), so that CI fits its time on two
+# CPUs.  ARBOR_TEST_SERIAL=1: the unit suites first (meson's own
+# parallelism), then one integration test at a time.
+SERIAL=${ARBOR_TEST_SERIAL:-0}
+IT_JOBS=${ARBOR_IT_JOBS:-2}
+((SERIAL)) && IT_JOBS=1
 testlog=$BUILD/meson-logs/testlog.json
 mtest_out=$BUILD/meson-logs/test-sh-output.txt
 rm -f "$testlog"
-set +e
-meson test -C "$BUILD" --no-rebuild --print-errorlogs \
-	--timeout-multiplier "$MULT" 2>&1 | tee "$mtest_out"
-mtest_rc=${PIPESTATUS[0]}
-set -e
 
-counts=""
-if [[ -s $testlog ]] && command -v python3 >/dev/null 2>&1; then
-	counts=$(count_testlog "$testlog") || counts=""
+run_unit() {
+	meson test -C "$BUILD" --no-rebuild --print-errorlogs \
+		--timeout-multiplier "$MULT" "$@" >"$mtest_out" 2>&1
+}
+
+# count the unit tests (after run_unit)
+unit_summary() {
+	section "unit tests (meson test)"
+	cat "$mtest_out"
+	counts=""
+	if [[ -s $testlog ]] && command -v python3 >/dev/null 2>&1; then
+		counts=$(count_testlog "$testlog") || counts=""
+	fi
+	if [[ -z $counts ]]; then
+		counts=$(count_summary "$mtest_out")
+	fi
+	read -r u_pass u_fail u_skip <<<"$counts"
+	passed=$((passed + u_pass))
+	failed=$((failed + u_fail))
+	skipped=$((skipped + u_skip))
+	if ((u_fail)); then
+		failures+=("$u_fail unit test(s); see $BUILD/meson-logs/testlog.txt")
+	elif ((mtest_rc != 0)); then
+		# meson test failed without a failing test (it could not run them)
+		fail_step "meson test exited $mtest_rc"
+	fi
+	echo "unit: $u_pass passed, $u_fail failed, $u_skip skipped"
+}
+
+mtest_pid=
+if ((SERIAL)); then
+	set +e
+	run_unit
+	mtest_rc=$?
+	set -e
+	unit_summary
+else
+	mtest_rcfile=$BUILD/meson-logs/test-sh-rc
+	rm -f "$mtest_rcfile"
+	(
+		set +e
+		run_unit --num-processes 1
+		echo $? >"$mtest_rcfile"
+	) &
+	mtest_pid=$!
 fi
-if [[ -z $counts ]]; then
-	counts=$(count_summary "$mtest_out")
-fi
-read -r u_pass u_fail u_skip <<<"$counts"
-passed=$((passed + u_pass))
-failed=$((failed + u_fail))
-skipped=$((skipped + u_skip))
-if ((u_fail)); then
-	failures+=("$u_fail unit test(s); see $BUILD/meson-logs/testlog.txt")
-elif ((mtest_rc != 0)); then
-	# meson test failed without a failing test (it could not run them)
-	fail_step "meson test exited $mtest_rc"
-fi
-echo "unit: $u_pass passed, $u_fail failed, $u_skip skipped"
 
 # ---- integration tests ------------------------------------------------------
-section "integration tests"
+section "integration tests ($IT_JOBS at a time)"
 shopt -s nullglob
 its=(tests/integration/*.sh)
 shopt -u nullglob
+RES=$(mktemp -d /tmp/arbor-it.XXXXXX)
+# tests that change what other mounts see (the fuse module's io_uring
+# switch; a host filesystem made full): alone
+ALONE=" uring.sh hostfull.sh "
+
+# run_one NAME PATH: the test, its output and "status seconds" into $RES
+run_one() {
+	local start=$SECONDS rc
+	set +e
+	timeout -k 30 "$IT_TIMEOUT" "$2" "$BUILD_ABS" </dev/null >"$RES/$1.out" 2>&1
+	rc=$?
+	set -e
+	echo "$rc $((SECONDS - start))" >"$RES/$1.rc"
+}
+
+# report NAME: its output, then its result counted
+report() {
+	local rc secs
+	read -r rc secs <"$RES/$1.rc"
+	echo "-- $1"
+	cat "$RES/$1.out"
+	case $rc in
+	0)
+		echo "PASS $1 (${secs}s)"
+		passed=$((passed + 1))
+		;;
+	77)
+		echo "SKIP $1 (${secs}s)"
+		skipped=$((skipped + 1))
+		;;
+	124 | 137)
+		echo "FAIL $1: timed out after ${IT_TIMEOUT}s"
+		fail_step "$1 (timeout)"
+		;;
+	*)
+		echo "FAIL $1: exit $rc (${secs}s)"
+		fail_step "$1 (exit $rc)"
+		;;
+	esac
+}
+
+running=()
+# report the tests of running that ended
+reap() {
+	local n still=()
+	for n in "${running[@]}"; do
+		if [[ -e $RES/$n.rc ]]; then
+			report "$n"
+		else
+			still+=("$n")
+		fi
+	done
+	running=("${still[@]}")
+}
+# wait until fewer than $1 tests run
+drain() {
+	while ((${#running[@]} >= $1)); do
+		wait -n || true
+		reap
+	done
+}
+
 for t in "${its[@]}"; do
 	name=${t#tests/integration/}
 	# helpers sourced by the tests (lib.sh) are not tests
@@ -190,34 +286,26 @@ for t in "${its[@]}"; do
 		echo "-- $name: helper (not executable, or no #! line), not run"
 		continue
 	fi
-	echo "-- $name"
-	start=$SECONDS
-	set +e
-	timeout -k 30 "$IT_TIMEOUT" "$t" "$BUILD_ABS" </dev/null
-	rc=$?
-	set -e
-	secs=$((SECONDS - start))
-	case $rc in
-	0)
-		echo "PASS $name (${secs}s)"
-		passed=$((passed + 1))
-		;;
-	77)
-		echo "SKIP $name (${secs}s)"
-		skipped=$((skipped + 1))
-		;;
-	124 | 137)
-		echo "FAIL $name: timed out after ${IT_TIMEOUT}s"
-		fail_step "$name (timeout)"
-		;;
-	*)
-		echo "FAIL $name: exit $rc (${secs}s)"
-		fail_step "$name (exit $rc)"
-		;;
-	esac
+	if [[ $ALONE == *" $name "* ]]; then
+		drain 1
+		run_one "$name" "$t"
+		report "$name"
+		continue
+	fi
+	drain "$IT_JOBS"
+	run_one "$name" "$t" &
+	running+=("$name")
 done
+drain 1
 if ((${#its[@]} == 0)); then
 	echo "(none)"
+fi
+rm -rf "$RES"
+
+if [[ -n $mtest_pid ]]; then
+	wait "$mtest_pid" || true
+	mtest_rc=$(cat "$mtest_rcfile" 2>/dev/null || echo 1)
+	unit_summary
 fi
 
 finish
