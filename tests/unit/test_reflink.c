@@ -1153,6 +1153,139 @@ START_TEST(test_collisions)
 }
 END_TEST
 
+/* ---- crash during a clone ------------------------------------------------- */
+
+/*
+ * A clone of a fragmented range (several steps of CLONE_BATCH extent items,
+ * over several leaves) and its commit, with every write and flush of the
+ * device recorded; then the disk as a crash just before each write (and
+ * at random points with unflushed writes dropped, reordered or torn) is
+ * opened: the checker is clean and the destination is what it was before
+ * the clone or what the clone made of it, never a mix.
+ */
+static uint8_t *read_whole(uint64_t ino, uint64_t *size)
+{
+	struct arb_stat st;
+	uint8_t *b;
+
+	ck_assert_int_eq(arb_fs_getattr(fs, ino, &st), 0);
+	b = malloc(st.size + 1);
+	ck_assert_int_eq(arb_fs_read(fs, ino, b, st.size + 1, 0),
+			 (ssize_t)st.size);
+	*size = st.size;
+	return b;
+}
+
+static bool same_bytes(const uint8_t *b, uint64_t n, const uint8_t *want,
+		       uint64_t wn)
+{
+	return n == wn && memcmp(b, want, n) == 0;
+}
+
+START_TEST(test_clone_crash)
+{
+	int next = TU_SCALE(200, 600), nold = 0, nnew = 0, points = 0;
+	uint64_t s, d, ssz, osz, nsz, sz, doff = 3 * BS, seed;
+	uint8_t *src, *old, *new, *got;
+	struct arb_dev *log, *img, *dd;
+	struct arb_mkfs_opts mo;
+	struct arb_fs_opts o;
+	size_t start, end;
+	const char *why = NULL;
+	struct arb_stat st;
+
+	seed = tu_seed("reflink_clone_crash");
+	arb_log_level = ARB_LOG_WARN;
+	ck_assert_int_eq(arb_dev_open_mem(32 * MiB, &mem), 0);
+	arb_mkfs_opts_default(&mo);
+	mo.nodesize = 4096; /* few items a leaf: the clone spans many */
+	dd = tu_dev_borrow(mem);
+	ck_assert_int_eq(arb_mkfs(dd, &mo), 0);
+	arb_dev_destroy(dd);
+	ck_assert_int_eq(arb_dev_log_wrap(tu_dev_borrow(mem), &log), 0);
+	arb_fs_opts_default(&o);
+	o.commit_interval = 0;
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(log), &o, &fs, &why), 0);
+
+	/* the source: next one-block extents with holes between them */
+	s = create_in(ARB_ROOT_INO, "s");
+	d = create_in(ARB_ROOT_INO, "d");
+	for (int i = 0; i < next; i++)
+		write_pattern(s, 2 * (uint64_t)i * BS, BS, (uint8_t)i);
+	/* the destination: other bytes, over part of the range */
+	write_pattern(d, 0, (uint64_t)next * BS, 200);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	src = read_whole(s, &ssz);
+	old = read_whole(d, &osz);
+	/* what the clone must make of d */
+	nsz = doff + ssz > osz ? doff + ssz : osz;
+	new = calloc(1, nsz);
+	memcpy(new, old, osz);
+	memcpy(new + doff, src, ssz);
+
+	start = arb_dev_log_len(log);
+	ck_assert_int_eq(arb_fs_copy_range(fs, s, 0, d, doff, ssz, 0),
+			 (ssize_t)ssz);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	end = arb_dev_log_len(log);
+	got = read_whole(d, &sz);
+	ck_assert(same_bytes(got, sz, new, nsz));
+	free(got);
+	check_fs();
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+
+	/* every entry from the clone's start to past its commit, as a clean
+	 * prefix, then random points with the unflushed writes mangled */
+	for (size_t n = start; n <= end + TU_SCALE(40, 200); n++) {
+		size_t at = n;
+		int mode = ARB_REPLAY_PREFIX;
+		uint64_t r = seed + n;
+
+		if (n > end) {
+			at = start + tu_rand_range(&r, end - start + 1);
+			mode = n % 2 ? ARB_REPLAY_DROP : ARB_REPLAY_REORDER_TEAR;
+		}
+		ck_assert_int_eq(arb_dev_log_replay(log, at, mode, r, &img), 0);
+		why = NULL;
+		ck_assert_int_eq(arb_fs_open(img, &o, &fs, &why), 0);
+		{
+			int ret = arb_fs_check(fs, stderr);
+			ck_assert_msg(ret == 0, "crash at %zu (mode %d): check %d",
+				      at, mode, ret);
+		}
+		got = read_whole(d, &sz);
+		if (same_bytes(got, sz, old, osz))
+			nold++;
+		else if (same_bytes(got, sz, new, nsz))
+			nnew++;
+		else
+			ck_abort_msg("crash at %zu of [%zu, %zu] (mode %d): "
+				     "destination neither old nor new (size "
+				     "%llu)", at, start, end, mode,
+				     (unsigned long long)sz);
+		free(got);
+		/* the source never changes */
+		got = read_whole(s, &sz);
+		ck_assert(same_bytes(got, sz, src, ssz));
+		free(got);
+		ck_assert_int_eq(arb_fs_getattr(fs, s, &st), 0);
+		ck_assert_int_eq(arb_fs_close(fs), 0);
+		fs = NULL;
+		points++;
+	}
+	fprintf(stderr, "clone crash: %d extents, log entries %zu..%zu, %d "
+		"points: %d old, %d new\n", next, start, end, points, nold, nnew);
+	ck_assert_int_gt(nold, 0);
+	ck_assert_int_gt(nnew, 0);
+	free(src);
+	free(old);
+	free(new);
+	arb_dev_destroy(log);
+	arb_dev_destroy(mem);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("reflink");
@@ -1169,6 +1302,7 @@ int main(void)
 	tcase_add_test(te, test_dedupe);
 	tcase_set_timeout(tk, 600);
 	tcase_add_test(tk, test_collisions);
+	tcase_add_test(tk, test_clone_crash);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, te);
 	suite_add_tcase(s, tk);
