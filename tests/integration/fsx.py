@@ -720,6 +720,7 @@ class Fsx:
 
 
 def main():
+    global MAX_OFF
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--daemon-opt", action="append", default=[],
@@ -737,6 +738,8 @@ def main():
                     help="comma list of operations not to run")
     ap.add_argument("--sync-every", type=int, default=0,
                     help="commit (fsync of the mount's root) every N steps")
+    ap.add_argument("--max-off", type=int, default=MAX_OFF,
+                    help="offsets of writes and copies below N bytes (default 8 MiB)")
     ap.add_argument("--batch", type=int, default=0,
                     help="every N steps: a clean remount or a kill (--kill-prob)")
     ap.add_argument("--kill-prob", type=float, default=0.5,
@@ -750,6 +753,7 @@ def main():
     args = ap.parse_args()
     if args.batch and args.kill_prob and not args.arbor:
         ap.error("--batch with kills needs --arbor")
+    MAX_OFF = args.max_off
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "little")
     print("fsx: seed %d, %d operations (rerun with --seed %d)" %
