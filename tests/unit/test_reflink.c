@@ -903,7 +903,8 @@ static void coll_check(struct cfile *cf, int n, uint64_t bytenr)
 	ck_assert_uint_eq(extent_refs(bytenr), refs);
 }
 
-/* references of extent bytenr from tree root with home h */
+/* references of extent bytenr from tree root with home h (UINT64_MAX:
+ * any; a home has the top bit clear) */
 static int refs_of(uint64_t bytenr, uint64_t root, uint64_t h)
 {
 	struct arb_key k = { bytenr, ARB_EXTENT_DATA_REF, 0 };
@@ -918,8 +919,9 @@ static int refs_of(uint64_t bytenr, uint64_t root, uint64_t h)
 		if (k.objectid != bytenr || k.type != ARB_EXTENT_DATA_REF)
 			break;
 		if (arb_extent_data_ref_d_root(r) == root &&
-		    arb_data_ref_hash(root, arb_extent_data_ref_d_objectid(r),
-				      arb_extent_data_ref_d_offset(r)) == h)
+		    (h == UINT64_MAX ||
+		     arb_data_ref_hash(root, arb_extent_data_ref_d_objectid(r),
+				       arb_extent_data_ref_d_offset(r)) == h))
 			nr++;
 	}
 	ck_assert_int_ge(ret, 0);
@@ -987,14 +989,16 @@ START_TEST(test_collisions)
 		ck_assert_uint_eq(arb_data_ref_hash(rs_id, oc, off[m] ^ xc), h);
 		ck_assert_uint_eq(arb_data_ref_hash(rn_id, ob, off[m] ^ xs), h);
 	}
-	/* the slots of b (c's are b's moved by xc): none overlaps another */
-	{
+	/* the slots of b (also 0, written in the snapshot), then those of
+	 * c: none overlaps another of its file */
+	for (int f = 0; f < 2; f++) {
 		uint64_t bo[2 * (1 << COLL_KERNEL) + 1];
 		int nb = 0;
 
 		for (int m = 0; m < n; m++) {
-			bo[nb++] = off[m];
-			bo[nb++] = off[m] ^ xs;
+			bo[nb++] = f ? off[m] ^ xc : off[m];
+			if (!f)
+				bo[nb++] = off[m] ^ xs;
 		}
 		bo[nb++] = 0;
 		for (int i = 0; i < nb; i++)
@@ -1109,8 +1113,8 @@ START_TEST(test_collisions)
 	ck_assert_int_eq(arb_subvol_delete(fs, ARB_ROOT_INO, "snap"), 0);
 	ck_assert_int_eq(arb_subvol_wait(fs, rn_id), 0);
 	coll_check(cf, 2, bytenr);
-	for (uint64_t hh = h; hh < h + 1; hh++)
-		ck_assert_int_eq(refs_of(bytenr, rn_id, hh), 0);
+	/* no reference of the deleted snapshot is left */
+	ck_assert_int_eq(refs_of(bytenr, rn_id, UINT64_MAX), 0);
 	reopen();
 
 	/* freed only with the last reference: drop them one by one */
@@ -1134,16 +1138,15 @@ START_TEST(test_collisions)
 						  FALLOC_FL_KEEP_SIZE,
 						  f->off[slot], COLL_EXT), 0);
 		f->seed[slot] = 0;
-		f1 = free_after_sync();
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
 		check_fs();
 		cfile_compare(f);
-		(void)f1;
 	}
 	ck_assert_uint_eq(extent_refs(bytenr), 0);
 	f1 = free_after_sync();
 	ck_assert_msg(f1 >= f0 + COLL_EXT, "the last reference freed %lld",
 		      (long long)(f1 - f0));
-	/* truncating the files away leaves nothing behind */
+	/* b emptied, then closed and opened: still clean */
 	memset(&sa, 0, sizeof(sa));
 	ck_assert_int_eq(arb_fs_setattr(fs, cf[0].ino, &sa, ARB_SET_SIZE,
 					&cred, &st), 0);
@@ -1162,6 +1165,11 @@ END_TEST
  * at random points with unflushed writes dropped, reordered or torn) is
  * opened: the checker is clean and the destination is what it was before
  * the clone or what the clone made of it, never a mix.
+ * Loop 1: a clone of 1,500 extents on a small volume, whose metadata
+ * reservation (fs_op_begin per step of 64 extents) runs short and
+ * commits between steps: a crash after such a commit leaves the clone
+ * cut short at a step (docs/design/reflink.md, "Not done: atomicity"),
+ * which is counted; any other mix fails.
  */
 static uint8_t *read_whole(uint64_t ino, uint64_t *size)
 {
@@ -1182,9 +1190,26 @@ static bool same_bytes(const uint8_t *b, uint64_t n, const uint8_t *want,
 	return n == wn && memcmp(b, want, n) == 0;
 }
 
+/* the new bytes up to some point, the old ones after it, and the size
+ * the destination had or grew to with the new bytes: a clone cut short */
+static bool is_prefix(const uint8_t *b, uint64_t n, const uint8_t *old,
+		      uint64_t on, const uint8_t *new, uint64_t nn)
+{
+	uint64_t p = 0;
+
+	if (n < on || n > nn)
+		return false;
+	while (p < n && b[p] == new[p])
+		p++;
+	if (p < on)
+		return memcmp(b + p, old + p, on - p) == 0 && n == on;
+	return p == n;
+}
+
 START_TEST(test_clone_crash)
 {
-	int next = TU_SCALE(200, 600), nold = 0, nnew = 0, points = 0;
+	int next = _i ? 1500 : TU_SCALE(200, 600), nold = 0, nnew = 0;
+	int points = 0, nprefix = 0;
 	uint64_t s, d, ssz, osz, nsz, sz, doff = 3 * BS, seed;
 	uint8_t *src, *old, *new, *got;
 	struct arb_dev *log, *img, *dd;
@@ -1192,7 +1217,6 @@ START_TEST(test_clone_crash)
 	struct arb_fs_opts o;
 	size_t start, end;
 	const char *why = NULL;
-	struct arb_stat st;
 
 	seed = tu_seed("reflink_clone_crash");
 	arb_log_level = ARB_LOG_WARN;
@@ -1259,6 +1283,8 @@ START_TEST(test_clone_crash)
 			nold++;
 		else if (same_bytes(got, sz, new, nsz))
 			nnew++;
+		else if (_i && is_prefix(got, sz, old, osz, new, nsz))
+			nprefix++;
 		else
 			ck_abort_msg("crash at %zu of [%zu, %zu] (mode %d): "
 				     "destination neither old nor new (size "
@@ -1269,13 +1295,13 @@ START_TEST(test_clone_crash)
 		got = read_whole(s, &sz);
 		ck_assert(same_bytes(got, sz, src, ssz));
 		free(got);
-		ck_assert_int_eq(arb_fs_getattr(fs, s, &st), 0);
 		ck_assert_int_eq(arb_fs_close(fs), 0);
 		fs = NULL;
 		points++;
 	}
 	fprintf(stderr, "clone crash: %d extents, log entries %zu..%zu, %d "
-		"points: %d old, %d new\n", next, start, end, points, nold, nnew);
+		"points: %d old, %d new, %d a prefix\n", next, start, end,
+		points, nold, nnew, nprefix);
 	ck_assert_int_gt(nold, 0);
 	ck_assert_int_gt(nnew, 0);
 	free(src);
@@ -1292,6 +1318,7 @@ int main(void)
 	TCase *tc = tcase_create("model");
 	TCase *te = tcase_create("space");
 	TCase *tk = tcase_create("collisions");
+	TCase *tx = tcase_create("crash");
 
 	tcase_set_timeout(tc, 1200);
 	tcase_add_test(tc, test_model);
@@ -1302,9 +1329,11 @@ int main(void)
 	tcase_add_test(te, test_dedupe);
 	tcase_set_timeout(tk, 600);
 	tcase_add_test(tk, test_collisions);
-	tcase_add_test(tk, test_clone_crash);
+	tcase_set_timeout(tx, 900);
+	tcase_add_loop_test(tx, test_clone_crash, 0, 2);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, te);
 	suite_add_tcase(s, tk);
+	suite_add_tcase(s, tx);
 	return tu_run_suite(s);
 }
