@@ -10,7 +10,9 @@
  * every few operations the filesystem is closed and opened again.
  * Then the space: a clone uses no data space, an overwrite of part of a
  * clone uses about that part, and the shared extent is freed only with
- * its last user.  ARBOR_TEST_SEED=<seed> repeats a run.
+ * its last user.  Then crafted back-reference hash collisions (one
+ * extent, owners of one home: test_collisions) and crashes during a
+ * clone (test_clone_crash).  ARBOR_TEST_SEED=<seed> repeats a run.
  */
 #include <errno.h>
 #include <linux/falloc.h>
