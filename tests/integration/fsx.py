@@ -12,6 +12,18 @@ daemon itself, in the foreground, and stops it by its PID).
     fsx.py --daemon BUILD/fuse/arborfs --image IMG --mnt MNT --ref DIR \\
            [--seed N] [--ops N] [--remount-prob P] [--sync-every N]
            [--only OP,OP...] [--skip OP,OP...]
+           [--batch N --kill-prob P --tail N --fsck FSCK --arbor ARBOR]
+
+With --batch N (tests/integration/fsxkill.sh), every N operations the
+daemon either unmounts cleanly or is killed with SIGKILL, and fsck -n runs
+on the image before the next mount.  A kill point first commits (sync(2)
+for the kernel's dirty pages, then fsync of the mount's root), then runs up
+to --tail more operations on the mount only, then kills the daemon: when
+no commit happened since the sync (`arbor filesystem generation`; mount
+with commit=0,idle_commit=0 so that none comes from a timer), the mount
+must come back exactly as the reference, without the tail; when one did,
+the tail is committed whole, applied to the reference (same outcomes),
+and then the daemon is killed.
 
 Exit status 0 when the trees never differed; on a difference it prints the
 seed, the step and the last operations, and exits 1.
@@ -117,6 +129,23 @@ class Daemon:
         self.proc = None
         if st != 0:
             raise RuntimeError("arborfs exited with status %d after unmount" % st)
+
+    def kill(self):
+        """SIGKILL the daemon we started (by its PID), then take the dead
+        mount away."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+        for _ in range(20):
+            if not os.path.ismount(self.args.mnt):
+                return
+            if subprocess.call(["fusermount3", "-u", self.args.mnt],
+                               stderr=subprocess.DEVNULL) == 0:
+                return
+            time.sleep(0.5)
+        if subprocess.call(["umount", "-l", self.args.mnt]) != 0:
+            raise RuntimeError("cannot unmount %s after the kill" % self.args.mnt)
 
     def stop(self):
         """Last resort, whatever state we are in."""
@@ -593,6 +622,69 @@ class Fsx:
         finally:
             os.close(fd)
 
+    # ---- batches: clean remounts and kills ----
+    def fsck(self):
+        if not self.args.fsck:
+            return
+        r = subprocess.run([self.args.fsck, "-n", self.args.image],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise Mismatch("fsck.arborfs -n: status %d:\n%s" %
+                           (r.returncode, r.stdout.decode(errors="replace")[-3000:]))
+
+    def generation(self):
+        out = subprocess.check_output([self.args.arbor, "filesystem", "generation",
+                                       self.mnt])
+        return int(out.split()[1])
+
+    def sync_all(self):
+        # the kernel's dirty pages reach the daemon, then a commit
+        os.sync()
+        self.commit()
+
+    def kill_point(self, step, names, weights):
+        self.sync_all()
+        g0 = self.generation()
+        # the tail: on the mount only, neither committed nor checked; no
+        # fsync (it commits) and no mmap (its size comes from the
+        # reference, which the tail leaves behind)
+        tw = [0 if n in ("fsync", "mmap") else w for n, w in zip(names, weights)]
+        tail = []
+        for i in range(self.rnd.randrange(self.args.tail + 1) if any(tw) else 0):
+            name = self.rnd.choices(names, tw)[0]
+            desc, fn, _ = getattr(self, "op_" + name)()
+            self.history.append("%d: tail %s" % (step, desc))
+            tail.append((desc, fn, outcome(lambda: fn(self.mnt))))
+        g1 = self.generation()
+        if g1 != g0:
+            # something committed part of the tail: commit all of it and
+            # let the reference catch up
+            self.sync_all()
+            for desc, fn, r2 in tail:
+                r1 = outcome(lambda: fn(self.ref))
+                if r1 != r2:
+                    raise Mismatch("tail %s: reference gave %.100r, arborfs %.100r" %
+                                   (desc, r1, r2))
+            self.stats["kill-after-commit"] = self.stats.get("kill-after-commit", 0) + 1
+            self.history.append("%d: kill -9 (tail of %d committed)" % (step, len(tail)))
+        else:
+            self.stats["kill-tail-lost"] = self.stats.get("kill-tail-lost", 0) + 1
+            self.stats["tail-ops-lost"] = self.stats.get("tail-ops-lost", 0) + len(tail)
+            self.history.append("%d: kill -9 (tail of %d lost)" % (step, len(tail)))
+        self.daemon.kill()
+
+    def boundary(self, step, names, weights):
+        if self.rnd.random() < self.args.kill_prob:
+            self.kill_point(step, names, weights)
+            self.stats["kill"] = self.stats.get("kill", 0) + 1
+        else:
+            self.history.append("%d: remount" % step)
+            self.daemon.umount()
+            self.stats["remount"] = self.stats.get("remount", 0) + 1
+        self.fsck()
+        self.daemon.mount()
+        self.compare_all()
+
     # ---- main loop ----
     def run(self):
         names = [n for n, _ in self.OPS]
@@ -605,7 +697,9 @@ class Fsx:
         if not any(weights):
             raise RuntimeError("no operation left to run")
         for step in range(1, self.args.ops + 1):
-            if self.rnd.random() < self.args.remount_prob:
+            if self.args.batch and step > 1 and (step - 1) % self.args.batch == 0:
+                self.boundary(step, names, weights)
+            elif self.rnd.random() < self.args.remount_prob:
                 self.history.append("%d: remount" % step)
                 self.daemon.umount()
                 self.daemon.mount()
@@ -633,11 +727,13 @@ class Fsx:
             if step % 500 == 0:
                 print("fsx: %d operations" % step, flush=True)
         self.daemon.umount()
+        self.fsck()
         self.daemon.mount()
         self.compare_all()
 
 
 def main():
+    global MAX_OFF
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--daemon-opt", action="append", default=[],
@@ -658,7 +754,22 @@ def main():
                     "random, text-like and repeated bytes (compression)")
     ap.add_argument("--sync-every", type=int, default=0,
                     help="commit (fsync of the mount's root) every N steps")
+    ap.add_argument("--max-off", type=int, default=MAX_OFF,
+                    help="offsets of writes and copies below N bytes (default 8 MiB)")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="every N steps: a clean remount or a kill (--kill-prob)")
+    ap.add_argument("--kill-prob", type=float, default=0.5,
+                    help="with --batch: chance that a batch ends with SIGKILL")
+    ap.add_argument("--tail", type=int, default=8,
+                    help="with --batch: at most N uncommitted operations before a kill")
+    ap.add_argument("--fsck", default=None,
+                    help="fsck.arborfs, run with -n after each unmount or kill")
+    ap.add_argument("--arbor", default=None,
+                    help="the arbor tool (with --batch: the committed generation)")
     args = ap.parse_args()
+    if args.batch and args.kill_prob and not args.arbor:
+        ap.error("--batch with kills needs --arbor")
+    MAX_OFF = args.max_off
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "little")
     print("fsx: seed %d, %d operations (rerun with --seed %d)" %
