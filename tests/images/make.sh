@@ -18,7 +18,10 @@
 # or FEATURE=subvol-default (the same, then `arbor subvolume set-default`
 # of sv: the manifest is what a mount without options shows, sv), or
 # FEATURE=compress (mounted with -o compress=zlib: text files of several
-# chunks, one partly overwritten, cut and cloned; a chattr +c directory).
+# chunks, one partly overwritten, cut and cloned; a chattr +c directory),
+# or FEATURE=cleaning (a subvolume of 4,000 files deleted, the daemon
+# killed while the cleaner is dropping it one node per batch: the image
+# holds a DROP_PROGRESS item; NAME.subvols as for subvol).
 set -euo pipefail
 BUILD=$(realpath "$1")
 NAME=$2
@@ -72,6 +75,14 @@ chmod 4755 d/e/f/g/file
 case "${FEATURE:-}" in
 xattr-data) setfattr -n user.huge -v "$(head -c 40000 /dev/zero | tr '\0' y)" extent ;;
 immutable) echo frozen >frozen && chattr +i frozen ;;
+cleaning)
+	"$ARBOR" subvolume create big >/dev/null
+	for d in $(seq 40); do
+		mkdir big/d$d
+		for f in $(seq 100); do echo "file $d $f" >big/d$d/f$f; done
+	done
+	"$ARBOR" filesystem sync . >/dev/null
+	;;
 compress)
 	seq 200000 >text                       # 1.3 MB: 10 chunks and a tail
 	seq 1000 | dd of=text bs=1 seek=300000 conv=notrunc status=none
@@ -112,6 +123,18 @@ if [ "${FEATURE:-}" = subvol-default ]; then
 	"$ARBOR" subvolume set-default sv >/dev/null
 fi
 case "${FEATURE:-}" in
+cleaning)
+	cd /
+	umount_img
+	mount_img -o clean_batch=1
+	"$ARBOR" subvolume delete "$MNT/big" >/dev/null
+	"$ARBOR" filesystem sync "$MNT" >/dev/null
+	kill -9 "$DPID"
+	wait "$DPID" || true
+	fusermount3 -u -z "$MNT"
+	"$ARBOR" subvolume list --image "$TMP/i.img" | grep -q "being cleaned" ||
+		{ echo "the cleaning was not caught: $("$ARBOR" subvolume list --image "$TMP/i.img")" >&2; exit 1; }
+	;;
 subvol | subvol-default)
 	"$ARBOR" filesystem sync . >/dev/null
 	cd /
@@ -128,7 +151,7 @@ subvol | subvol-default)
 esac
 "$BUILD/fsck/fsck.arborfs" -n "$TMP/i.img" >/dev/null
 case "${FEATURE:-}" in
-subvol | subvol-default)
+subvol | subvol-default | cleaning)
 	# id, flags, source and path of every subvolume (the deleted one too)
 	"$ARBOR" subvolume list --json --image "$TMP/i.img" | python3 -c '
 import json, sys
