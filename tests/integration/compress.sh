@@ -334,7 +334,7 @@ fs_umount
 check_fsck
 
 log "f. the random exerciser with compression"
-if [ "$SCALE" = full ]; then ops=20000; else ops=1500; fi
+if [ "$SCALE" = full ]; then ops=20000; else ops=800; fi
 seed=${FSX_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 level=$((seed % 9 + 1))
 fs_mkfs -s 1G

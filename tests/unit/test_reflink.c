@@ -1263,7 +1263,7 @@ START_TEST(test_clone_crash)
 
 	/* every entry from the clone's start to past its commit, as a clean
 	 * prefix, then random points with the unflushed writes mangled */
-	for (size_t n = start; n <= end + TU_SCALE(40, 200); n++) {
+	for (size_t n = start; n <= end + TU_SCALE(20, 200); n++) {
 		size_t at = n;
 		int mode = ARB_REPLAY_PREFIX;
 		uint64_t r = seed + n;
