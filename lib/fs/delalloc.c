@@ -249,7 +249,7 @@ static int zbatch_add(struct arb_fs *fs, struct zbatch *zb, uint64_t bytenr,
 
 /*
  * Store one compressed piece: ram file bytes at foff as the stored bytes
- * z (format.h, ARB_COMPRESS_ZLIB), their write gathered in zb.  1: no
+ * z (format.h, ARB_COMPRESS_ZLIB), their write gathered in zb.  2: no
  * contiguous room for it (the caller writes the piece plain, which may be
  * cut in smaller extents).
  */
@@ -268,7 +268,7 @@ static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 
 	ret = arb_alloc_data(t, stored, stored, fs->data_hint, &bytenr, &got);
 	if (ret == -ENOSPC)
-		return 1;
+		return 2;
 	if (ret)
 		return ret;
 	if (got != stored)
@@ -352,12 +352,16 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 						    stored, zb);
 			free(z);
 		}
-		if (ret == 1) {
+		if (ret == 1 || ret == 2) {
+			/* 1: does not shrink; 2: shrinks, but no room */
+			bool shrinks = ret == 2;
+
 			if (!raw_n)
 				raw = pos;
 			raw_n += n;
 			ret = 0;
-			if (idx == 0 && n == cblk && !fs->opts.compress_force &&
+			if (!shrinks && idx == 0 && n == cblk &&
+			    !fs->opts.compress_force &&
 			    !(in->flags & ARB_INODE_COMPRESS)) {
 				/* and the rest of this run stays plain */
 				in->flags |= ARB_INODE_NOCOMPRESS;
