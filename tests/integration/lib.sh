@@ -160,7 +160,9 @@ fs_umount() {
 	[ -n "$DAEMON_PID" ] || fail "fs_umount: not mounted"
 	sync
 	local ok=0
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
+	# up to 30 s: under load (two tests at a time beside the unit suites)
+	# the test's own workers may take seconds to let go of the mount
+	for _ in $(seq 60); do
 		if fusermount3 -u "$MNT" 2>/dev/null; then
 			ok=1
 			break
