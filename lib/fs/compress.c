@@ -107,10 +107,9 @@ void fs_zslot_put(struct arb_fs *fs)
 int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
 		  uint8_t **out, size_t *stored)
 {
-	size_t cap;
+	size_t cap, zlen;
 	uint8_t *dst;
-	z_stream z;
-	int zr;
+	int ret;
 
 	*out = NULL;
 	if (len < 2 * (size_t)bs)
@@ -119,25 +118,13 @@ int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
 	dst = malloc(cap);
 	if (!dst)
 		return -ENOMEM;
-	memset(&z, 0, sizeof(z));
-	if (deflateInit2(&z, level, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) !=
-	    Z_OK) {
+	ret = fs_z_compress_to(src, len, level, dst, cap, &zlen);
+	if (ret) {
 		free(dst);
-		return -ENOMEM;
+		return ret;
 	}
-	z.next_in = (Bytef *)src;
-	z.avail_in = (uInt)len;
-	z.next_out = dst;
-	z.avail_out = (uInt)cap;
-	zr = deflate(&z, Z_FINISH);
-	deflateEnd(&z);
-	if (zr != Z_STREAM_END) {
-		/* Z_OK / Z_BUF_ERROR: out of room, it does not shrink */
-		free(dst);
-		return zr == Z_OK || zr == Z_BUF_ERROR ? 1 : -EIO;
-	}
-	*stored = round_up_bs(z.total_out, bs);
-	memset(dst + z.total_out, 0, *stored - z.total_out);
+	*stored = round_up_bs(zlen, bs);
+	memset(dst + zlen, 0, *stored - zlen);
 	*out = dst;
 	return 0;
 }
