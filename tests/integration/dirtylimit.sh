@@ -39,19 +39,38 @@ PY
 # burst NAME...: each NAME gets 1 MiB, fsynced, all from one process so
 # the fsyncs come close together even on a loaded machine (CI runs two
 # tests at once: separate python starts took over a second apart there)
+# The daemon's rules are about time (a second between fsyncs, two
+# seconds of quiet), so an assertion holds only when the machine kept
+# the pace the test meant: burst writes to $TMP/gap the largest time
+# between two fsyncs (ms), and paced() says whether less than $1 ms
+# passed since the burst ended; when not, the check is skipped with a
+# note (a loaded CI machine), never passed blindly.
 burst() {
-	python3 - "$MNT" "$@" <<'PY' || fail "writing $*"
-import os, sys
-mnt = sys.argv[1]
-for name in sys.argv[2:]:
+	python3 - "$MNT" "$TMP/gap" "$@" <<'PY' || fail "writing $*"
+import os, sys, time
+mnt, gapf = sys.argv[1], sys.argv[2]
+last, gap = None, 0
+for name in sys.argv[3:]:
     pat = (name.encode() * 4096)[:1 << 20]
     fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.write(fd, pat)
+    now = time.monotonic()
+    if last is not None:
+        gap = max(gap, now - last)
+    last = now
     os.fsync(fd)
     os.close(fd)
+open(gapf, "w").write("%d\n" % int(gap * 1000))
 PY
+	date +%s%3N >"$TMP/burst_end"
 	local n
 	for n in "$@"; do echo "$n 1" >>"$TMP/files"; done
+}
+paced_burst() {
+	[ "$(cat "$TMP/gap")" -lt 900 ]
+}
+paced() {
+	[ $(($(date +%s%3N) - $(cat "$TMP/burst_end"))) -lt "$1" ]
 }
 verify() {
 	while read -r name mib; do
@@ -96,11 +115,22 @@ sleep 1.2
 put a2 2
 [ "$(cat "$BDI/max_ratio_fine")" = "$ratio" ] || fail "a lone fsync changed the limit"
 burst s1 s2 s3 s4 s5
-in_low || fail "after fsyncs max_bytes is $(cat "$BDI/max_bytes"), want about 2 MiB"
-put b 3
-in_low || fail "a write right after the fsyncs raised the limit"
-[ "$(stat fsync_dirty_limit lowered)" = 1 ] ||
-	fail "stats: lowered $(stat fsync_dirty_limit lowered) times, want 1 (one burst)"
+if paced_burst; then
+	in_low || fail "after fsyncs max_bytes is $(cat "$BDI/max_bytes"), want about 2 MiB"
+	put b 3
+	if paced 1500; then
+		in_low || fail "a write right after the fsyncs raised the limit"
+	else
+		log "NOTE: the machine is loaded (the write took over 1.5 s): not checking that the limit stayed low"
+	fi
+else
+	log "NOTE: the machine is loaded ($(cat "$TMP/gap") ms between fsyncs): skipping the burst checks"
+	put b 3
+fi
+lowered=$(stat fsync_dirty_limit lowered)
+if paced_burst; then
+	[ "$lowered" = 1 ] || fail "stats: lowered $lowered times, want 1 (one burst)"
+fi
 log "low during the burst: max_bytes $(cat "$BDI/max_bytes")"
 
 sleep 2.5
@@ -109,8 +139,13 @@ put c 2
 	fail "2.5 s after the last fsync a write left max_ratio_fine at $(cat "$BDI/max_ratio_fine"), want $ratio"
 log "back after the window: max_bytes $(cat "$BDI/max_bytes")"
 burst s6 s6b s6c
-in_low || fail "the next fsyncs did not lower the limit again"
-[ "$(stat fsync_dirty_limit lowered)" = 2 ] || fail "stats: want 2 switches"
+if paced_burst; then
+	in_low || fail "the next fsyncs did not lower the limit again"
+	[ "$(stat fsync_dirty_limit lowered)" = $((lowered + 1)) ] ||
+		fail "stats: want $((lowered + 1)) switches, have $(stat fsync_dirty_limit lowered)"
+else
+	log "NOTE: the machine is loaded ($(cat "$TMP/gap") ms between fsyncs): skipping the second burst's checks"
+fi
 fs_remount
 verify
 fs_umount
