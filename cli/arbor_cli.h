@@ -57,7 +57,7 @@ void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
  * the directory dir, by the daemon of their mount; 0, or 1 after a
  * message; io holds the daemon's answer */
 struct arb_ioc_send;
-int cli_send_mount(const char *snap, uint64_t parent, int fd, bool estimate,
+int cli_send_mount(const char *snap, uint64_t parent, int fd, unsigned flags,
 		   struct arb_ioc_send *io);
 int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io);
 /* the id of the subvolume holding path, on a mount; 0 or -1 (message) */

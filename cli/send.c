@@ -156,13 +156,13 @@ int cli_mount_subvol_id(const char *path, uint64_t *id)
 	return 0;
 }
 
-int cli_send_mount(const char *snap, uint64_t parent, int fd, bool estimate,
+int cli_send_mount(const char *snap, uint64_t parent, int fd, unsigned flags,
 		   struct arb_ioc_send *io)
 {
 	memset(io, 0, sizeof(*io));
 	io->fd = fd;
 	io->parent = parent;
-	io->flags = estimate ? ARB_IOC_SEND_ESTIMATE : 0;
+	io->flags = flags;
 	return mount_request(snap, ARB_IOC_SEND, io, "send");
 }
 
@@ -223,12 +223,13 @@ int cli_send(int argc, char **argv)
 		{ "parent", 1, 0, 'p' }, { "file", 1, 0, 'f' },
 		{ "image", 1, 0, 'i' },	 { "estimate", 0, 0, 'e' },
 		{ "help", 0, 0, 'h' },	 { "progress", 0, 0, 'P' },
-		{ "no-progress", 0, 0, 'N' }, { 0, 0, 0, 0 }
+		{ "no-progress", 0, 0, 'N' }, { "proto", 1, 0, 'V' },
+		{ 0, 0, 0, 0 }
 	};
 	const char *parent = NULL, *file = NULL, *image = NULL, *snap;
 	struct arb_send_stats st = { 0 };
 	struct cli_progress pg = { .what = "send" };
-	bool estimate = false;
+	bool estimate = false, proto1 = false;
 	uint64_t id, pid = 0;
 	int c, fd = STDOUT_FILENO, ofd, rc = 0, progress = -1, mine = -1;
 	pid_t pump = -1;
@@ -242,6 +243,14 @@ int cli_send(int argc, char **argv)
 		case 'e': estimate = true; break;
 		case 'P': progress = 1; break;
 		case 'N': progress = 0; break;
+		case 'V':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
+				err("send: --proto %s: stream format versions are 1 and 2",
+				    optarg);
+				return 2;
+			}
+			proto1 = !strcmp(optarg, "1");
+			break;
 		case 'h': fputs(ARBOR_HELP_SEND, stdout); return 0;
 		default: fputs(ARBOR_HELP_SEND, stderr); return 2;
 		}
@@ -292,8 +301,9 @@ int cli_send(int argc, char **argv)
 			}
 		}
 		ret = arb_send(fs, id, pid, fd,
-			       estimate ? ARB_SEND_ESTIMATE : 0, &st, why,
-			       sizeof(why));
+			       (estimate ? ARB_SEND_ESTIMATE : 0) |
+				       (proto1 ? ARB_SEND_PROTO1 : 0),
+			       &st, why, sizeof(why));
 		if (ret) {
 			err("send %s: %s", snap, why[0] ? why : strerror(-ret));
 			rc = 1;
@@ -306,7 +316,11 @@ int cli_send(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		if (pg.show && pid && !cli_send_mount(snap, pid, -1, true, &io))
+		unsigned pflag = proto1 ? ARB_IOC_SEND_PROTO1 : 0;
+
+		if (pg.show && pid &&
+		    !cli_send_mount(snap, pid, -1,
+				    ARB_IOC_SEND_ESTIMATE | pflag, &io))
 			pg.total = io.bytes;
 		if (pg.show) {
 			pump = pump_begin(&fd, true, &pg, &mine);
@@ -315,25 +329,35 @@ int cli_send(int argc, char **argv)
 				goto out;
 			}
 		}
-		rc = cli_send_mount(snap, pid, fd, estimate, &io);
+		rc = cli_send_mount(snap, pid, fd,
+				    (estimate ? ARB_IOC_SEND_ESTIMATE : 0) |
+					    pflag,
+				    &io);
 		st.bytes = io.bytes;
 		st.inodes = io.inodes;
 		st.data = io.data;
 		st.commands = io.commands;
+		st.cloned = io.cloned;
+		st.encoded = io.encoded;
+		st.encoded_stored = io.encoded_stored;
 	}
 	if (pump > 0) {
 		rc = pump_end(pump, mine, rc, "send");
 		fd = ofd;
 	}
 	if (!rc && estimate)
-		printf("%llu bytes, %llu inodes, %llu bytes of data\n",
+		printf("%llu bytes, %llu inodes, %llu bytes of data, %llu cloned, %llu compressed in %llu\n",
 		       (unsigned long long)st.bytes,
 		       (unsigned long long)st.inodes,
-		       (unsigned long long)st.data);
+		       (unsigned long long)st.data,
+		       (unsigned long long)st.cloned,
+		       (unsigned long long)st.encoded,
+		       (unsigned long long)st.encoded_stored);
 	else if (!rc && !pg.show && isatty(STDERR_FILENO))
-		fprintf(stderr, "arbor: sent %s: %llu bytes, %llu inodes\n",
+		fprintf(stderr, "arbor: sent %s: %llu bytes, %llu inodes, %llu bytes cloned\n",
 			snap, (unsigned long long)st.bytes,
-			(unsigned long long)st.inodes);
+			(unsigned long long)st.inodes,
+			(unsigned long long)st.cloned);
 out:
 	if (file && !estimate && fd >= 0 && close(fd) && !rc) {
 		err("%s: %s", file, strerror(errno));

@@ -82,7 +82,7 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 			return ret;
 		io->id = si.id;
 	}
-	if (io->flags & ~ARB_IOC_SEND_ESTIMATE)
+	if (io->flags & ~(ARB_IOC_SEND_ESTIMATE | ARB_IOC_SEND_PROTO1))
 		return -EINVAL;
 	if (!(io->flags & ARB_IOC_SEND_ESTIMATE)) {
 		fd = caller_fd(req, io->fd, true, io->error, sizeof(io->error));
@@ -90,7 +90,10 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 			return fd;
 	}
 	ret = arb_send(afs->fs, io->id, io->parent, fd,
-		       io->flags & ARB_IOC_SEND_ESTIMATE ? ARB_SEND_ESTIMATE : 0,
+		       (io->flags & ARB_IOC_SEND_ESTIMATE ? ARB_SEND_ESTIMATE
+							   : 0) |
+			       (io->flags & ARB_IOC_SEND_PROTO1 ? ARB_SEND_PROTO1
+								 : 0),
 		       &st, io->error, sizeof(io->error));
 	if (fd >= 0)
 		close(fd);
@@ -98,6 +101,9 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 	io->commands = st.commands;
 	io->inodes = st.inodes;
 	io->data = st.data;
+	io->cloned = st.cloned;
+	io->encoded = st.encoded;
+	io->encoded_stored = st.encoded_stored;
 	return ret;
 }
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "arbor/send.h"
+#include "fs_int.h"
 #include "stream_int.h"
 
 struct xobj {
@@ -194,6 +195,82 @@ static int x_inode(struct xctx *x, const struct arb_scmd_dec *d)
 	}
 }
 
+/* PUNCH where the host cannot punch: zeros */
+static int zero_range(struct xctx *x, int fd, const char *p, uint64_t off,
+		      uint64_t len)
+{
+	static const uint8_t zero[4096];
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return sys_fail(x, p, errno);
+	/* past the end there is nothing to zero (KEEP_SIZE) */
+	if (off >= (uint64_t)st.st_size)
+		return 0;
+	if (len > (uint64_t)st.st_size - off)
+		len = (uint64_t)st.st_size - off;
+	while (len) {
+		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
+
+		if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n)
+			return sys_fail(x, p, errno ? errno : EIO);
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* CLONE: the bytes of a file extracted before (copy_file_range: the
+ * host shares them if it can) */
+static int x_clone(struct xctx *x, int fd, const char *p,
+		   const struct arb_scmd_dec *d)
+{
+	struct xobj *so = xget(x, d->src_obj, false);
+	char sp[PATH_MAX];
+	loff_t soff = (loff_t)d->src_off, doff = (loff_t)d->off;
+	uint64_t left = d->len;
+	int sfd, ret = 0;
+
+	if (!so || !S_ISREG(so->mode))
+		return bad(x, "clone source inode %llu is not a regular file sent before",
+			   (unsigned long long)d->src_obj);
+	ret = xpath(x, so, sp, sizeof(sp));
+	if (ret)
+		return sys_fail(x, "path", -ret);
+	sfd = openat(x->dirfd, sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (sfd < 0)
+		return sys_fail(x, sp, errno);
+	while (left && !ret) {
+		ssize_t n = copy_file_range(sfd, &soff, fd, &doff, left, 0);
+
+		if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP ||
+			      errno == ENOSYS || errno == EINVAL)) {
+			/* by hand */
+			uint8_t buf[65536];
+			size_t want = left < sizeof(buf) ? (size_t)left
+							 : sizeof(buf);
+
+			n = pread(sfd, buf, want, soff);
+			if (n > 0 && pwrite(fd, buf, (size_t)n, doff) != n)
+				n = -1;
+			if (n > 0) {
+				soff += n;
+				doff += n;
+			}
+		}
+		if (n < 0)
+			ret = sys_fail(x, p, errno);
+		else if (n == 0)
+			ret = bad(x, "clone source inode %llu ends before %llu",
+				  (unsigned long long)d->src_obj,
+				  (unsigned long long)(d->src_off + d->len));
+		else
+			left -= (uint64_t)n;
+	}
+	close(sfd);
+	return ret;
+}
+
 static int x_data(struct xctx *x, const struct arb_scmd_dec *d)
 {
 	struct xobj *o = xget(x, d->obj, false);
@@ -213,6 +290,25 @@ static int x_data(struct xctx *x, const struct arb_scmd_dec *d)
 		if (pwrite(fd, d->data, d->data_len, (off_t)d->off) !=
 		    (ssize_t)d->data_len)
 			ret = sys_fail(x, p, errno ? errno : EIO);
+	} else if (d->type == ARB_SCMD_ENCODED_WRITE) {
+		uint8_t *ram = malloc(d->ram_bytes);
+
+		if (!ram)
+			ret = -ENOMEM;
+		else if (fs_z_decompress(d->data, d->data_len, ram,
+					 d->ram_bytes))
+			ret = bad(x, "the compressed data does not inflate to %llu bytes",
+				  (unsigned long long)d->ram_bytes);
+		else if (pwrite(fd, ram + d->ext_off, d->len, (off_t)d->off) !=
+			 (ssize_t)d->len)
+			ret = sys_fail(x, p, errno ? errno : EIO);
+		free(ram);
+	} else if (d->type == ARB_SCMD_PUNCH) {
+		if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)d->off, (off_t)d->len))
+			ret = zero_range(x, fd, p, d->off, d->len);
+	} else if (d->type == ARB_SCMD_CLONE) {
+		ret = x_clone(x, fd, p, d);
 	} else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)d->off,
 			     (off_t)d->len) && errno != EOPNOTSUPP) {
 		ret = sys_fail(x, p, errno);
@@ -432,6 +528,9 @@ int arb_receive_extract(int fd, int dirfd, FILE *warnings, char *name_out,
 			break;
 		case ARB_SCMD_WRITE:
 		case ARB_SCMD_PREALLOC:
+		case ARB_SCMD_ENCODED_WRITE:
+		case ARB_SCMD_PUNCH:
+		case ARB_SCMD_CLONE:
 			ret = x_data(&x, &d);
 			break;
 		case ARB_SCMD_LINK:

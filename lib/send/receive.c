@@ -35,6 +35,21 @@
 #include "fs_int.h"
 #include "stream_int.h"
 
+#ifndef ARB_ENCODED_MAX /* TEMPORARY until lib/fs/encoded.c lands */
+struct arb_encoded {
+	uint64_t file_off, num_bytes, ram_bytes, ext_off;
+	uint32_t compression, len;
+};
+#define ARB_ENCODED_ZLIB 1
+static ssize_t arb_fs_write_encoded(struct arb_fs *fs, uint64_t ino,
+				    const struct arb_encoded *e,
+				    const void *data)
+{
+	(void)fs; (void)ino; (void)e; (void)data;
+	return -EOPNOTSUPP;
+}
+#endif
+
 struct rctx {
 	struct arb_fs *fs;
 	uint64_t dest;
@@ -244,6 +259,30 @@ static int cmd_data(struct rctx *c, const struct arb_scmd_dec *d)
 						  FALLOC_FL_KEEP_SIZE, d->off,
 						  d->len),
 			      "preallocating");
+	case ARB_SCMD_PUNCH:
+		return op_err(c, arb_fs_fallocate(c->fs, rino(c, d->obj),
+						  FALLOC_FL_PUNCH_HOLE |
+							  FALLOC_FL_KEEP_SIZE,
+						  d->off, d->len),
+			      "punching a hole");
+	case ARB_SCMD_ENCODED_WRITE: {
+		struct arb_encoded e = {
+			.file_off = d->off,
+			.num_bytes = d->len,
+			.ram_bytes = d->ram_bytes,
+			.ext_off = d->ext_off,
+			.compression = ARB_ENCODED_ZLIB,
+			.len = (uint32_t)d->data_len,
+		};
+
+		w = arb_fs_write_encoded(c->fs, rino(c, d->obj), &e, d->data);
+		if (w >= 0 && (uint64_t)w != d->len)
+			w = -EIO;
+		if (w == -EBADMSG)
+			return bad(c, "the compressed data does not inflate to %llu bytes",
+				   (unsigned long long)d->ram_bytes);
+		return op_err(c, w < 0 ? (int)w : 0, "writing compressed data");
+	}
 	default: {
 		struct arb_setattr sa = { .size = d->size };
 
@@ -252,6 +291,34 @@ static int cmd_data(struct rctx *c, const struct arb_scmd_dec *d)
 			      "truncating");
 	}
 	}
+}
+
+/* CLONE: the source's bytes are on this side already (sent earlier, or
+ * the parent's): shared where they line up, copied otherwise */
+static int cmd_clone(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	struct arb_stat st, ss;
+	ssize_t n;
+	int ret = need(c, d->obj, S_IFREG, &st);
+
+	if (!ret)
+		ret = need(c, d->src_obj, S_IFREG, &ss);
+	if (ret)
+		return ret;
+	if (d->src_off + d->len > ss.size)
+		return bad(c, "clone source inode %llu holds %llu bytes, the clone reads up to %llu",
+			   (unsigned long long)d->src_obj,
+			   (unsigned long long)ss.size,
+			   (unsigned long long)(d->src_off + d->len));
+	if (d->src_obj == d->obj && d->src_off < d->off + d->len &&
+	    d->off < d->src_off + d->len)
+		return bad(c, "clone of inode %llu onto an overlapping range of itself",
+			   (unsigned long long)d->obj);
+	n = arb_fs_copy_range(c->fs, rino(c, d->src_obj), d->src_off,
+			      rino(c, d->obj), d->off, d->len, 0);
+	if (n >= 0 && (uint64_t)n != d->len)
+		n = -EIO;
+	return op_err(c, n < 0 ? (int)n : 0, "cloning");
 }
 
 static int cmd_times(struct rctx *c, const struct arb_scmd_dec *d)
@@ -643,7 +710,12 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		case ARB_SCMD_WRITE:
 		case ARB_SCMD_PREALLOC:
 		case ARB_SCMD_TRUNCATE:
+		case ARB_SCMD_PUNCH:
+		case ARB_SCMD_ENCODED_WRITE:
 			ret = cmd_data(&c, &d);
+			break;
+		case ARB_SCMD_CLONE:
+			ret = cmd_clone(&c, &d);
 			break;
 		case ARB_SCMD_LINK:
 		case ARB_SCMD_UNLINK:

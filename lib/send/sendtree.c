@@ -48,6 +48,11 @@ struct sext {
 	uint64_t off, len;
 	uint8_t type;
 	bool hole;
+	/* REG and PREALLOC: the disk extent and where in it (inflated
+	 * bytes) the item starts; file offset x holds byte x - base of it,
+	 * base = off - ext_off */
+	uint8_t compression;
+	uint64_t bytenr, disk_len, ext_off, ram;
 	uint8_t raw[sizeof(struct arb_file_extent)];
 	uint32_t raw_len;
 };
@@ -75,6 +80,9 @@ struct stime {
 	struct timespec atime, mtime;
 };
 
+struct srec;
+struct siv;
+
 struct sctx {
 	struct arb_fs *fs;
 	struct fs_tree *tr, *ptr; /* the subvolume, the parent (or NULL) */
@@ -94,6 +102,16 @@ struct sctx {
 	size_t why_len;
 	/* incremental: tree nodes read to find what changed */
 	uint64_t nodes_read;
+	/* the stream version written: 1 sends changed files whole */
+	unsigned version;
+	/* version 2: data ranges sent (srec_add), hash heads (index + 1) */
+	struct srec *recs;
+	size_t nr_recs, cap_recs;
+	uint32_t *rhash;
+	size_t rhash_size;
+	/* clone sources of the extent being sent */
+	struct siv *ivs;
+	size_t nr_ivs, cap_ivs;
 };
 
 static int grow(void **p, size_t *cap, size_t nr, size_t size)
@@ -219,7 +237,12 @@ static int scan_inode(struct fs_tree *tr, uint64_t from,
 					goto out;
 				}
 				e->len = arb_file_extent_f_num_bytes(fe);
-				e->hole = arb_file_extent_f_disk_bytenr(fe) == 0;
+				e->bytenr = arb_file_extent_f_disk_bytenr(fe);
+				e->hole = e->bytenr == 0;
+				e->disk_len = arb_file_extent_f_disk_num_bytes(fe);
+				e->ext_off = arb_file_extent_f_offset(fe);
+				e->ram = arb_file_extent_f_ram_bytes(fe);
+				e->compression = arb_file_extent_f_compression(fe);
 			}
 			/* the bytes that say where the data is: compared
 			 * with the parent's (generation left out) */
@@ -398,6 +421,480 @@ static int send_data(struct sctx *c, const struct sinode *si)
 	return 0;
 }
 
+/* ---- version 2: only what changed, shared data as clones ----------------
+ *
+ * A file's data goes as the file ranges whose extent mapping differs
+ * between the parent and the snapshot (all of them for a new file or a
+ * full stream): byte x of a file is unchanged when both trees map it to
+ * the same byte of the same disk extent (or both to a hole).  Within a
+ * changed range, the snapshot's data goes as, in order of preference:
+ *   CLONE          when the same bytes of the same disk extent are
+ *                  already on the receiving side: sent earlier in this
+ *                  stream, or (incremental) held by a file of the parent
+ *                  whose mapping the snapshot keeps too, found through
+ *                  the extent's back-references;
+ *   ENCODED_WRITE  a compressed extent as it is stored, when that is
+ *                  smaller than its bytes;
+ *   WRITE          the bytes;
+ * and holes the snapshot has where the parent had data as PUNCH.
+ * Why a parent file is a safe clone source only where the snapshot maps
+ * it the same: the receiver applies inodes in objectid order, so a file
+ * of the parent may already have been rewritten when the clone comes,
+ * unless that range is one this stream never touches.
+ */
+
+/* a data range sent in this stream: obj's [fstart, fend) holds bytes
+ * [eo, eo + fend - fstart) of disk extent bytenr */
+struct srec {
+	uint64_t bytenr, obj, fstart, fend, eo;
+	uint32_t next; /* index + 1 of the next record of the same hash */
+};
+/* records kept at most (48 bytes each): past it, later shares of data
+ * sent earlier go as data */
+#define SREC_MAX (1u << 20)
+/* back-references of one extent looked at for parent sources */
+#define SREF_MAX 64
+/* extent items of one file looked at per back-reference */
+#define SITEM_MAX 256
+
+/* a clone source: bytes [eo, eo_end) of the extent at obj's fstart */
+struct siv {
+	uint64_t eo, eo_end, obj, fstart;
+};
+
+static uint32_t srec_slot(uint64_t bytenr, size_t size)
+{
+	uint64_t h = bytenr * 0x9e3779b97f4a7c15ULL;
+
+	return (uint32_t)((h >> 32) & (size - 1));
+}
+
+static int srec_add(struct sctx *c, uint64_t bytenr, uint64_t obj,
+		    uint64_t fstart, uint64_t fend, uint64_t eo)
+{
+	struct srec *r;
+
+	if (c->nr_recs >= SREC_MAX)
+		return 0;
+	if (c->nr_recs + 1 > c->rhash_size / 2) {
+		size_t ns = c->rhash_size ? c->rhash_size * 2 : 1024;
+		uint32_t *nh = calloc(ns, sizeof(*nh));
+
+		if (!nh)
+			return -ENOMEM;
+		free(c->rhash);
+		c->rhash = nh;
+		c->rhash_size = ns;
+		for (size_t i = 0; i < c->nr_recs; i++) {
+			uint32_t sl = srec_slot(c->recs[i].bytenr, ns);
+
+			c->recs[i].next = nh[sl];
+			nh[sl] = (uint32_t)i + 1;
+		}
+	}
+	if (grow((void **)&c->recs, &c->cap_recs, c->nr_recs, sizeof(*c->recs)))
+		return -ENOMEM;
+	r = &c->recs[c->nr_recs];
+	r->bytenr = bytenr;
+	r->obj = obj;
+	r->fstart = fstart;
+	r->fend = fend;
+	r->eo = eo;
+	r->next = c->rhash[srec_slot(bytenr, c->rhash_size)];
+	c->rhash[srec_slot(bytenr, c->rhash_size)] = (uint32_t)++c->nr_recs;
+	return 0;
+}
+
+static int siv_add(struct sctx *c, uint64_t eo, uint64_t eo_end, uint64_t obj,
+		   uint64_t fstart)
+{
+	if (eo >= eo_end)
+		return 0;
+	if (grow((void **)&c->ivs, &c->cap_ivs, c->nr_ivs, sizeof(*c->ivs)))
+		return -ENOMEM;
+	c->ivs[c->nr_ivs++] = (struct siv){ eo, eo_end, obj, fstart };
+	return 0;
+}
+
+/* one tree's items of obj that map bytes of e's disk extent with base
+ * (file offset - extent offset): the extent-offset ranges, cut at size */
+struct sran {
+	uint64_t eo, eo_end;
+};
+
+static int tree_ranges(struct fs_tree *tr, uint64_t obj, uint64_t base,
+		       const struct sext *e, uint64_t size, struct sran *out,
+		       size_t *nr)
+{
+	uint64_t span = e->compression ? e->ram : e->disk_len;
+	/* the items of this back-reference sit at key offsets base + [0,
+	 * span): base may be "negative" (a late part of an extent cloned
+	 * to an early offset), so start at 0 then */
+	uint64_t from = base > ARB_MAX_FILE_SIZE ? 0 : base;
+	struct arb_key k = { obj, ARB_EXTENT_DATA, from };
+	struct arb_iter it;
+	size_t seen = 0;
+	int ret;
+
+	*nr = 0;
+	arb_iter_init(&it, tr->root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0 && seen < SITEM_MAX;
+	     ret = arb_iter_next(&it), seen++) {
+		const struct arb_file_extent *fe;
+		uint64_t eo, n;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != obj || k.type != ARB_EXTENT_DATA ||
+		    k.offset - base >= span)
+			break;
+		if (arb_iter_size(&it) < sizeof(*fe))
+			continue;
+		fe = arb_iter_data(&it);
+		if (arb_file_extent_f_type(fe) != ARB_FILE_EXTENT_REG ||
+		    arb_file_extent_f_disk_bytenr(fe) != e->bytenr ||
+		    arb_file_extent_f_disk_num_bytes(fe) != e->disk_len ||
+		    arb_file_extent_f_compression(fe) != e->compression)
+			continue;
+		eo = arb_file_extent_f_offset(fe);
+		n = arb_file_extent_f_num_bytes(fe);
+		if (k.offset - eo != base || k.offset >= size)
+			continue;
+		if (n > size - k.offset)
+			n = size - k.offset;
+		if (*nr < SITEM_MAX)
+			out[(*nr)++] = (struct sran){ eo, eo + n };
+	}
+	arb_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/*
+ * Incremental: files of the parent holding bytes of e's disk extent that
+ * the snapshot maps the same way (so the receiver has them, untouched by
+ * this stream, at any point of it): appended to c->ivs.  Lock held.
+ */
+static int parent_sources(struct sctx *c, const struct sext *e,
+			  struct sran *rs, struct sran *rp)
+{
+	struct arb_key k = { e->bytenr, ARB_EXTENT_DATA_REF, 0 };
+	struct { uint64_t obj, base; } refs[SREF_MAX];
+	size_t nr_refs = 0;
+	struct arb_iter it;
+	int ret;
+
+	arb_iter_init(&it, c->fs->vol->extent_root);
+	for (ret = arb_iter_seek(&it, &k); ret == 0 && nr_refs < SREF_MAX;
+	     ret = arb_iter_next(&it)) {
+		const struct arb_extent_data_ref *r;
+		uint64_t obj, base;
+		size_t i;
+
+		arb_iter_key(&it, &k);
+		if (k.objectid != e->bytenr || k.type != ARB_EXTENT_DATA_REF)
+			break;
+		if (arb_iter_size(&it) != sizeof(*r))
+			continue;
+		r = arb_iter_data(&it);
+		obj = arb_extent_data_ref_d_objectid(r);
+		base = arb_extent_data_ref_d_offset(r);
+		if (obj < ARB_FIRST_INO || obj > ARB_INUM_OBJ_MAX)
+			continue;
+		/* the same (inode, base) from several trees: once */
+		for (i = 0; i < nr_refs; i++)
+			if (refs[i].obj == obj && refs[i].base == base)
+				break;
+		if (i == nr_refs)
+			refs[nr_refs++] = (typeof(refs[0])){ obj, base };
+	}
+	arb_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < nr_refs; i++) {
+		struct arb_inode si, pi;
+		size_t ns, np, a = 0, b = 0;
+
+		if (fs_inode_read(c->fs, fs_ino(c->tr, refs[i].obj), &si) ||
+		    fs_inode_read(c->fs, fs_ino(c->ptr, refs[i].obj), &pi) ||
+		    !S_ISREG(si.mode) || !S_ISREG(pi.mode))
+			continue;
+		ret = tree_ranges(c->tr, refs[i].obj, refs[i].base, e,
+				  si.size < pi.size ? si.size : pi.size, rs, &ns);
+		if (!ret)
+			ret = tree_ranges(c->ptr, refs[i].obj, refs[i].base, e,
+					  si.size < pi.size ? si.size : pi.size,
+					  rp, &np);
+		if (ret)
+			return ret;
+		/* both lists ascend (items in key order): intersect */
+		while (a < ns && b < np) {
+			uint64_t lo = rs[a].eo > rp[b].eo ? rs[a].eo : rp[b].eo;
+			uint64_t hi = rs[a].eo_end < rp[b].eo_end ? rs[a].eo_end
+								  : rp[b].eo_end;
+
+			if (lo < hi) {
+				ret = siv_add(c, lo, hi, refs[i].obj,
+					      refs[i].base + lo);
+				if (ret)
+					return ret;
+			}
+			if (rs[a].eo_end < rp[b].eo_end)
+				a++;
+			else
+				b++;
+		}
+	}
+	return 0;
+}
+
+/* c->ivs := where the bytes of e's disk extent are on the receiving side */
+static int gather_sources(struct sctx *c, const struct sext *e)
+{
+	int ret = 0;
+
+	c->nr_ivs = 0;
+	if (c->rhash_size) {
+		for (uint32_t i = c->rhash[srec_slot(e->bytenr, c->rhash_size)];
+		     i && !ret; i = c->recs[i - 1].next) {
+			const struct srec *r = &c->recs[i - 1];
+
+			if (r->bytenr == e->bytenr)
+				ret = siv_add(c, r->eo, r->eo + (r->fend - r->fstart),
+					      r->obj, r->fstart);
+		}
+	}
+	if (!ret && c->ptr) {
+		struct sran *rs = malloc(2 * SITEM_MAX * sizeof(*rs));
+
+		if (!rs)
+			return -ENOMEM;
+		fs_lock(c->fs);
+		ret = parent_sources(c, e, rs, rs + SITEM_MAX);
+		fs_unlock(c->fs);
+		free(rs);
+	}
+	return ret;
+}
+
+static int send_write(struct sctx *c, const struct sinode *si, uint64_t off,
+		      uint64_t end)
+{
+	int ret;
+
+	while (off < end) {
+		size_t want = end - off > ARB_SEND_DATA_MAX
+				      ? ARB_SEND_DATA_MAX
+				      : (size_t)(end - off);
+		ssize_t r = arb_fs_read(c->fs, si->in.ino, c->buf, want, off);
+
+		if (r < 0)
+			return fail(c, (int)r, "inode %llu: reading data at %llu",
+				    (unsigned long long)si->obj,
+				    (unsigned long long)off);
+		if (r == 0)
+			return fail(c, -EIO,
+				    "inode %llu: no data at %llu below its size",
+				    (unsigned long long)si->obj,
+				    (unsigned long long)off);
+		sw_begin(&c->w, ARB_SCMD_WRITE);
+		sw_u64(&c->w, si->obj);
+		sw_u64(&c->w, off);
+		sw_bytes(&c->w, c->buf, (size_t)r);
+		ret = sw_end(&c->w);
+		if (ret)
+			return ret;
+		c->st.data += (uint64_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+static int send_range_cmd(struct sctx *c, unsigned type, uint64_t obj,
+			  uint64_t off, uint64_t len)
+{
+	sw_begin(&c->w, type);
+	sw_u64(&c->w, obj);
+	sw_u64(&c->w, off);
+	sw_u64(&c->w, len);
+	return sw_end(&c->w);
+}
+
+/* stored form of a compressed extent's part [x, y): 0 sent, 1 not
+ * (not compressed, or the stored form is not smaller) */
+static int send_encoded(struct sctx *c, const struct sinode *si,
+			const struct sext *e, uint64_t x, uint64_t y)
+{
+	(void)c; (void)si; (void)e; (void)x; (void)y;
+	return 1;
+}
+
+/* [x, y) of si, inside REG extent e, not shareable: the bytes, or the
+ * stored form of a compressed extent when it is smaller */
+static int send_plain(struct sctx *c, const struct sinode *si,
+		      const struct sext *e, uint64_t x, uint64_t y)
+{
+	int ret = send_encoded(c, si, e, x, y);
+
+	if (ret != 1)
+		return ret;
+	return send_write(c, si, x, y);
+}
+
+/* [x, y) of si (y <= its size), inside REG extent e */
+static int send_reg(struct sctx *c, const struct sinode *si,
+		    const struct sext *e, uint64_t x, uint64_t y)
+{
+	uint64_t cur = x;
+	int ret;
+
+	ret = gather_sources(c, e);
+	while (!ret && cur < y) {
+		uint64_t eo = e->ext_off + (cur - e->off);
+		const struct siv *best = NULL;
+		uint64_t next = y, len;
+
+		for (size_t i = 0; i < c->nr_ivs; i++) {
+			const struct siv *v = &c->ivs[i];
+			uint64_t soff, n;
+
+			if (v->eo > eo) {
+				/* where the next source starts */
+				if (e->off + (v->eo - e->ext_off) < next)
+					next = e->off + (v->eo - e->ext_off);
+				continue;
+			}
+			if (v->eo_end <= eo)
+				continue;
+			n = v->eo_end - eo < y - cur ? v->eo_end - eo : y - cur;
+			soff = v->fstart + (eo - v->eo);
+			/* a file's own range may not overlap the clone */
+			if (v->obj == si->obj && soff < cur + n && cur < soff + n)
+				continue;
+			if (!best || v->eo_end > best->eo_end)
+				best = v;
+		}
+		if (best) {
+			len = best->eo_end - eo < y - cur ? best->eo_end - eo
+							  : y - cur;
+			sw_begin(&c->w, ARB_SCMD_CLONE);
+			sw_u64(&c->w, si->obj);
+			sw_u64(&c->w, cur);
+			sw_u64(&c->w, len);
+			sw_u64(&c->w, best->obj);
+			sw_u64(&c->w, best->fstart + (eo - best->eo));
+			ret = sw_end(&c->w);
+			c->st.cloned += len;
+		} else {
+			len = next - cur;
+			ret = send_plain(c, si, e, cur, next);
+		}
+		cur += len;
+	}
+	if (!ret)
+		ret = srec_add(c, e->bytenr, si->obj, x, y,
+			       e->ext_off + (x - e->off));
+	return ret;
+}
+
+/* does a map x the way b does (both holes, or the same disk bytes)? */
+static bool same_map(const struct sext *a, const struct sext *b)
+{
+	if (a && a->hole)
+		a = NULL;
+	if (b && b->hole)
+		b = NULL;
+	if (!a || !b)
+		return !a && !b;
+	if (a->type != b->type || a->type == ARB_FILE_EXTENT_INLINE)
+		return false;
+	return a->bytenr == b->bytenr && a->disk_len == b->disk_len &&
+	       a->compression == b->compression && a->ram == b->ram &&
+	       a->off - a->ext_off == b->off - b->ext_off;
+}
+
+static uint64_t ext_end(const struct sinode *si)
+{
+	return si->nr_ext ? si->ext[si->nr_ext - 1].off +
+				    si->ext[si->nr_ext - 1].len
+			  : 0;
+}
+
+/* the snapshot's content of [x, y), a range whose mapping changed */
+static int send_segment(struct sctx *c, const struct sinode *s,
+			const struct sext *a, bool parent_had, uint64_t x,
+			uint64_t y)
+{
+	uint64_t size = s->in.size;
+	int ret = 0;
+
+	if (a && a->type == ARB_FILE_EXTENT_PREALLOC) {
+		/* preallocated space may lie past the size (KEEP_SIZE);
+		 * fallocate keeps what a range holds, so empty it first */
+		if (parent_had)
+			ret = send_range_cmd(c, ARB_SCMD_PUNCH, s->obj, x, y - x);
+		return ret ? ret
+			   : send_range_cmd(c, ARB_SCMD_PREALLOC, s->obj, x,
+					    y - x);
+	}
+	/* a hole: past the size too (preallocated space the parent had
+	 * there stays through a truncate to the same size) */
+	if (!a || a->hole)
+		return parent_had ? send_range_cmd(c, ARB_SCMD_PUNCH, s->obj, x,
+						   y - x)
+				  : 0;
+	if (x >= size)
+		return 0; /* the size the inode command set cut it */
+	if (y > size)
+		y = size;
+	if (a->type == ARB_FILE_EXTENT_INLINE)
+		return send_write(c, s, x, y);
+	return send_reg(c, s, a, x, y);
+}
+
+/*
+ * A regular file's data, version 2: the ranges where s maps its bytes
+ * otherwise than p (p empty for a new file), after the inode command set
+ * the size.
+ */
+static int send_changed(struct sctx *c, const struct sinode *s,
+			const struct sinode *p)
+{
+	uint64_t end = ext_end(s) > ext_end(p) ? ext_end(s) : ext_end(p);
+	uint64_t pos = 0;
+	size_t i = 0, j = 0;
+	int ret = 0;
+
+	while (!ret && pos < end) {
+		const struct sext *a = NULL, *b = NULL;
+		uint64_t next = end;
+
+		while (i < s->nr_ext && s->ext[i].off + s->ext[i].len <= pos)
+			i++;
+		while (j < p->nr_ext && p->ext[j].off + p->ext[j].len <= pos)
+			j++;
+		if (i < s->nr_ext) {
+			if (s->ext[i].off <= pos) {
+				a = &s->ext[i];
+				next = a->off + a->len;
+			} else {
+				next = s->ext[i].off;
+			}
+		}
+		if (j < p->nr_ext) {
+			if (p->ext[j].off <= pos) {
+				b = &p->ext[j];
+				if (b->off + b->len < next)
+					next = b->off + b->len;
+			} else if (p->ext[j].off < next) {
+				next = p->ext[j].off;
+			}
+		}
+		if (!same_map(a, b))
+			ret = send_segment(c, s, a, b && !b->hole, pos, next);
+		pos = next;
+	}
+	return ret;
+}
+
 static bool same_extents(const struct sinode *a, const struct sinode *b)
 {
 	if (a->nr_ext != b->nr_ext)
@@ -467,7 +964,8 @@ static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
 			    "inode %llu changed type between parent and snapshot (not the same lineage?)",
 			    (unsigned long long)s->obj);
 	c->st.inodes++;
-	if (p->present && S_ISREG(s->in.mode) && !same_extents(s, p)) {
+	if (c->version < 2 && p->present && S_ISREG(s->in.mode) &&
+	    !same_extents(s, p)) {
 		sw_begin(&c->w, ARB_SCMD_TRUNCATE);
 		sw_u64(&c->w, s->obj);
 		sw_u64(&c->w, 0);
@@ -480,7 +978,7 @@ static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
 		ret = send_xattrs(c, s->in.ino, p->present ? p->in.ino : 0);
 	if (!ret && S_ISREG(s->in.mode) &&
 	    (!p->present || !same_extents(s, p)))
-		ret = send_data(c, s);
+		ret = c->version < 2 ? send_data(c, s) : send_changed(c, s, p);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < s->nr_refs; i++) {
@@ -847,8 +1345,10 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 
 	if (why && why_len)
 		why[0] = 0;
-	if (flags & ~(ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE))
+	if (flags & ~(ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE |
+		      ARB_SEND_PROTO1))
 		return -EINVAL;
+	c.version = flags & ARB_SEND_PROTO1 ? 1 : ARB_SEND_VERSION;
 	ret = check_rdonly(&c, id, &si, "source");
 	if (!ret && parent)
 		ret = check_rdonly(&c, parent, &pi, "parent");
@@ -877,7 +1377,7 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	ret = sw_init(&c.w, fd, flags & ARB_SEND_ESTIMATE);
 	if (ret)
 		goto out;
-	h.version = ARB_SEND_VERSION;
+	h.version = c.version;
 	memcpy(h.uuid, si.uuid, 16);
 	h.gen = si.gen;
 	if (parent) {
@@ -945,6 +1445,9 @@ out:
 	free(c.links);
 	free(c.deletes);
 	free(c.times);
+	free(c.recs);
+	free(c.rhash);
+	free(c.ivs);
 	if (pinned)
 		arb_fs_release_inode(fs, root);
 	return ret;

@@ -29,6 +29,8 @@ static const char *const scmd_names[ARB_SCMD_MAX] = {
 	[ARB_SCMD_LINK] = "link",	    [ARB_SCMD_UNLINK] = "unlink",
 	[ARB_SCMD_DELETE] = "delete",	    [ARB_SCMD_TIMES] = "times",
 	[ARB_SCMD_TRUNCATE] = "truncate", [ARB_SCMD_END] = "end",
+	[ARB_SCMD_CLONE] = "clone",	    [ARB_SCMD_ENCODED_WRITE] = "encoded",
+	[ARB_SCMD_PUNCH] = "punch",
 };
 
 const char *arb_scmd_name(unsigned type)
@@ -266,9 +268,9 @@ int sr_header(struct arb_sreader *r, struct arb_send_hdr *h)
 	if (memcmp(b, ARB_SEND_MAGIC, 8))
 		return sr_fail(r, -EBADMSG, "not an arborfs send stream (bad magic)");
 	h->version = get32(b + 8);
-	if (h->version != ARB_SEND_VERSION)
+	if (h->version < 1 || h->version > ARB_SEND_VERSION)
 		return sr_fail(r, -EBADMSG,
-			       "stream format version %u, this arborfs reads version %u",
+			       "stream format version %u, this arborfs reads versions 1 to %u",
 			       h->version, ARB_SEND_VERSION);
 	if (get32(b + 64) != arb_crc32c(0, b, 64))
 		return sr_fail(r, -EBADMSG, "stream header checksum mismatch");
@@ -280,6 +282,7 @@ int sr_header(struct arb_sreader *r, struct arb_send_hdr *h)
 	h->gen = get64(b + 32);
 	memcpy(h->parent_uuid, b + 40, 16);
 	h->parent_gen = get64(b + 56);
+	r->version = h->version;
 	return 0;
 }
 
@@ -322,6 +325,10 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 
 	memset(c, 0, sizeof(*c));
 	c->type = type;
+	if (type >= ARB_SCMD_CLONE && type < ARB_SCMD_MAX && r->version < 2)
+		return sr_fail(r, -EBADMSG,
+			       "%s command in a version %u stream (it came with version 2)",
+			       arb_scmd_name(type), r->version);
 	switch (type) {
 	case ARB_SCMD_BEGIN:
 		c->name = (const char *)p;
@@ -459,6 +466,68 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 			return sr_fail(r, -EBADMSG, "size %llu past the largest file",
 				       (unsigned long long)c->size);
 		break;
+	case ARB_SCMD_CLONE:
+		if (len != 40)
+			goto bad_len;
+		c->obj = get64(p);
+		c->off = get64(p + 8);
+		c->len = get64(p + 16);
+		c->src_obj = get64(p + 24);
+		c->src_off = get64(p + 32);
+		if (!obj_ok(c->src_obj))
+			return sr_fail(r, -EBADMSG, "clone source objectid %llu out of range",
+				       (unsigned long long)c->src_obj);
+		if (c->len == 0 || c->off > ARB_MAX_FILE_SIZE ||
+		    c->len > ARB_MAX_FILE_SIZE - c->off ||
+		    c->src_off > ARB_MAX_FILE_SIZE ||
+		    c->len > ARB_MAX_FILE_SIZE - c->src_off)
+			return sr_fail(r, -EBADMSG,
+				       "clone of %llu bytes from %llu to %llu out of range",
+				       (unsigned long long)c->len,
+				       (unsigned long long)c->src_off,
+				       (unsigned long long)c->off);
+		break;
+	case ARB_SCMD_ENCODED_WRITE:
+		if (len < ARB_SEND_ENC_FIXED + 1)
+			goto short_cmd;
+		c->obj = get64(p);
+		c->off = get64(p + 8);
+		c->len = get64(p + 16);
+		c->ram_bytes = get64(p + 24);
+		c->ext_off = get64(p + 32);
+		c->compression = get32(p + 40);
+		c->data = p + ARB_SEND_ENC_FIXED;
+		c->data_len = len - ARB_SEND_ENC_FIXED;
+		if (c->compression != ARB_SEND_ENC_ZLIB)
+			return sr_fail(r, -EBADMSG, "unknown compression %u",
+				       c->compression);
+		if (c->data_len > ARB_SEND_ENC_MAX ||
+		    c->ram_bytes == 0 || c->ram_bytes > ARB_SEND_ENC_MAX ||
+		    c->len == 0 || c->ext_off > c->ram_bytes ||
+		    c->len > c->ram_bytes - c->ext_off ||
+		    c->off > ARB_MAX_FILE_SIZE ||
+		    c->len > ARB_MAX_FILE_SIZE - c->off)
+			return sr_fail(r, -EBADMSG,
+				       "encoded write of %llu bytes at %llu (%llu inflated from %zu, from %llu) out of range",
+				       (unsigned long long)c->len,
+				       (unsigned long long)c->off,
+				       (unsigned long long)c->ram_bytes,
+				       c->data_len,
+				       (unsigned long long)c->ext_off);
+		break;
+	case ARB_SCMD_PUNCH:
+		if (len != 24)
+			goto bad_len;
+		c->obj = get64(p);
+		c->off = get64(p + 8);
+		c->len = get64(p + 16);
+		if (c->len == 0 || c->off > ARB_MAX_FILE_SIZE ||
+		    c->len > ARB_MAX_FILE_SIZE - c->off)
+			return sr_fail(r, -EBADMSG,
+				       "punched range %llu+%llu out of range",
+				       (unsigned long long)c->off,
+				       (unsigned long long)c->len);
+		break;
 	case ARB_SCMD_END:
 		if (len != ARB_DIGEST_SIZE + 8)
 			goto bad_len;
@@ -510,10 +579,11 @@ int sr_next(struct arb_sreader *r, struct arb_scmd_dec *c)
 	len = get32(h + 4);
 	if (get16(h + 2))
 		return sr_fail(r, -EBADMSG, "reserved header bytes are not 0");
-	if (len > ARB_SEND_CMD_MAX)
+	if (len > (r->version < 2 ? ARB_SEND_CMD_MAX_V1 : ARB_SEND_CMD_MAX))
 		return sr_fail(r, -EBADMSG,
 			       "command length %u past the largest (%u)", len,
-			       ARB_SEND_CMD_MAX);
+			       r->version < 2 ? ARB_SEND_CMD_MAX_V1
+					      : ARB_SEND_CMD_MAX);
 	ret = read_full(r, r->buf, len, &got);
 	if (ret < 0)
 		return sr_fail(r, ret, "read error: %s", strerror(-ret));
@@ -612,6 +682,23 @@ int arb_receive_dump(int fd, FILE *out, char *why, size_t why_len)
 				(unsigned long long)c.obj,
 				(unsigned long long)c.off, c.data_len);
 			break;
+		case ARB_SCMD_CLONE:
+			fprintf(out, "ino=%llu off=%llu len=%llu from ino=%llu off=%llu",
+				(unsigned long long)c.obj,
+				(unsigned long long)c.off,
+				(unsigned long long)c.len,
+				(unsigned long long)c.src_obj,
+				(unsigned long long)c.src_off);
+			break;
+		case ARB_SCMD_ENCODED_WRITE:
+			fprintf(out, "ino=%llu off=%llu len=%llu zlib=%zu ram=%llu ext_off=%llu",
+				(unsigned long long)c.obj,
+				(unsigned long long)c.off,
+				(unsigned long long)c.len, c.data_len,
+				(unsigned long long)c.ram_bytes,
+				(unsigned long long)c.ext_off);
+			break;
+		case ARB_SCMD_PUNCH:
 		case ARB_SCMD_PREALLOC:
 			fprintf(out, "ino=%llu off=%llu len=%llu",
 				(unsigned long long)c.obj,

@@ -13,7 +13,7 @@
  *
  * Header:
  *   0   8   magic "ARBSEND\0"
- *   8   4   format version (ARB_SEND_VERSION)
+ *   8   4   format version (1 or 2; ARB_SEND_VERSION is what we write)
  *   12  4   flags: ARB_SEND_F_INCREMENTAL
  *   16  16  source subvolume UUID
  *   32  8   source generation (the subvolume's last change)
@@ -37,12 +37,18 @@
 #include "arbor/send.h"
 
 #define ARB_SEND_MAGIC "ARBSEND"
-#define ARB_SEND_VERSION 1
+#define ARB_SEND_VERSION 2
 #define ARB_SEND_HDR_SIZE 68
 #define ARB_SEND_CMD_HDR 12
-/* the largest payload: a WRITE of ARB_SEND_DATA_MAX, or an xattr */
+/* the largest payload: a WRITE of ARB_SEND_DATA_MAX, or an xattr
+ * (version 1); an ENCODED_WRITE of ARB_SEND_ENC_MAX (version 2) */
 #define ARB_SEND_DATA_MAX (64u << 10)
-#define ARB_SEND_CMD_MAX (ARB_SEND_DATA_MAX + 512)
+#define ARB_SEND_CMD_MAX_V1 (ARB_SEND_DATA_MAX + 512)
+#define ARB_SEND_ENC_MAX (128u << 10)
+#define ARB_SEND_ENC_FIXED 44
+#define ARB_SEND_CMD_MAX (ARB_SEND_ENC_MAX + 512)
+/* ENCODED_WRITE compression: zlib (the only one) */
+#define ARB_SEND_ENC_ZLIB 1
 #define ARB_SEND_F_INCREMENTAL (1u << 0)
 #define ARB_SEND_F_KNOWN ARB_SEND_F_INCREMENTAL
 
@@ -61,6 +67,11 @@ enum arb_scmd {
 	ARB_SCMD_TIMES = 10,   /* obj atime mtime atime_ns mtime_ns */
 	ARB_SCMD_TRUNCATE = 11, /* obj size */
 	ARB_SCMD_END = 12,     /* digest[32] inodes */
+	/* version 2 */
+	ARB_SCMD_CLONE = 13,   /* obj off len src_obj src_off */
+	ARB_SCMD_ENCODED_WRITE = 14, /* obj off len ram_bytes ext_off
+				      * compression u32, data */
+	ARB_SCMD_PUNCH = 15,   /* obj off len */
 	ARB_SCMD_MAX
 };
 #define ARB_SINODE_FIXED 60
@@ -77,6 +88,9 @@ struct arb_send_hdr {
 struct arb_scmd_dec {
 	unsigned type;
 	uint64_t obj, dir, off, len, size, rdev;
+	uint64_t src_obj, src_off;      /* CLONE */
+	uint64_t ram_bytes, ext_off;    /* ENCODED_WRITE */
+	uint32_t compression;
 	uint32_t mode, uid, gid;
 	struct timespec atime, mtime;
 	const char *name; /* not NUL-terminated */
@@ -111,6 +125,7 @@ int sw_end(struct arb_swriter *w);
 struct arb_sreader {
 	int fd;
 	uint8_t *buf;          /* ARB_SEND_CMD_MAX */
+	uint32_t version;      /* the header's, once read */
 	uint64_t off;          /* byte offset of the next read */
 	uint64_t index;        /* commands read so far */
 	uint64_t cmd_off;      /* offset of the current command */

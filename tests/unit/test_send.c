@@ -134,6 +134,33 @@ static void write_at(uint64_t ino, uint64_t off, size_t len, uint64_t *r)
 	free(b);
 }
 
+/* copy_range from a to b: whole, or a range; aligned (shared) mostly */
+static void reflink_some(struct model *m, const struct arb_stat *a,
+			 const struct arb_stat *b)
+{
+	uint64_t soff, doff, len;
+	ssize_t n;
+
+	if (!a->size)
+		return;
+	if (tu_rand_range(&m->rnd, 3) == 0) {
+		soff = doff = 0;
+		len = a->size;
+	} else {
+		soff = tu_rand_range(&m->rnd, a->size);
+		doff = tu_rand_range(&m->rnd, b->size + 65536);
+		if (tu_rand_range(&m->rnd, 4)) {
+			soff &= ~4095ULL;
+			doff &= ~4095ULL;
+		}
+		len = 1 + tu_rand_range(&m->rnd, a->size - soff);
+	}
+	if (a->ino == b->ino && soff < doff + len && doff < soff + len)
+		return;
+	n = arb_fs_copy_range(sfs, a->ino, soff, b->ino, doff, len, 0);
+	ck_assert_msg(n >= 0, "copy_range: %zd", n);
+}
+
 static uint64_t make_file(struct model *m, uint64_t dir)
 {
 	struct arb_stat st;
@@ -185,6 +212,20 @@ static uint64_t make_file(struct model *m, uint64_t dir)
 						  131072), 0);
 		ck_assert_int_eq(arb_fs_fallocate(sfs, st.ino, 0, 20480, 8192),
 				 0);
+		break;
+	case 11: /* a reflinked copy of another file */
+		if (m->nr_files) {
+			struct arb_stat src;
+			uint64_t f = m->files[tu_rand_range(&m->rnd,
+							    m->nr_files)];
+
+			if (arb_fs_getattr(sfs, f, &src) == 0 &&
+			    S_ISREG(src.mode) && src.nlink) {
+				reflink_some(m, &src, &st);
+				break;
+			}
+		}
+		write_at(st.ino, 0, 1 + tu_rand_range(&m->rnd, 40000), &m->rnd);
 		break;
 	case 8: /* big */
 		if (tu_rand_range(&m->rnd, 4) == 0)
@@ -790,6 +831,100 @@ static void body_type_change(struct arb_swriter *w)
 	c_inode(w, 300, S_IFDIR | 0644);
 }
 
+static void c_clone(struct arb_swriter *w, uint64_t obj, uint64_t off,
+		    uint64_t len, uint64_t src, uint64_t soff)
+{
+	sw_begin(w, ARB_SCMD_CLONE);
+	sw_u64(w, obj);
+	sw_u64(w, off);
+	sw_u64(w, len);
+	sw_u64(w, src);
+	sw_u64(w, soff);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void c_sized(struct arb_swriter *w, uint64_t obj, uint64_t size)
+{
+	sw_begin(w, ARB_SCMD_INODE);
+	sw_u64(w, obj);
+	sw_u64(w, size);
+	for (int i = 0; i < 3; i++)
+		sw_u64(w, 0);
+	sw_u32(w, S_IFREG | 0644);
+	for (int i = 0; i < 4; i++)
+		sw_u32(w, 0);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void body_clone_nosrc(struct arb_swriter *w)
+{
+	c_sized(w, 300, 8192);
+	c_clone(w, 300, 0, 4096, 301, 0);
+}
+static void body_clone_dir(struct arb_swriter *w)
+{
+	c_sized(w, 300, 8192);
+	c_clone(w, 300, 0, 4096, 256, 0);
+}
+static void body_clone_past(struct arb_swriter *w)
+{
+	c_sized(w, 300, 8192);
+	c_sized(w, 301, 4096);
+	c_clone(w, 300, 0, 8192, 301, 0);
+}
+static void body_clone_overlap(struct arb_swriter *w)
+{
+	c_sized(w, 300, 65536);
+	c_clone(w, 300, 4096, 8192, 300, 0);
+}
+static void body_clone_zero(struct arb_swriter *w)
+{
+	c_sized(w, 300, 8192);
+	c_sized(w, 301, 8192);
+	c_clone(w, 300, 0, 0, 301, 0);
+}
+static void body_punch_dir(struct arb_swriter *w)
+{
+	sw_begin(w, ARB_SCMD_PUNCH);
+	sw_u64(w, 256);
+	sw_u64(w, 0);
+	sw_u64(w, 4096);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void c_encoded(struct arb_swriter *w, uint64_t obj, uint64_t off,
+		      uint64_t len, uint64_t ram, uint64_t ext_off,
+		      uint32_t comp, const void *data, size_t n)
+{
+	sw_begin(w, ARB_SCMD_ENCODED_WRITE);
+	sw_u64(w, obj);
+	sw_u64(w, off);
+	sw_u64(w, len);
+	sw_u64(w, ram);
+	sw_u64(w, ext_off);
+	sw_u32(w, comp);
+	sw_bytes(w, data, n);
+	ck_assert_int_eq(sw_end(w), 0);
+}
+static void body_enc_garbage(struct arb_swriter *w)
+{
+	c_sized(w, 300, 65536);
+	c_encoded(w, 300, 0, 65536, 65536, 0, ARB_SEND_ENC_ZLIB, "garbage", 7);
+}
+static void body_enc_method(struct arb_swriter *w)
+{
+	c_sized(w, 300, 65536);
+	c_encoded(w, 300, 0, 4096, 4096, 0, 7, "x", 1);
+}
+static void body_enc_range(struct arb_swriter *w)
+{
+	c_sized(w, 300, 65536);
+	/* the part past the inflated extent */
+	c_encoded(w, 300, 0, 8192, 4096, 0, ARB_SEND_ENC_ZLIB, "x", 1);
+}
+static void body_enc_huge(struct arb_swriter *w)
+{
+	c_sized(w, 300, 65536);
+	c_encoded(w, 300, 0, 4096, 1u << 30, 0, ARB_SEND_ENC_ZLIB, "x", 1);
+}
+
 START_TEST(test_crafted)
 {
 	static void (*const bodies[])(struct arb_swriter *) = {
@@ -797,6 +932,10 @@ START_TEST(test_crafted)
 		body_twice,   body_nodir,	body_badmode,	  body_hugeobj,
 		body_root,    body_unnamed,	body_bigwrite,	  body_wrongdigest,
 		body_unlink_other, body_type_change,
+		body_clone_nosrc, body_clone_dir, body_clone_past,
+		body_clone_overlap, body_clone_zero, body_punch_dir,
+		body_enc_garbage, body_enc_method, body_enc_range,
+		body_enc_huge,
 	};
 	static uint8_t b[1 << 16];
 	size_t nr = 0;
@@ -807,6 +946,26 @@ START_TEST(test_crafted)
 
 		snprintf(what, sizeof(what), "crafted %zu", i);
 		recv_bad(b, len, what);
+	}
+	/* a version 2 command in a version 1 stream */
+	{
+		struct arb_swriter w;
+		struct arb_send_hdr h = { .version = 1 };
+		int fd = memfd();
+		size_t len;
+		uint8_t *bb;
+
+		ck_assert_int_eq(sw_init(&w, fd, false), 0);
+		ck_assert_int_eq(sw_header(&w, &h), 0);
+		sw_begin(&w, ARB_SCMD_BEGIN);
+		sw_bytes(&w, "s1", 2);
+		ck_assert_int_eq(sw_end(&w), 0);
+		body_punch_dir(&w);
+		sw_free(&w);
+		bb = slurp(fd, &len);
+		close(fd);
+		recv_bad(bb, len, "punch in version 1");
+		free(bb);
 	}
 	ck_assert_int_eq(arb_subvol_wait(dfs, 0), 0);
 	ck_assert_int_eq(arb_subvol_list(dfs, count_subvols, &nr), 0);
@@ -854,7 +1013,7 @@ static void change(struct model *m, unsigned n)
 	uint64_t d1, d2;
 
 	for (unsigned i = 0; i < n; i++) {
-		unsigned k = (unsigned)tu_rand_range(&m->rnd, 14);
+		unsigned k = (unsigned)tu_rand_range(&m->rnd, 17);
 
 		switch (k) {
 		case 0: /* swap two names (RENAME_EXCHANGE) */
@@ -972,6 +1131,20 @@ static void change(struct model *m, unsigned n)
 									ARB_SET_MTIME,
 								NULL, NULL), 0);
 			}
+			break;
+		case 11: /* a reflink of a range (aligned or not) */
+		case 12:
+			if (pick_name(m, &d1, a, &st) && S_ISREG(st.mode) &&
+			    pick_name(m, &d2, b2, &st2) && S_ISREG(st2.mode))
+				reflink_some(m, &st, &st2);
+			break;
+		case 13: /* a hole punched */
+			if (pick_name(m, &d1, a, &st) && S_ISREG(st.mode) &&
+			    st.size)
+				ck_assert_int_eq(arb_fs_fallocate(sfs, st.ino,
+					FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					tu_rand_range(&m->rnd, st.size),
+					1 + tu_rand_range(&m->rnd, 200000)), 0);
 			break;
 		default:
 			build(m, 2);
@@ -1092,6 +1265,107 @@ START_TEST(test_dump_and_estimate)
 }
 END_TEST
 
+static uint64_t data_used(struct arb_fs *fs)
+{
+	struct arb_fs_usage u;
+
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u), 0);
+	return u.data;
+}
+
+/*
+ * Version 2: shared data goes once and is shared on the receiving side;
+ * an incremental stream carries the changed ranges of a file, not the
+ * file; version 1 still works.
+ */
+START_TEST(test_shares_and_ranges)
+{
+	uint64_t sz = TU_SCALE(8, 32) * MiB, r = tu_seed("send shares");
+	struct arb_send_stats st, v1;
+	struct arb_stat a, b, c, d;
+	uint64_t s1, s2, d1, d2, before, after;
+	char why[256];
+	int fd;
+
+	ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "a", S_IFREG | 0644, 0, NULL,
+				      &a), 0);
+	write_at(a.ino, 0, (size_t)sz, &r);
+	ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "b", S_IFREG | 0644, 0, NULL,
+				      &b), 0);
+	ck_assert_int_eq(arb_fs_copy_range(sfs, a.ino, 0, b.ino, 0, sz, 0),
+			 (ssize_t)sz);
+	/* half of it, at another offset, and an unaligned piece */
+	ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "c", S_IFREG | 0644, 0, NULL,
+				      &c), 0);
+	ck_assert_int_eq(arb_fs_copy_range(sfs, a.ino, sz / 2, c.ino, 1 * MiB,
+					   sz / 2, 0), (ssize_t)(sz / 2));
+	ck_assert_int_eq(arb_fs_copy_range(sfs, a.ino, 100, c.ino, 0, 5000, 0),
+			 5000);
+	s1 = snap("s1");
+	before = data_used(dfs);
+	fd = send_fd(s1, 0, &st);
+	d1 = recv_fd(fd);
+	close(fd);
+	after = data_used(dfs);
+	compare(s1, d1);
+	/* a once, b and c as clones of it */
+	ck_assert_uint_lt(st.data, sz + 64 * 1024);
+	ck_assert_uint_ge(st.cloned, sz + sz / 2);
+	ck_assert_uint_lt(st.bytes, sz + 1 * MiB);
+	ck_assert_msg(after - before < sz + 1 * MiB,
+		      "received data takes %llu bytes for %llu shared",
+		      (unsigned long long)(after - before),
+		      (unsigned long long)sz);
+
+	/* 4 KiB changed in the middle of a, d a new reflink of a */
+	write_at(a.ino, sz / 2 + 8192, 4096, &r);
+	ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "d", S_IFREG | 0644, 0, NULL,
+				      &d), 0);
+	ck_assert_int_eq(arb_fs_copy_range(sfs, b.ino, 0, d.ino, 0, sz, 0),
+			 (ssize_t)sz);
+	/* a hole punched in c, c grows */
+	ck_assert_int_eq(arb_fs_fallocate(sfs, c.ino,
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  2 * MiB, 64 * 1024), 0);
+	write_at(c.ino, sz + 4 * MiB, 100, &r);
+	s2 = snap("s2");
+	before = data_used(dfs);
+	fd = send_fd(s2, s1, &st);
+	d2 = recv_fd(fd);
+	close(fd);
+	after = data_used(dfs);
+	compare(s2, d2);
+	ck_assert_msg(st.data <= 64 * 1024, "incremental sent %llu data bytes",
+		      (unsigned long long)st.data);
+	ck_assert_uint_ge(st.cloned, sz);
+	ck_assert_uint_lt(st.bytes, 256 * 1024);
+	ck_assert_msg(after - before < 1 * MiB,
+		      "the incremental receive took %llu data bytes",
+		      (unsigned long long)(after - before));
+
+	/* version 1: whole files, as bytes; still received the same */
+	ck_assert_int_eq(arb_send(sfs, s2, s1, -1,
+				  ARB_SEND_ESTIMATE | ARB_SEND_PROTO1, &v1, why,
+				  sizeof(why)), 0);
+	ck_assert_uint_ge(v1.data, 2 * sz);
+	ck_assert_uint_eq(v1.cloned, 0);
+	ck_assert_int_eq(arb_subvol_delete(dfs, ROOT, "s2"), 0);
+	ck_assert_int_eq(arb_subvol_wait(dfs, 0), 0);
+	fd = memfd();
+	ck_assert_int_eq(arb_send(sfs, s2, s1, fd, ARB_SEND_PROTO1, NULL, why,
+				  sizeof(why)), 0);
+	ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+	d2 = recv_fd(fd);
+	close(fd);
+	compare(s2, d2);
+	reopen_dst();
+	compare(s2, d2);
+	compare(s1, d1);
+}
+END_TEST
+
 /* finding what changed reads the changed paths, not the tree */
 START_TEST(test_incremental_cost)
 {
@@ -1149,6 +1423,7 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_incremental_chain);
 	tcase_add_test(tc, test_parent_missing);
 	tcase_add_test(tc, test_dump_and_estimate);
+	tcase_add_test(tc, test_shares_and_ranges);
 	suite_add_tcase(s, tc);
 	/* a case of its own: CK_RUN_CASE=cost ARBOR_TEST_SCALE=full */
 	tc = tcase_create("cost");

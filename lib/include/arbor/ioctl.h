@@ -903,13 +903,20 @@ struct arb_ioc_send {
 	__u32 pad;
 	/* out: the digest (DIGEST, RECEIVE) */
 	__u8 digest[32];
-	__u64 reserved[19];
+	/* out (SEND): file bytes sent as clones; compressed extents sent
+	 * as stored: their file bytes and their stored bytes */
+	__u64 cloned;
+	__u64 encoded;
+	__u64 encoded_stored;
+	__u64 reserved[16];
 	/* out (RECEIVE): the name of the new subvolume in the directory */
 	char name[256];
 	/* out: on failure, what went wrong and where */
 	char error[512];
 };
 #define ARB_IOC_SEND_ESTIMATE (1u << 0)
+/* SEND: stream format version 1, for an older receiver (ARB_SEND_PROTO1) */
+#define ARB_IOC_SEND_PROTO1 (1u << 1)
 
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)

@@ -52,6 +52,11 @@ struct arb_send_stats {
 	/* incremental: tree nodes read to find the changed inodes (the
 	 * paths that differ; nodes both trees share are skipped) */
 	uint64_t nodes_read;
+	/* file bytes sent as clones of data the receiver has (version 2) */
+	uint64_t cloned;
+	/* compressed extents sent as stored: their file bytes, and the
+	 * stream bytes they took (version 2) */
+	uint64_t encoded, encoded_stored;
 };
 
 /* arb_send flags: count only, write nothing (fd ignored): --estimate */
@@ -59,6 +64,9 @@ struct arb_send_stats {
 /* incremental: compare every inode of both trees instead of skipping
  * the subtrees they share (slower; for tests and as a cross-check) */
 #define ARB_SEND_FULL_COMPARE (1u << 1)
+/* write stream format version 1 (for an older receiver): a changed file
+ * goes whole, as bytes; no clones, no compressed extents, no punches */
+#define ARB_SEND_PROTO1 (1u << 2)
 
 /*
  * Write a stream of read-only subvolume id to fd: full when parent is 0,
