@@ -9,6 +9,9 @@
 # A truncated and a corrupted stream leave nothing in the target; a
 # stream whose parent is missing is refused naming it; --image works on
 # an unmounted image.  Both images survive a remount and fsck -n.
+# Version 2: a reflinked file and a copied range travel once and stay
+# shared on the receiving side, a 4 KiB change of a big file makes a
+# small incremental stream, --proto 1 still works, --extract of clones.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -265,6 +268,79 @@ dC=$("$ARBOR" subvolume digest --image "$TMP/c.img" "/$prev" | cut -d' ' -f1)
 fs_mount
 mount_b
 same_tree "$MNT/$prev" "$MNTB/$prev"
+
+# version 2: shared data travels once and stays shared; an incremental
+# stream carries the changed range of a big file, not the file
+udata() {
+	"$ARBOR" filesystem sync "$1" >/dev/null
+	"$ARBOR" filesystem usage --json "$1" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["data"])'
+}
+log "reflinked data: sent once, shared on the receiving side"
+BIG=$([ "$SCALE" = full ] && echo 256 || echo 48)
+BIG=$((BIG << 20))
+mkdir "$MNT/sh"
+head -c "$BIG" /dev/urandom >"$MNT/sh/big"
+cp "$MNT/sh/big" "$MNT/sh/copy" # copy_file_range: shared
+python3 - "$MNT/sh/big" "$MNT/sh/part" <<'PY' || fail "copy_file_range of a part"
+import os, sys
+src = os.open(sys.argv[1], os.O_RDONLY)
+dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+n = os.path.getsize(sys.argv[1]) // 2
+off_in, off_out = n // 2 // 4096 * 4096, 1 << 20
+while n:
+    k = os.copy_file_range(src, dst, n, off_in, off_out)
+    assert k > 0
+    n, off_in, off_out = n - k, off_in + k, off_out + k
+PY
+"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/r1" >/dev/null || fail "snapshot r1"
+"$ARBOR" send --estimate "$MNT/r1" >"$TMP/est" || fail "send --estimate r1"
+log "full stream of r1: $(cat "$TMP/est")"
+before=$(udata "$MNTB")
+"$ARBOR" send "$MNT/r1" | "$ARBOR" receive "$MNTB" >/dev/null || fail "send | receive r1"
+after=$(udata "$MNTB")
+same_tree "$MNT/r1" "$MNTB/r1"
+cmp "$MNTB/r1/sh/big" "$MNTB/r1/sh/copy" || fail "received copy differs"
+log "receiving r1 took $((after - before)) bytes of data for $((BIG * 5 / 2)) bytes of files"
+[ $((after - before)) -lt $((BIG + BIG / 4)) ] ||
+	fail "the shared data was stored more than once on the receiving side"
+# 4 KiB rewritten in the middle of big; another reflink of it
+dd if=/dev/urandom of="$MNT/sh/big" bs=4096 count=1 seek=$((BIG / 8192)) conv=notrunc status=none
+cp "$MNT/sh/copy" "$MNT/sh/copy2"
+"$ARBOR" subvolume snapshot -r "$MNT" "$MNT/r2" >/dev/null || fail "snapshot r2"
+read -r bytes _ _ _ data _ <<<"$("$ARBOR" send --estimate -p "$MNT/r1" "$MNT/r2")"
+log "incremental r1 -> r2: $bytes stream bytes, $data of data"
+[ "$bytes" -lt $((1 << 20)) ] || fail "incremental stream of a 4 KiB change is $bytes bytes"
+before=$(udata "$MNTB")
+"$ARBOR" send -p "$MNT/r1" "$MNT/r2" | "$ARBOR" receive "$MNTB" >/dev/null ||
+	fail "send -p r1 r2 | receive"
+after=$(udata "$MNTB")
+same_tree "$MNT/r2" "$MNTB/r2"
+[ $((after - before)) -lt $((4 << 20)) ] ||
+	fail "the incremental receive took $((after - before)) bytes of data"
+# version 1 for an older receiver: whole files, the same tree
+"$ARBOR" send --proto 1 -p "$MNT/r1" "$MNT/r2" >"$TMP/v1.stream" || fail "send --proto 1"
+"$ARBOR" receive --dump -f "$TMP/v1.stream" >"$TMP/dump" || fail "receive --dump of a version 1 stream"
+head -1 "$TMP/dump" | grep -q "version 1" || fail "--proto 1 wrote no version 1 stream"
+[ "$(stat -c %s "$TMP/v1.stream")" -gt "$BIG" ] || fail "a version 1 stream should hold the whole file"
+"$ARBOR" subvolume delete "$MNTB/r2" >/dev/null || fail "delete r2 on B"
+"$ARBOR" receive -f "$TMP/v1.stream" "$MNTB" >/dev/null || fail "receive a version 1 stream"
+same_tree "$MNT/r2" "$MNTB/r2"
+st=0
+"$ARBOR" send --proto 3 "$MNT/r2" >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 2 ] && grep -q "proto" "$TMP/err" || fail "send --proto 3: exit $st"
+# the extract of a full stream with clones: plain files, same bytes
+"$ARBOR" send -f "$TMP/r2.stream" "$MNT/r2" || fail "send -f r2"
+"$ARBOR" receive --dump -f "$TMP/r2.stream" >"$TMP/dump" || fail "receive --dump r2"
+grep -q "^clone " "$TMP/dump" || fail "no clone command in the full stream of r2"
+mkdir "$TMP/x2"
+"$ARBOR" receive --extract -f "$TMP/r2.stream" "$TMP/x2" >/dev/null || fail "receive --extract r2"
+for f in big copy copy2 part; do
+	cmp "$MNT/r2/sh/$f" "$TMP/x2/r2/sh/$f" || fail "extracted $f differs"
+done
+rm -rf "$TMP/x2"
 fs_umount
 umount_b
+check_fsck
+"$FSCK" -n "$IMGB" || fail "fsck.arborfs -n of the receiving image"
 finish
