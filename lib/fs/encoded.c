@@ -292,7 +292,7 @@ ssize_t arb_fs_write_encoded(struct arb_fs *fs, uint64_t ino,
 	ret = encoded_valid(e);
 	if (ret)
 		return ret;
-	if (e->num_bytes > SSIZE_MAX)
+	if (e->file_off % fs->bs || e->num_bytes > SSIZE_MAX)
 		return -EINVAL;
 	/* hostile input: inflated in full before the lock, so that a
 	 * stream that lies about its length changes nothing */
