@@ -77,6 +77,18 @@ static void check_fs(void)
 	ck_assert_msg(ret == 0, "arb_fs_check: %d", ret);
 }
 
+/* scrub: every data sector read and checked; the damaged ones */
+static uint64_t scrub_errors(void)
+{
+	struct arb_scrub_stats st;
+
+	memset(&st, 0, sizeof(st));
+	ck_assert_int_eq(arb_fs_scrub(fs, &st, NULL, NULL, NULL), 0);
+	ck_assert(st.done);
+	ck_assert_uint_gt(st.data_sectors_checked, 0);
+	return st.csum_errors + st.read_errors + st.data_uncorrectable;
+}
+
 static uint64_t mkfile(const char *name)
 {
 	struct arb_stat st;
@@ -275,6 +287,7 @@ START_TEST(test_roundtrip)
 	expect(a, data, size);
 	expect(b, data, size);
 	check_fs();
+	ck_assert_uint_eq(scrub_errors(), 0);
 	free_pieces(p, n);
 	free(data);
 	done_fs();
@@ -430,6 +443,36 @@ START_TEST(test_nodata)
 			 8 * KiB);
 	ck_assert(memcmp(buf, data + 400 * KiB, 8 * KiB) == 0);
 	check_fs();
+
+	/* stored into the inline file after its block 0, and into a file
+	 * whose data is never compressed (written plainly) */
+	{
+		struct arb_file_space sp;
+		uint8_t *want = calloc(1, 256 * KiB);
+		uint64_t nc = mkfile("nocomp");
+
+		ck_assert_int_eq(arb_fs_read_encoded(fs, h, 256 * KiB, &e,
+						     buf, ARB_ENCODED_MAX), 0);
+		e.file_off = 128 * KiB;
+		ck_assert_int_eq(arb_fs_write_encoded(fs, s, &e, buf),
+				 128 * KiB);
+		memcpy(want, data, 1000);
+		memcpy(want + 128 * KiB, data, 128 * KiB);
+		expect(s, want, 256 * KiB);
+		ck_assert_int_eq(arb_fs_set_flags(fs, nc, ARB_FL_NOCOMP), 0);
+		ck_assert_int_eq(arb_fs_write_encoded(fs, nc, &e, buf),
+				 128 * KiB);
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		memset(want, 0, 1000);
+		expect(nc, want, 256 * KiB);
+		space(nc, &sp);
+		ck_assert_uint_eq(sp.compressed_extents, 0);
+		ck_assert_uint_eq(sp.bytes, 128 * KiB);
+		space(s, &sp);
+		ck_assert_uint_eq(sp.compressed_extents, 1);
+		check_fs();
+		free(want);
+	}
 	free(buf);
 	free(data);
 	done_fs();
@@ -567,6 +610,7 @@ START_TEST(test_corrupt)
 	ck_assert_int_eq(arb_fs_read_encoded(fs, a, 0, &e, buf,
 					     ARB_ENCODED_MAX), -EIO);
 	ck_assert_int_eq(arb_fs_read(fs, a, buf, 4096, 0), -EIO);
+	ck_assert_uint_gt(scrub_errors(), 0);
 	free(data);
 	free(buf);
 	done_fs();
