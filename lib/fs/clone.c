@@ -35,8 +35,9 @@ struct clone_piece {
 	struct fs_ext e;
 };
 
-/* Write the delayed data of ino (if any) into the running transaction. */
-static int flush_one(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
+/* Write the delayed data of ino (if any) into the running transaction.
+ * Also arb_fs_read_encoded's and arb_fs_write_encoded's (encoded.c). */
+int fs_flush_one(struct arb_fs *fs, struct arb_txn *t, uint64_t ino)
 {
 	struct arb_imem *im = fs_imem_get(fs, ino, false);
 	int ret;
@@ -69,9 +70,9 @@ static int flush_both(struct arb_fs *fs, uint64_t src, uint64_t dst)
 	ret = fs_op_begin(fs, &t, dst, need, 0);
 	if (ret)
 		return ret;
-	ret = flush_one(fs, t, src);
+	ret = fs_flush_one(fs, t, src);
 	if (!ret && src != dst)
-		ret = flush_one(fs, t, dst);
+		ret = fs_flush_one(fs, t, dst);
 	return fs_op_end(fs, t, ret);
 }
 

@@ -158,6 +158,14 @@ int fs_z_compress_to(const void *src, size_t len, int level, uint8_t *dst,
  */
 int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram)
 {
+	return fs_z_decompress_len(src, len, dst, ram, NULL);
+}
+
+/* the same, and *used (if not NULL): the bytes of src the stream takes,
+ * without what follows its end (a stored extent's zeros) */
+int fs_z_decompress_len(const void *src, size_t len, void *dst, size_t ram,
+			size_t *used)
+{
 	z_stream z;
 	int zr;
 
@@ -172,6 +180,8 @@ int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram)
 	inflateEnd(&z);
 	if (zr != Z_STREAM_END || z.total_out != ram)
 		return -EIO;
+	if (used)
+		*used = z.total_in;
 	return 0;
 }
 

@@ -248,14 +248,18 @@ static int zbatch_add(struct arb_fs *fs, struct zbatch *zb, uint64_t bytenr,
 }
 
 /*
- * Store one compressed piece: ram file bytes at foff as the stored bytes
- * z (format.h, ARB_COMPRESS_ZLIB), their write gathered in zb.  2: no
- * contiguous room for it (the caller writes the piece plain, which may be
- * cut in smaller extents).
+ * Store one compressed extent: the stored bytes z (format.h,
+ * ARB_COMPRESS_ZLIB) inflate to ram bytes, of which the item at foff
+ * covers [off, off + num) (the flush: 0 and ram; arb_fs_write_encoded a
+ * part of an extent as its sender had it); their write gathered in zb,
+ * or written at once when zb is NULL.  Replaces what the file range held.
+ * 2: no contiguous room for it, nothing changed (the caller writes the
+ * bytes plain, which may be cut in smaller extents).
  */
-static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
-			 struct arb_inode *in, uint64_t foff, uint64_t ram,
-			 const uint8_t *z, size_t stored, struct zbatch *zb)
+int fs_write_zextent(struct arb_fs *fs, struct arb_txn *t,
+		     struct arb_inode *in, uint64_t foff, uint64_t ram,
+		     uint64_t off, uint64_t num, const uint8_t *z,
+		     size_t stored, struct zbatch *zb)
 {
 	struct arb_root *root = fs_root_of(fs, in->ino);
 	uint64_t obj = fs_obj(in->ino), bytenr, got;
@@ -278,9 +282,10 @@ static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 		return -ENOMEM;
 	for (size_t i = 0; i < nsec; i++)
 		sums[i] = data_csum(z + i * bs, bs);
-	ret = zbatch_add(fs, zb, bytenr, z, stored);
+	ret = zb ? zbatch_add(fs, zb, bytenr, z, stored)
+		 : arb_dev_write(fs->dev, z, stored, bytenr, ARB_IO_DATA);
 	if (!ret)
-		ret = fs_drop_extents(fs, t, in, foff, foff + ram);
+		ret = fs_drop_extents(fs, t, in, foff, foff + num);
 	if (!ret)
 		ret = fs_csum_insert(fs, t, bytenr, sums, nsec, false);
 	free(sums);
@@ -293,11 +298,12 @@ static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 	arb_set_file_extent_f_type(&fe, ARB_FILE_EXTENT_REG);
 	arb_set_file_extent_f_disk_bytenr(&fe, bytenr);
 	arb_set_file_extent_f_disk_num_bytes(&fe, stored);
-	arb_set_file_extent_f_offset(&fe, 0);
-	arb_set_file_extent_f_num_bytes(&fe, ram);
+	arb_set_file_extent_f_offset(&fe, off);
+	arb_set_file_extent_f_num_bytes(&fe, num);
 	ret = arb_insert_item(t, root, &k, &fe, FE_SIZE);
 	if (!ret)
-		ret = arb_ref_data(t, bytenr, stored, root->id, obj, foff, 1);
+		ret = arb_ref_data(t, bytenr, stored, root->id, obj, foff - off,
+				   1);
 	if (ret)
 		return ret;
 	/* in this transaction: no commit has a compressed extent without
@@ -305,7 +311,7 @@ static int write_zextent(struct arb_fs *fs, struct arb_txn *t,
 	arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_COMPRESS);
 	fs->ext_hint_ino = 0; /* nothing grows a compressed extent */
 	fs->data_hint = bytenr + stored;
-	in->nbytes += ram;
+	in->nbytes += num;
 	fs->nr_zextents++;
 	fs->z_ram_bytes += ram;
 	fs->z_stored_bytes += stored;
@@ -347,9 +353,10 @@ static int flush_run(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 						raw_n);
 			raw_n = 0;
 			if (!ret)
-				ret = write_zextent(fs, t, in, idx * bs,
-						    n * (uint64_t)bs, z,
-						    stored, zb);
+				ret = fs_write_zextent(fs, t, in, idx * bs,
+						       n * (uint64_t)bs, 0,
+						       n * (uint64_t)bs, z,
+						       stored, zb);
 			free(z);
 		}
 		if (ret == 1 || ret == 2) {

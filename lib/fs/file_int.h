@@ -3,7 +3,8 @@
  * file_int.h - what the files of file data share: dmap.c (dirty blocks),
  * extent.c (EXTENT_DATA items), csum.c (data checksums), read.c (read,
  * lseek), write.c (write, truncate), delalloc.c (delayed allocation),
- * falloc.c (fallocate).
+ * falloc.c (fallocate), encoded.c (compressed extents in their stored
+ * form).
  *
  * EXTENT_DATA items (format.h) map file ranges; everything not covered is
  * a hole.  Every REG/PREALLOC item boundary is a multiple of the sector
@@ -84,6 +85,15 @@ void fs_zc_add(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t *z,
 	       size_t stored);
 int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
 	       size_t *stored);
+/* ---- delalloc.c ---- */
+struct zbatch;
+int fs_write_zextent(struct arb_fs *fs, struct arb_txn *t,
+		     struct arb_inode *in, uint64_t foff, uint64_t ram,
+		     uint64_t off, uint64_t num, const uint8_t *z,
+		     size_t stored, struct zbatch *zb);
+/* ---- clone.c ---- */
+/* write the delayed data of ino (if any) into the running transaction */
+int fs_flush_one(struct arb_fs *fs, struct arb_txn *t, uint64_t ino);
 /* ---- csum.c ---- */
 int fs_csum_insert(struct arb_fs *fs, struct arb_txn *t, uint64_t bytenr,
 		   const uint32_t *sums, size_t nsec, bool extend);

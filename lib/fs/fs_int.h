@@ -624,6 +624,9 @@ void fs_zslot_put(struct arb_fs *fs);
 int fs_z_compress(const void *src, size_t len, uint32_t bs, int level,
 		  uint8_t **out, size_t *stored);
 int fs_z_decompress(const void *src, size_t len, void *dst, size_t ram);
+/* the same, and *used: the bytes the stream takes (NULL: not wanted) */
+int fs_z_decompress_len(const void *src, size_t len, void *dst, size_t ram,
+			size_t *used);
 /* deflate len bytes into at most cap bytes: 0 and *zlen, 1 no room */
 int fs_z_compress_to(const void *src, size_t len, int level, uint8_t *dst,
 		     size_t cap, size_t *zlen);

@@ -361,6 +361,70 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 		    uint64_t off);
 ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		     size_t size, uint64_t off);
+
+/*
+ * A compressed extent in its stored form, for send and receive
+ * (docs/design/compress.md, "Stored form out and in"): one compressed
+ * extent item of a regular file, as arb_fs_read_encoded reads it and
+ * arb_fs_write_encoded stores it, without inflating and deflating again.
+ */
+struct arb_encoded {
+	uint64_t file_off;    /* file offset where the item starts */
+	uint64_t num_bytes;   /* file bytes the item covers */
+	uint64_t ram_bytes;   /* inflated size of the whole extent */
+	uint64_t ext_off;     /* where in the inflated data the item starts */
+	uint32_t compression; /* ARB_COMPRESS_ZLIB (the only one) */
+	uint32_t len;         /* bytes of stored data */
+};
+/* the largest len and ram_bytes (format.h's ARB_COMPRESS_MAX_RAM) */
+#define ARB_ENCODED_MAX (128u << 10)
+/*
+ * The compressed extent item of regular file ino that covers file offset
+ * off: 0 with *e filled and its stored bytes in data: the zlib stream
+ * (RFC 1950) as stored, without the zeros that pad it to a sector
+ * (e->len bytes, at most ARB_ENCODED_MAX).  num_bytes stops at the end of
+ * the file (the item's last sector may reach past it).  The stored
+ * sectors' checksums are verified and the stream inflated to check it:
+ * -EIO (logged with the inode and offset) when either fails.
+ * -EOVERFLOW when cap < e->len (*e filled: e->len says what is needed;
+ * a buffer of ARB_ENCODED_MAX always fits).  -ENODATA when what covers
+ * off is not a compressed regular extent: plain data, an inline extent,
+ * a hole, preallocated space, or nothing inside the file's size.  The
+ * file's delayed data (written, not committed) is written first, as a
+ * clone does, so it answers for what was written.  Does not update
+ * atime.  -EINVAL for a non-regular file, -EISDIR for a directory.
+ *
+ * arb_fs_write_encoded stores data (e->len bytes) as one compressed
+ * extent item of ino at e->file_off, as the flush would have written it
+ * (lib/fs/delalloc.c): it replaces what [file_off, file_off + num_bytes)
+ * held (plain data, holes, shared extents: like a write; the other owners
+ * of a shared extent keep theirs), the size grows to file_off + num_bytes
+ * if smaller, mtime and ctime change as for arb_fs_write.  The input is
+ * checked before anything changes, as coming from a send stream: -EINVAL
+ * unless compression is ARB_COMPRESS_ZLIB, 0 < len <= ARB_ENCODED_MAX,
+ * 0 < ram_bytes <= ARB_ENCODED_MAX, num_bytes > 0, ext_off + num_bytes <=
+ * ram_bytes, file_off is a multiple of the sector size, and num_bytes is
+ * too unless file_off + num_bytes is the new end of the file (at or past
+ * its size); -EFBIG past ARB_MAX_FILE_SIZE; -EBADMSG when data does not
+ * inflate to exactly ram_bytes (bytes after the end of the stream are
+ * not stored).  The item covers num_bytes rounded up to the sector size.
+ * The inflated bytes [ext_off, ext_off + num_bytes) are written plainly
+ * instead, through arb_fs_write (the same bytes for readers), when the
+ * stored form would not save a sector (its length rounded up to the
+ * sector size must be at most ram_bytes minus a sector), when the
+ * format cannot hold it (ram_bytes or ext_off not a multiple of the
+ * sector size, the rounded-up item past ram_bytes, or bytes past the
+ * file's new end in its last sector that are not zeros), when the file
+ * has the NOCOMPRESS attribute (ARB_FL_NOCOMP: its data is never
+ * compressed), or when the image has no contiguous room for the stored
+ * sectors.  Space is checked before anything changes (-ENOSPC), for the
+ * stored sectors.  Returns num_bytes, or a negative errno; -EROFS on a
+ * read-only mount or subvolume, as arb_fs_write.
+ */
+int arb_fs_read_encoded(struct arb_fs *fs, uint64_t ino, uint64_t off,
+			struct arb_encoded *e, void *data, size_t cap);
+ssize_t arb_fs_write_encoded(struct arb_fs *fs, uint64_t ino,
+			     const struct arb_encoded *e, const void *data);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE,
  * FALLOC_FL_ZERO_RANGE (from <linux/falloc.h>) */
 int arb_fs_fallocate(struct arb_fs *fs, uint64_t ino, int mode, uint64_t off,
