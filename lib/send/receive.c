@@ -35,21 +35,6 @@
 #include "fs_int.h"
 #include "stream_int.h"
 
-#ifndef ARB_ENCODED_MAX /* TEMPORARY until lib/fs/encoded.c lands */
-struct arb_encoded {
-	uint64_t file_off, num_bytes, ram_bytes, ext_off;
-	uint32_t compression, len;
-};
-#define ARB_ENCODED_ZLIB 1
-static ssize_t arb_fs_write_encoded(struct arb_fs *fs, uint64_t ino,
-				    const struct arb_encoded *e,
-				    const void *data)
-{
-	(void)fs; (void)ino; (void)e; (void)data;
-	return -EOPNOTSUPP;
-}
-#endif
-
 struct rctx {
 	struct arb_fs *fs;
 	uint64_t dest;
@@ -271,7 +256,8 @@ static int cmd_data(struct rctx *c, const struct arb_scmd_dec *d)
 			.num_bytes = d->len,
 			.ram_bytes = d->ram_bytes,
 			.ext_off = d->ext_off,
-			.compression = ARB_ENCODED_ZLIB,
+			/* the stream's 1 (validated) is zlib */
+			.compression = ARB_COMPRESS_ZLIB,
 			.len = (uint32_t)d->data_len,
 		};
 

@@ -112,6 +112,10 @@ struct sctx {
 	/* clone sources of the extent being sent */
 	struct siv *ivs;
 	size_t nr_ivs, cap_ivs;
+	/* the compressed extent item last read in its stored form */
+	struct arb_encoded enc;
+	uint64_t enc_obj, enc_off, enc_bytenr;
+	uint8_t *ebuf; /* ARB_ENCODED_MAX */
 };
 
 static int grow(void **p, size_t *cap, size_t nr, size_t size)
@@ -723,8 +727,44 @@ static int send_range_cmd(struct sctx *c, unsigned type, uint64_t obj,
 static int send_encoded(struct sctx *c, const struct sinode *si,
 			const struct sext *e, uint64_t x, uint64_t y)
 {
-	(void)c; (void)si; (void)e; (void)x; (void)y;
-	return 1;
+	const struct arb_encoded *en = &c->enc;
+	int ret;
+
+	if (c->version < 2 || !e->compression)
+		return 1;
+	/* one read per extent item, however many pieces it is sent in */
+	if (c->enc_obj != si->obj || c->enc_off != e->off ||
+	    c->enc_bytenr != e->bytenr) {
+		c->enc_obj = 0;
+		ret = arb_fs_read_encoded(c->fs, si->in.ino, e->off, &c->enc,
+					  c->ebuf, ARB_ENCODED_MAX);
+		if (ret == -ENODATA)
+			return 1;
+		if (ret)
+			return fail(c, ret,
+				    "inode %llu: reading the compressed extent at %llu",
+				    (unsigned long long)si->obj,
+				    (unsigned long long)e->off);
+		c->enc_obj = si->obj;
+		c->enc_off = e->off;
+		c->enc_bytenr = e->bytenr;
+	}
+	if (en->file_off != e->off || x < en->file_off ||
+	    en->compression != ARB_COMPRESS_ZLIB || en->len >= y - x ||
+	    en->len > ARB_SEND_ENC_MAX)
+		return 1; /* the bytes are smaller (or not what we expect) */
+	sw_begin(&c->w, ARB_SCMD_ENCODED_WRITE);
+	sw_u64(&c->w, si->obj);
+	sw_u64(&c->w, x);
+	sw_u64(&c->w, y - x);
+	sw_u64(&c->w, en->ram_bytes);
+	sw_u64(&c->w, en->ext_off + (x - en->file_off));
+	sw_u32(&c->w, ARB_SEND_ENC_ZLIB);
+	sw_bytes(&c->w, c->ebuf, en->len);
+	ret = sw_end(&c->w);
+	c->st.encoded += y - x;
+	c->st.encoded_stored += en->len;
+	return ret;
 }
 
 /* [x, y) of si, inside REG extent e, not shareable: the bytes, or the
@@ -1371,8 +1411,9 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	c.pbuf = malloc(ARB_XATTR_SIZE_MAX);
 	c.list = malloc(65536);
 	c.plist = malloc(65536);
+	c.ebuf = malloc(ARB_ENCODED_MAX);
 	ret = -ENOMEM;
-	if (!c.buf || !c.pbuf || !c.list || !c.plist)
+	if (!c.buf || !c.pbuf || !c.list || !c.plist || !c.ebuf)
 		goto out;
 	ret = sw_init(&c.w, fd, flags & ARB_SEND_ESTIMATE);
 	if (ret)
@@ -1445,6 +1486,7 @@ out:
 	free(c.links);
 	free(c.deletes);
 	free(c.times);
+	free(c.ebuf);
 	free(c.recs);
 	free(c.rhash);
 	free(c.ivs);
