@@ -246,6 +246,18 @@ int main(int argc, char **argv)
 			printf("data         %" PRIu64 " bytes\n", u.data);
 			printf("metadata     %" PRIu64 " bytes\n", u.metadata);
 			printf("system       %" PRIu64 " bytes\n", u.system);
+			printf("logical      %" PRIu64 " bytes (data inflated: "
+			       "each data extent once)\n", u.data_logical);
+			printf("ratio        %.3f (data / logical: compression, "
+			       "not sharing)\n",
+			       u.data_logical ? (double)u.data /
+						       (double)u.data_logical
+					      : 1.0);
+			if (u.compressed_extents)
+				printf("compressed   %" PRIu64 " bytes in %"
+				       PRIu64 " extents, stored in %" PRIu64
+				       " bytes\n", u.compressed_logical,
+				       u.compressed_extents, u.compressed);
 		}
 		printf("free         %" PRIu64 " bytes\n", arb_free_bytes(vol));
 	}
