@@ -35,6 +35,11 @@ int cli_unmount(int argc, char **argv);
 int cli_subvolume(int argc, char **argv);
 /* "arbor subvolume find-new|diff ..." (argv[1] is the command), findnew.c */
 int cli_subvol_diff(int argc, char **argv);
+/* open an unmounted image through the library (read-write with rw): 0, or
+ * 1 after a message (an image a mount uses is refused: its lock); close
+ * it, committing: rc, or 1 after a message (subvol.c) */
+int cli_image_open(const char *image, bool rw, struct arb_fs **fs);
+int cli_image_close(const char *image, struct arb_fs *fs, int rc);
 /* the inode of path in an image opened through the library, from the
  * top-level subvolume's root ("" and "/" name it); 0 or -errno */
 int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino);
