@@ -25,7 +25,9 @@
  *   arbor send [-p PARENT] [-f FILE] [--estimate] SNAPSHOT  (send.c)
  *   arbor receive [-f FILE] DIR | --dump                    (send.c)
  *   arbor subvolume digest PATH                             (send.c)
- *   arbor backup [--keep N] SUBVOL DEST                     (backup.c)
+ *   arbor reflink|dedupe ...                                (reflink.c)
+ *   arbor backup [--keep N] [--dest-image IMG] SUBVOL DEST  (backup.c;
+ *                the source always a mount)
  *
  * Usage: docs/man/arbor.help (also --help and arbor(8)).
  */

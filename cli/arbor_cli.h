@@ -65,6 +65,18 @@ struct arb_ioc_send;
 int cli_send_mount(const char *snap, uint64_t parent, int fd, bool estimate,
 		   struct arb_ioc_send *io);
 int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io);
+/* the same receive through the library, into directory dir (from the
+ * top-level subvolume) of the image open as fs: 0, or 1 after a message
+ * naming image and dir; res says what was received */
+struct arb_recv_result;
+int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
+		      int fd, struct arb_recv_result *res);
+/* subvol.c: an ioctl's subvolume entry from the library's description,
+ * for code that handles both (backup.c) */
+struct arb_ioc_subvol_entry;
+struct arb_subvol_info;
+void cli_subvol_entry(struct arb_ioc_subvol_entry *e,
+		      const struct arb_subvol_info *i);
 /* the id of the subvolume holding path, on a mount; 0 or -1 (message) */
 int cli_mount_subvol_id(const char *path, uint64_t *id);
 

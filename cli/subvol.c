@@ -173,8 +173,8 @@ int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 	return arb_fs_lookup_path(fs, ARB_ROOT_INO, path, ino);
 }
 
-static void entry_from_info(struct arb_ioc_subvol_entry *e,
-			    const struct arb_subvol_info *i)
+void cli_subvol_entry(struct arb_ioc_subvol_entry *e,
+		      const struct arb_subvol_info *i)
 {
 	memset(e, 0, sizeof(*e));
 	e->id = i->id;
@@ -761,7 +761,7 @@ static int collect_image(void *arg, const struct arb_subvol_info *info)
 	struct collect *c = arg;
 	struct arb_ioc_subvol_entry e;
 
-	entry_from_info(&e, info);
+	cli_subvol_entry(&e, info);
 	c->err = collect_push(c, &e);
 	return c->err ? 1 : 0;
 }
@@ -954,7 +954,7 @@ static int info_of(struct target *t, const char *path, struct sv *s,
 			err("%s: %s: %s", t->image, path, arb_reason(ret, NULL));
 			return 1;
 		}
-		entry_from_info(&s->e, &si);
+		cli_subvol_entry(&s->e, &si);
 		if (arb_subvol_path(t->fs, si.id, s->path, sizeof(s->path)) < 0)
 			snprintf(s->path, sizeof(s->path), "?");
 		return 0;
@@ -1130,7 +1130,7 @@ static int image_entry(struct target *t, uint64_t id, struct sv *s)
 		    (unsigned long long)id, arb_reason(ret, NULL));
 		return -1;
 	}
-	entry_from_info(&s->e, &si);
+	cli_subvol_entry(&s->e, &si);
 	if (arb_subvol_path(t->fs, id, s->path, sizeof(s->path)) < 0)
 		snprintf(s->path, sizeof(s->path), "?");
 	return 0;
