@@ -25,7 +25,9 @@
  *   arbor send [-p PARENT] [-f FILE] [--estimate] SNAPSHOT  (send.c)
  *   arbor receive [-f FILE] DIR | --dump                    (send.c)
  *   arbor subvolume digest PATH                             (send.c)
- *   arbor backup [--keep N] SUBVOL DEST                     (backup.c)
+ *   arbor reflink|dedupe ...                                (reflink.c)
+ *   arbor backup [--keep N] [--dest-image IMG] SUBVOL DEST  (backup.c;
+ *                the source always a mount)
  *
  * Usage: docs/man/arbor.help (also --help and arbor(8)).
  */
@@ -246,6 +248,18 @@ int main(int argc, char **argv)
 			printf("data         %" PRIu64 " bytes\n", u.data);
 			printf("metadata     %" PRIu64 " bytes\n", u.metadata);
 			printf("system       %" PRIu64 " bytes\n", u.system);
+			printf("logical      %" PRIu64 " bytes (data inflated: "
+			       "each data extent once)\n", u.data_logical);
+			printf("ratio        %.3f (data / logical: compression, "
+			       "not sharing)\n",
+			       u.data_logical ? (double)u.data /
+						       (double)u.data_logical
+					      : 1.0);
+			if (u.compressed_extents)
+				printf("compressed   %" PRIu64 " bytes in %"
+				       PRIu64 " extents, stored in %" PRIu64
+				       " bytes\n", u.compressed_logical,
+				       u.compressed_extents, u.compressed);
 		}
 		printf("free         %" PRIu64 " bytes\n", arb_free_bytes(vol));
 	}

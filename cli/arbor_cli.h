@@ -35,6 +35,11 @@ int cli_unmount(int argc, char **argv);
 int cli_subvolume(int argc, char **argv);
 /* "arbor subvolume find-new|diff ..." (argv[1] is the command), findnew.c */
 int cli_subvol_diff(int argc, char **argv);
+/* open an unmounted image through the library (read-write with rw): 0, or
+ * 1 after a message (an image a mount uses is refused: its lock); close
+ * it, committing: rc, or 1 after a message (subvol.c) */
+int cli_image_open(const char *image, bool rw, struct arb_fs **fs);
+int cli_image_close(const char *image, struct arb_fs *fs, int rc);
 /* the inode of path in an image opened through the library, from the
  * top-level subvolume's root ("" and "/" name it); 0 or -errno */
 int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino);
@@ -60,6 +65,18 @@ struct arb_ioc_send;
 int cli_send_mount(const char *snap, uint64_t parent, int fd, unsigned flags,
 		   struct arb_ioc_send *io);
 int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io);
+/* the same receive through the library, into directory dir (from the
+ * top-level subvolume) of the image open as fs: 0, or 1 after a message
+ * naming image and dir; res says what was received */
+struct arb_recv_result;
+int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
+		      int fd, struct arb_recv_result *res);
+/* subvol.c: an ioctl's subvolume entry from the library's description,
+ * for code that handles both (backup.c) */
+struct arb_ioc_subvol_entry;
+struct arb_subvol_info;
+void cli_subvol_entry(struct arb_ioc_subvol_entry *e,
+		      const struct arb_subvol_info *i);
 /* the id of the subvolume holding path, on a mount; 0 or -1 (message) */
 int cli_mount_subvol_id(const char *path, uint64_t *id);
 

@@ -2,10 +2,11 @@
 /*
  * backup.c - arbor backup SUBVOL DEST: one command for an incremental
  * backup of a subvolume to a directory of another arborfs mount (or of
- * the same one).
+ * the same one), or of an unmounted image (--dest-image IMG).
  *
  *   arbor backup [--keep N] [--snapdir DIR] [--json] [--dry-run]
- *                [--progress|--no-progress] [--bwlimit RATE] SUBVOL DEST
+ *                [--progress|--no-progress] [--bwlimit RATE]
+ *                [--dest-image IMG] SUBVOL DEST
  *
  * 1. A read-only snapshot of SUBVOL, NAME.YYYY-MM-DDTHH:MM:SSZ (UTC; NAME
  *    is SUBVOL's last component; ".1", ".2"... when the name is taken),
@@ -22,7 +23,11 @@
  *    pump process (progress.c) copies it into a second pipe, and the
  *    daemon of DEST's mount receives from it (ARB_IOC_RECEIVE, in a
  *    thread of ours): the code of arbor send and arbor receive
- *    (cli_send_mount, cli_receive_mount).  The pump counts and shows
+ *    (cli_send_mount, cli_receive_mount).  With --dest-image, DEST is a
+ *    directory of an unmounted image (from its top-level subvolume),
+ *    which stays open (and locked) through the library for the whole
+ *    run: listing, receiving (cli_receive_image, what arbor receive
+ *    --image does) and pruning go through it, and closing commits.  The pump counts and shows
  *    progress, and stops the stream when we are told to stop (SIGINT,
  *    SIGTERM, SIGHUP): the receive then abandons its hidden subvolume.
  * 4. On failure the new snapshot is deleted and nothing is pruned; on
@@ -49,7 +54,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arbor/arbor.h"
 #include "arbor/ioctl.h"
+#include "arbor/send.h"
+#include "arbor/subvol.h"
 #include "arbor_cli.h"
 #include "arbor_help.h"
 
@@ -117,6 +125,63 @@ static bool live_rdonly(const struct arb_ioc_subvol_entry *e)
 {
 	return (e->flags & ARB_IOC_SUBVOL_RDONLY) &&
 	       !(e->flags & ARB_IOC_SUBVOL_DELETED);
+}
+
+/*
+ * A directory backups are received in or deleted from: of a mount (fd),
+ * or of an unmounted image open through the library (fs; the source's
+ * snapshot directory is always a mount's).
+ */
+struct dest {
+	const char *path;  /* on a mount, or in the image from its top */
+	const char *image; /* NULL: a mount */
+	struct arb_fs *fs;
+	int fd;
+	uint64_t ino; /* the directory's inode */
+	uint64_t id;  /* the subvolume holding it */
+	char label[PATH_MAX + 8]; /* how messages name it: IMG:PATH */
+};
+
+static int collect_image(void *ctx, const struct arb_subvol_info *i)
+{
+	struct svlist *l = ctx;
+	void *n = realloc(l->e, (l->nr + 2) * sizeof(*l->e));
+
+	if (!n)
+		return -ENOMEM;
+	l->e = n;
+	cli_subvol_entry(&l->e[l->nr++], i);
+	return 0;
+}
+
+/* the subvolumes of DEST's filesystem; 0 or -1 after a message */
+static int dest_list(const struct dest *d, struct svlist *l)
+{
+	int ret;
+
+	if (!d->fs)
+		return list_subvols(d->fd, d->path, l);
+	l->e = NULL;
+	l->nr = 0;
+	ret = arb_subvol_list(d->fs, collect_image, l);
+	if (ret) {
+		err("%s: listing the subvolumes: %s", d->image,
+		    arb_reason(ret, NULL));
+		return -1;
+	}
+	return 0;
+}
+
+/* name is free in directory d: true, false (taken, or cannot tell) */
+static bool dest_free(const struct dest *d, const char *name)
+{
+	struct arb_stat ast;
+	struct stat st;
+
+	if (d->fs)
+		return arb_fs_lookup(d->fs, d->ino, name, &ast) == -ENOENT;
+	return fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) &&
+	       errno == ENOENT;
 }
 
 /* NAME.YYYY-MM-DDTHH:MM:SSZ or that and .N */
@@ -237,38 +302,47 @@ static void note_deleted(struct plan *p, const char *dir, const char *name)
 	}
 }
 
-/* delete subvolume name in directory dfd (path dir); 0 or -1 */
-static int delete_in(int dfd, const char *dir, const char *name)
+/* delete subvolume name in directory d; 0 or -1 after a message */
+static int dest_delete(const struct dest *d, const char *name)
 {
 	struct arb_ioc_subvol_create c;
 	char what[PATH_MAX + 16];
+
+	if (d->fs) {
+		int ret = arb_subvol_delete(d->fs, d->ino, name);
+
+		if (ret)
+			err("%s/%s: delete: %s", d->label, name,
+			    arb_reason(ret, NULL));
+		return ret ? -1 : 0;
+	}
 
 	memset(&c, 0, sizeof(c));
 	c.size = sizeof(c);
 	c.version = ARB_IOC_VERSION;
 	snprintf(c.name, sizeof(c.name), "%s", name);
 	snprintf(what, sizeof(what), "delete %s", name);
-	return cli_ioctl(dfd, dir, ARB_IOC_SUBVOL_DELETE, &c, what);
+	return cli_ioctl(d->fd, d->path, ARB_IOC_SUBVOL_DELETE, &c, what);
 }
 
 /*
  * Keep the newest keep of side s and the one named common (may be
- * NULL); delete the rest, in directory dfd (path dir).  0 or -1.
+ * NULL); delete the rest, in directory d.  0 or -1.
  */
 static int prune(struct plan *p, const struct side *s, size_t keep,
-		 const struct arb_ioc_subvol_entry *common, int dfd,
-		 const char *dir, bool dry_run)
+		 const struct arb_ioc_subvol_entry *common,
+		 const struct dest *d, bool dry_run)
 {
 	int rc = 0;
 
 	for (size_t i = 0; i + keep < s->nr; i++) {
 		if (s->v[i] == common)
 			continue;
-		if (!dry_run && delete_in(dfd, dir, s->v[i]->name)) {
+		if (!dry_run && dest_delete(d, s->v[i]->name)) {
 			rc = -1;
 			continue;
 		}
-		note_deleted(p, dir, s->v[i]->name);
+		note_deleted(p, d->label, s->v[i]->name);
 	}
 	return rc;
 }
@@ -276,17 +350,33 @@ static int prune(struct plan *p, const struct side *s, size_t keep,
 /* ---- the transfer ------------------------------------------------------- */
 
 struct recv_job {
-	const char *dest;
+	const struct dest *dest;
 	int fd;
 	struct arb_ioc_send *io;
+	struct arb_recv_result res; /* an image's receive */
 	int rc;
 };
 
 static void *recv_thread(void *arg)
 {
 	struct recv_job *j = arg;
+	const struct dest *d = j->dest;
 
-	j->rc = cli_receive_mount(j->dest, j->fd, j->io);
+	if (d->fs) {
+		/* what arbor receive --image does; the answer as the
+		 * daemon's would be, for the rest of the run */
+		j->rc = cli_receive_image(d->fs, d->image, d->path, j->fd,
+					  &j->res);
+		memset(j->io, 0, sizeof(*j->io));
+		j->io->result = j->rc ? -1 : 0;
+		if (!j->rc) {
+			j->io->id = j->res.id;
+			snprintf(j->io->name, sizeof(j->io->name), "%s",
+				 j->res.name);
+		}
+	} else {
+		j->rc = cli_receive_mount(d->path, j->fd, j->io);
+	}
 	/* our copy of the read end: the pump sees a broken pipe if the
 	 * receiver stopped early */
 	close(j->fd);
@@ -317,22 +407,30 @@ static void *signal_thread(void *arg)
 }
 
 /* snapshot → DEST through two pipes and the pump; 0 or 1 (message out) */
-static int transfer(struct plan *p, const char *dest,
+static int transfer(struct plan *p, const struct dest *dest,
 		    const struct cli_progress *pg, uint64_t parent_id)
 {
-	struct recv_job j = { .dest = dest, .io = &p->rio };
+	struct recv_job *jp = calloc(1, sizeof(*jp));
 	struct timespec t0, t1;
 	pthread_t th;
 	int a[2], b[2], rc;
 
+	if (!jp) {
+		err("out of memory");
+		return 1;
+	}
+	jp->dest = dest;
+	jp->io = &p->rio;
 	if (pipe2(a, O_CLOEXEC)) {
 		err("pipe: %s", strerror(errno));
+		free(jp);
 		return 1;
 	}
 	if (pipe2(b, O_CLOEXEC)) {
 		err("pipe: %s", strerror(errno));
 		close(a[0]);
 		close(a[1]);
+		free(jp);
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -342,15 +440,17 @@ static int transfer(struct plan *p, const char *dest,
 	if (pump_pid < 0) {
 		close(a[1]);
 		close(b[0]);
+		free(jp);
 		return 1;
 	}
-	j.fd = b[0];
-	if (pthread_create(&th, NULL, recv_thread, &j)) {
+	jp->fd = b[0];
+	if (pthread_create(&th, NULL, recv_thread, jp)) {
 		err("cannot start a thread");
 		close(a[1]);
 		close(b[0]);
 		kill(pump_pid, SIGTERM);
 		cli_pump_wait(pump_pid);
+		free(jp);
 		return 1;
 	}
 	rc = cli_send_mount(p->snap, parent_id, a[1], false, &p->sio);
@@ -359,9 +459,9 @@ static int transfer(struct plan *p, const char *dest,
 	if (rc)
 		kill(pump_pid, SIGTERM);
 	pthread_join(th, NULL);
-	if (j.rc && !rc)
+	if (jp->rc && !rc)
 		kill(pump_pid, SIGTERM);
-	if (cli_pump_wait(pump_pid) && !rc && !j.rc) {
+	if (cli_pump_wait(pump_pid) && !rc && !jp->rc) {
 		err("the stream was not carried to its end");
 		rc = 1;
 	}
@@ -369,7 +469,9 @@ static int transfer(struct plan *p, const char *dest,
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	p->secs = (double)(t1.tv_sec - t0.tv_sec) +
 		  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	return rc || j.rc ? 1 : 0;
+	rc = rc || jp->rc ? 1 : 0;
+	free(jp);
+	return rc;
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -390,15 +492,21 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
-static void report(const struct plan *p, const char *dest, bool json,
+static void report(const struct plan *p, const struct dest *d, bool json,
 		   bool dry_run)
 {
+	const char *dest = d->label;
+
 	if (json) {
 		printf("{\"dry_run\": %s, \"snapshot\": ",
 		       dry_run ? "true" : "false");
 		json_str(p->snap);
 		printf(", \"dest\": ");
-		json_str(dest);
+		json_str(d->path);
+		if (d->image) {
+			printf(", \"dest_image\": ");
+			json_str(d->image);
+		}
 		printf(", \"mode\": \"%s\", \"parent\": ",
 		       p->parent ? "incremental" : "full");
 		if (p->parent)
@@ -486,8 +594,63 @@ static int subvol_info(int fd, const char *path,
 	return cli_ioctl(fd, path, ARB_IOC_SUBVOL_INFO, in, "subvolume info");
 }
 
+/* open DEST: a directory of a mount, or of the image (read-write with
+ * rw); 0 or -1 after a message (dest_close in any case) */
+static int dest_open(struct dest *d, bool rw)
+{
+	struct arb_ioc_subvol_info di;
+	struct arb_subvol_info si;
+	struct arb_stat ast;
+	struct stat st;
+	int ret;
+
+	if (!d->image) {
+		snprintf(d->label, sizeof(d->label), "%s", d->path);
+		d->fd = open_dir(d->path, &st);
+		if (d->fd < 0 || subvol_info(d->fd, d->path, &di))
+			return -1;
+		d->ino = st.st_ino;
+		d->id = di.e.id;
+		return 0;
+	}
+	snprintf(d->label, sizeof(d->label), "%s:%s", d->image, d->path);
+	if (cli_image_open(d->image, rw, &d->fs))
+		return -1;
+	ret = cli_image_resolve(d->fs, d->path, &d->ino);
+	if (!ret)
+		ret = arb_fs_getattr(d->fs, d->ino, &ast);
+	if (!ret && !S_ISDIR(ast.mode)) {
+		err("%s: not a directory", d->label);
+		return -1;
+	}
+	if (!ret)
+		ret = arb_subvol_info(d->fs, d->ino, &si);
+	if (ret) {
+		err("%s: %s", d->label,
+		    ret == -ENOENT ? "no such directory in the image"
+				   : arb_reason(ret, NULL));
+		return -1;
+	}
+	d->id = si.id;
+	return 0;
+}
+
+/* close DEST (an image: committing); rc, or 1 if that failed */
+static int dest_close(struct dest *d, int rc)
+{
+	if (d->fs) {
+		rc = cli_image_close(d->image, d->fs, rc);
+		d->fs = NULL;
+	}
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+	return rc;
+}
+
 /* the name of the new snapshot: free in both directories */
-static int new_name(struct plan *p, const char *name, int sdfd, int ddfd)
+static int new_name(struct plan *p, const char *name, int sdfd,
+		    const struct dest *d)
 {
 	char stamp[STAMP_LEN + 1];
 	struct stat st;
@@ -506,8 +669,7 @@ static int new_name(struct plan *p, const char *name, int sdfd, int ddfd)
 		if ((sdfd < 0 ||
 		     (fstatat(sdfd, p->sname, &st, AT_SYMLINK_NOFOLLOW) &&
 		      errno == ENOENT)) &&
-		    fstatat(ddfd, p->sname, &st, AT_SYMLINK_NOFOLLOW) &&
-		    errno == ENOENT)
+		    dest_free(d, p->sname))
 			return 0;
 	}
 	err("no free name for %s.%s", name, stamp);
@@ -521,20 +683,21 @@ int cli_backup(int argc, char **argv)
 		{ "json", 0, 0, 'j' },	     { "dry-run", 0, 0, 'n' },
 		{ "progress", 0, 0, 'P' },   { "no-progress", 0, 0, 'N' },
 		{ "bwlimit", 1, 0, 'b' },    { "help", 0, 0, 'h' },
-		{ 0, 0, 0, 0 }
+		{ "dest-image", 1, 0, 'I' }, { 0, 0, 0, 0 }
 	};
 	struct cli_progress pg = { .what = "backup", .stop_at_end = true };
-	struct arb_ioc_subvol_info si, di;
+	struct arb_ioc_subvol_info si;
 	struct arb_ioc_subvol_create c;
+	struct dest d = { .fd = -1 }, sd = { .fd = -1 };
 	struct svlist sl = { 0 }, dl = { 0 };
 	struct side ss = { 0 }, ds = { 0 };
 	struct plan p;
-	struct stat sst, snst, dst;
+	struct stat sst, snst;
 	char src[PATH_MAX], dest[PATH_MAX], snapdir[PATH_MAX], *name, *t;
-	const char *snapdir_opt = NULL;
+	const char *snapdir_opt = NULL, *dest_image = NULL;
 	bool json = false, dry_run = false, made = false;
 	unsigned long keep = 0;
-	int c2, progress = -1, sfd = -1, sdfd = -1, ddfd = -1, rc = 1;
+	int c2, progress = -1, sfd = -1, sdfd = -1, rc = 1;
 	sigset_t sigs, old;
 	pthread_t sigth;
 
@@ -553,6 +716,7 @@ int cli_backup(int argc, char **argv)
 			}
 			break;
 		case 's': snapdir_opt = optarg; break;
+		case 'I': dest_image = optarg; break;
 		case 'j': json = true; break;
 		case 'n': dry_run = true; break;
 		case 'P': progress = 1; break;
@@ -575,7 +739,14 @@ int cli_backup(int argc, char **argv)
 		err("%s: %s", argv[optind], strerror(errno));
 		return 1;
 	}
-	if (!realpath(argv[optind + 1], dest)) {
+	if (dest_image) {
+		/* a path inside the image, from its top-level subvolume */
+		if (strlen(argv[optind + 1]) >= sizeof(dest)) {
+			err("%s: path too long", argv[optind + 1]);
+			return 2;
+		}
+		snprintf(dest, sizeof(dest), "%s", argv[optind + 1]);
+	} else if (!realpath(argv[optind + 1], dest)) {
 		err("%s: %s", argv[optind + 1], strerror(errno));
 		return 1;
 	}
@@ -625,11 +796,11 @@ int cli_backup(int argc, char **argv)
 		}
 		free(t);
 	}
-	/* DEST: a directory of an arborfs mount */
-	ddfd = open_dir(dest, &dst);
-	if (ddfd < 0)
-		goto out_name;
-	if (subvol_info(ddfd, dest, &di))
+	/* DEST: a directory of an arborfs mount, or of an unmounted image
+	 * (which stays open, and so locked, until the end) */
+	d.path = dest;
+	d.image = dest_image;
+	if (dest_open(&d, !dry_run))
 		goto out_name;
 
 	if (!dry_run && mkdir(snapdir, 0700) && errno != EEXIST) {
@@ -649,9 +820,12 @@ int cli_backup(int argc, char **argv)
 			goto out_name;
 		}
 	}
+	sd.path = snapdir;
+	sd.fd = sdfd;
+	snprintf(sd.label, sizeof(sd.label), "%s", snapdir);
 
 	/* both sides' backups, and the newest one they share */
-	if (list_subvols(sfd, src, &sl) || list_subvols(ddfd, dest, &dl))
+	if (list_subvols(sfd, src, &sl) || dest_list(&d, &dl))
 		goto out_name;
 	if (sdfd >= 0) {
 		struct arb_ioc_subvol_info sn;
@@ -660,7 +834,7 @@ int cli_backup(int argc, char **argv)
 		    pick(&sl, sn.e.id, snst.st_ino, name, si.e.uuid, &ss))
 			goto out_name;
 	}
-	if (pick(&dl, di.e.id, dst.st_ino, name, NULL, &ds))
+	if (pick(&dl, d.id, d.ino, name, NULL, &ds))
 		goto out_name;
 	for (size_t i = ss.nr; i-- > 0;)
 		if (copy_of(&dl, ss.v[i])) {
@@ -669,7 +843,7 @@ int cli_backup(int argc, char **argv)
 				 snapdir, p.parent->name);
 			break;
 		}
-	if (new_name(&p, name, sdfd, ddfd))
+	if (new_name(&p, name, sdfd, &d))
 		goto out_name;
 	snprintf(p.snap, sizeof(p.snap), "%s/%s", snapdir, p.sname);
 
@@ -677,10 +851,10 @@ int cli_backup(int argc, char **argv)
 		/* as if the new one were made and received: it would be
 		 * the newest of each side, and the one they share */
 		if (keep) {
-			prune(&p, &ss, keep - 1, NULL, -1, snapdir, true);
-			prune(&p, &ds, keep - 1, NULL, -1, dest, true);
+			prune(&p, &ss, keep - 1, NULL, &sd, true);
+			prune(&p, &ds, keep - 1, NULL, &d, true);
 		}
-		report(&p, dest, json, true);
+		report(&p, &d, json, true);
 		rc = 0;
 		goto out_name;
 	}
@@ -718,7 +892,7 @@ int cli_backup(int argc, char **argv)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		goto out_undo;
 	}
-	rc = transfer(&p, dest, &pg, p.parent ? p.parent->id : 0);
+	rc = transfer(&p, &d, &pg, p.parent ? p.parent->id : 0);
 	pthread_kill(sigth, SIGUSR1);
 	pthread_join(sigth, NULL);
 	if (interrupted) {
@@ -729,7 +903,7 @@ int cli_backup(int argc, char **argv)
 		/* a receive that completed anyway goes too: nothing of a
 		 * failed backup stays */
 		if (p.rio.result == 0 && p.rio.name[0])
-			delete_in(ddfd, dest, p.rio.name);
+			dest_delete(&d, p.rio.name);
 		goto out_undo;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -745,29 +919,29 @@ int cli_backup(int argc, char **argv)
 		free(ds.v);
 		ss.v = ds.v = NULL;
 		if (list_subvols(sfd, src, &sl) ||
-		    list_subvols(ddfd, dest, &dl) ||
+		    dest_list(&d, &dl) ||
 		    subvol_info(sdfd, snapdir, &sn) ||
 		    pick(&sl, sn.e.id, snst.st_ino, name, si.e.uuid, &ss) ||
-		    pick(&dl, di.e.id, dst.st_ino, name, NULL, &ds)) {
+		    pick(&dl, d.id, d.ino, name, NULL, &ds)) {
 			err("backup done, but not the pruning");
 			goto out_report;
 		}
 		for (size_t i = ss.nr; i-- > 0 && !sc;)
 			if ((dc = copy_of(&dl, ss.v[i])))
 				sc = ss.v[i];
-		if (prune(&p, &ss, keep, sc, sdfd, snapdir, false) |
-		    prune(&p, &ds, keep, dc, ddfd, dest, false))
+		if (prune(&p, &ss, keep, sc, &sd, false) |
+		    prune(&p, &ds, keep, dc, &d, false))
 			err("backup done, but some old snapshots could not be "
 			    "deleted");
 	}
 out_report:
-	report(&p, dest, json, false);
+	report(&p, &d, json, false);
 	rc = 0;
 	goto out_name;
 
 out_undo:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (made && delete_in(sdfd, snapdir, p.sname) == 0)
+	if (made && dest_delete(&sd, p.sname) == 0)
 		err("backup failed; deleted the new snapshot %s", p.snap);
 	else
 		err("backup failed");
@@ -786,7 +960,5 @@ out:
 		close(sfd);
 	if (sdfd >= 0)
 		close(sdfd);
-	if (ddfd >= 0)
-		close(ddfd);
-	return rc;
+	return dest_close(&d, rc);
 }

@@ -202,7 +202,7 @@ static int cmd_usage(int fd, const char *path, bool json)
 		{ "history", "part of free kept to recover recent generations" },
 	};
 	struct arb_ioc_usage u;
-	char b[32];
+	char b[32], b2[32];
 
 	memset(&u, 0, sizeof(u));
 	if (cli_ioctl(fd, path, ARB_IOC_GET_USAGE, &u, "usage"))
@@ -214,12 +214,27 @@ static int cmd_usage(int fd, const char *path, bool json)
 			       u.host_bytes, u.trimmed, u.history };
 	_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(rows) / sizeof(rows[0]),
 		       "one value per row");
+	/* version 18: file data logical against stored (compression) */
+	bool logical = u.version >= 18 && HAS_FIELD(&u, compressed_extents);
+	double zratio = u.data_logical ? (double)u.data / (double)u.data_logical
+				       : 1.0;
+
 	if (json) {
 		printf("{\"generation\": %llu",
 		       (unsigned long long)u.generation);
 		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 			printf(", \"%s\": %llu", rows[i].name,
 			       (unsigned long long)v[i]);
+		if (logical)
+			printf(", \"data_logical\": %llu, \"data_stored\": "
+			       "%llu, \"ratio\": %.6f, \"compressed\": "
+			       "{\"extents\": %llu, \"logical\": %llu, "
+			       "\"stored\": %llu}",
+			       (unsigned long long)u.data_logical,
+			       (unsigned long long)u.data, zratio,
+			       (unsigned long long)u.compressed_extents,
+			       (unsigned long long)u.compressed_logical,
+			       (unsigned long long)u.compressed);
 		printf("}\n");
 		return 0;
 	}
@@ -228,6 +243,24 @@ static int cmd_usage(int fd, const char *path, bool json)
 		printf("%-12s %16llu  %12s  %s\n", rows[i].name,
 		       (unsigned long long)v[i], human(v[i], b, sizeof(b)),
 		       rows[i].what);
+	if (logical) {
+		printf("\nfile data    %16llu  %12s  logical (each data extent "
+		       "once, inflated)\n",
+		       (unsigned long long)u.data_logical,
+		       human(u.data_logical, b, sizeof(b)));
+		printf("%-12s %16llu  %12s  stored (= data)\n", "",
+		       (unsigned long long)u.data, human(u.data, b, sizeof(b)));
+		printf("%-12s %16.3f  %12s  stored / logical: compression, "
+		       "not sharing\n", "ratio", zratio, "");
+		if (u.compressed_extents)
+			printf("%-12s %16llu  %12s  in %llu compressed "
+			       "extents, stored in %s\n",
+			       "compressed",
+			       (unsigned long long)u.compressed_logical,
+			       human(u.compressed_logical, b, sizeof(b)),
+			       (unsigned long long)u.compressed_extents,
+			       human(u.compressed, b2, sizeof(b2)));
+	}
 	return 0;
 }
 

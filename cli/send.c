@@ -173,6 +173,27 @@ int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io)
 	return mount_request(dir, ARB_IOC_RECEIVE, io, "receive");
 }
 
+int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
+		      int fd, struct arb_recv_result *res)
+{
+	uint64_t ino;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	ret = image_resolve(fs, dir, &ino);
+	if (ret) {
+		err("%s: %s: %s", image, dir, arb_reason(ret, NULL));
+		return 1;
+	}
+	ret = arb_receive(fs, ino, fd, 0, res);
+	if (ret) {
+		err("%s: receive into %s: %s", image, dir,
+		    res->error[0] ? res->error : strerror(-ret));
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * Put a pump (progress.c) between the stream's descriptor *fd and the
  * engine: for a send (to_fd) the engine writes into a pipe the pump
@@ -568,7 +589,6 @@ int cli_receive(int argc, char **argv)
 	}
 	if (image) {
 		struct arb_fs *fs;
-		uint64_t ino;
 
 		res = calloc(1, sizeof(*res));
 		if (!res || open_image(image, true, &fs)) {
@@ -576,23 +596,10 @@ int cli_receive(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		ret = image_resolve(fs, dir, &ino);
-		if (ret) {
-			err("%s: %s: %s", image, dir, arb_reason(ret, NULL));
-			rc = 1;
-		} else {
-			ret = arb_receive(fs, ino, fd, 0, res);
-			if (ret) {
-				err("receive into %s: %s", dir,
-				    res->error[0] ? res->error
-						  : strerror(-ret));
-				rc = 1;
-			} else {
-				printf("Received subvolume '%s' in %s (id %llu)\n",
-				       res->name, dir,
-				       (unsigned long long)res->id);
-			}
-		}
+		rc = cli_receive_image(fs, image, dir, fd, res);
+		if (!rc)
+			printf("Received subvolume '%s' in %s (id %llu)\n",
+			       res->name, dir, (unsigned long long)res->id);
 		free(res);
 		rc = close_image(image, fs, rc);
 	} else {

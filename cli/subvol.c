@@ -121,18 +121,20 @@ static bool bad_name(const char *name)
 
 /* ---- images ------------------------------------------------------------- */
 
-static int image_open(struct target *t, bool rw)
+/* open an unmounted image through the library (read-write with rw); 0,
+ * or 1 after a message (in use by a mount: the image's lock says so) */
+int cli_image_open(const char *image, bool rw, struct arb_fs **fs)
 {
 	struct arb_fs_opts o;
-	const char *why;
+	const char *why = NULL;
 	int ret;
 
 	arb_fs_opts_default(&o);
 	o.readonly = !rw;
 	o.commit_interval = 0;
-	ret = arb_fs_open_image(t->image, &o, &t->fs, &why);
+	ret = arb_fs_open_image(image, &o, fs, &why);
 	if (ret) {
-		fprintf(stderr, "arbor: %s: cannot open: %s\n", t->image,
+		fprintf(stderr, "arbor: %s: cannot open: %s\n", image,
 			arb_reason(ret, why));
 		return 1;
 	}
@@ -140,17 +142,29 @@ static int image_open(struct target *t, bool rw)
 }
 
 /* close, committing; rc stays or becomes 1 on a failure */
-static int image_close(struct target *t, int rc)
+int cli_image_close(const char *image, struct arb_fs *fs, int rc)
 {
-	int ret = arb_fs_close(t->fs);
+	int ret = arb_fs_close(fs);
 
-	t->fs = NULL;
 	if (ret) {
-		fprintf(stderr, "arbor: %s: %s\n", t->image,
+		fprintf(stderr, "arbor: %s: %s\n", image,
 			arb_reason(ret, NULL));
 		return 1;
 	}
 	return rc;
+}
+
+static int image_open(struct target *t, bool rw)
+{
+	return cli_image_open(t->image, rw, &t->fs);
+}
+
+static int image_close(struct target *t, int rc)
+{
+	struct arb_fs *fs = t->fs;
+
+	t->fs = NULL;
+	return cli_image_close(t->image, fs, rc);
 }
 
 /* the inode of path inside the image (from the top-level subvolume) */
@@ -159,8 +173,8 @@ int cli_image_resolve(struct arb_fs *fs, const char *path, uint64_t *ino)
 	return arb_fs_lookup_path(fs, ARB_ROOT_INO, path, ino);
 }
 
-static void entry_from_info(struct arb_ioc_subvol_entry *e,
-			    const struct arb_subvol_info *i)
+void cli_subvol_entry(struct arb_ioc_subvol_entry *e,
+		      const struct arb_subvol_info *i)
 {
 	memset(e, 0, sizeof(*e));
 	e->id = i->id;
@@ -747,7 +761,7 @@ static int collect_image(void *arg, const struct arb_subvol_info *info)
 	struct collect *c = arg;
 	struct arb_ioc_subvol_entry e;
 
-	entry_from_info(&e, info);
+	cli_subvol_entry(&e, info);
 	c->err = collect_push(c, &e);
 	return c->err ? 1 : 0;
 }
@@ -940,7 +954,7 @@ static int info_of(struct target *t, const char *path, struct sv *s,
 			err("%s: %s: %s", t->image, path, arb_reason(ret, NULL));
 			return 1;
 		}
-		entry_from_info(&s->e, &si);
+		cli_subvol_entry(&s->e, &si);
 		if (arb_subvol_path(t->fs, si.id, s->path, sizeof(s->path)) < 0)
 			snprintf(s->path, sizeof(s->path), "?");
 		return 0;
@@ -1116,7 +1130,7 @@ static int image_entry(struct target *t, uint64_t id, struct sv *s)
 		    (unsigned long long)id, arb_reason(ret, NULL));
 		return -1;
 	}
-	entry_from_info(&s->e, &si);
+	cli_subvol_entry(&s->e, &si);
 	if (arb_subvol_path(t->fs, id, s->path, sizeof(s->path)) < 0)
 		snprintf(s->path, sizeof(s->path), "?");
 	return 0;

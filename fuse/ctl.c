@@ -227,6 +227,10 @@ static int ioc_usage(struct afs *afs, struct arb_ioc_usage *u)
 	u->host_bytes = fu.host_bytes;
 	u->trimmed = fu.trimmed;
 	u->history = fu.history;
+	u->data_logical = fu.data_logical;
+	u->compressed = fu.compressed;
+	u->compressed_logical = fu.compressed_logical;
+	u->compressed_extents = fu.compressed_extents;
 	return 0;
 }
 

@@ -32,11 +32,26 @@ struct arb_space_usage {
 	/* part of free the history grace keeps for recovering recent
 	 * generations; the allocator takes it when nothing else is free */
 	uint64_t history;
+	/*
+	 * The data extents of `data` inflated: a compressed extent counts
+	 * the bytes its zlib stream inflates to (the ram bytes of its file
+	 * extent items), any other its length.  Each disk extent counts
+	 * once however many files, clones or snapshots share it, so
+	 * data_logical / data is about compression, never about sharing.
+	 * Without compressed extents data_logical == data.  compressed and
+	 * compressed_logical: the part of data and data_logical in
+	 * compressed extents (compressed_extents of them).
+	 */
+	uint64_t data_logical;
+	uint64_t compressed, compressed_logical, compressed_extents;
 };
 
 /*
  * Walk the extent tree and fill u.  Costs a read of every extent-tree
- * leaf; the caller holds vol->lock.  0 or a negative errno (a read error
+ * leaf and, once the volume has had a compressed extent
+ * (ARB_INCOMPAT_COMPRESS), a lookup in a file tree (as of the last commit)
+ * per data extent shorter than ARB_COMPRESS_MAX_RAM, to learn whether it
+ * is compressed and what it inflates to; the caller holds vol->lock.  0 or a negative errno (a read error
  * or a damaged leaf).
  */
 int arb_space_usage(struct arb_vol *vol, struct arb_space_usage *u);

@@ -1009,6 +1009,10 @@ int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u)
 		}
 		u->trimmed = fs->trimmed_bytes;
 		u->history = su.history;
+		u->data_logical = su.data_logical;
+		u->compressed = su.compressed;
+		u->compressed_logical = su.compressed_logical;
+		u->compressed_extents = su.compressed_extents;
 	}
 	fs_unlock(fs);
 	return ret;

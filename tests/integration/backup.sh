@@ -13,7 +13,12 @@
 #    either side, and the next one works;
 #  * send --progress | receive --progress: the progress goes to stderr,
 #    the stream through stdout is intact;
-#  * both images unmount and fsck clean.
+#  * --dest-image IMG: DEST in an unmounted image; a mounted image and a
+#    missing DEST are refused (nothing left behind); full, then
+#    incremental against the first (which receive --list-parents --image
+#    offers), --keep 1 prunes both sides; the image mounted read-only
+#    holds the source snapshot (diff, manifest, digest);
+#  * every image unmounts and fscks clean.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -35,8 +40,9 @@ test_cleanup() {
 	fi
 }
 
+# mount_b [OPTIONS]: mount $IMGB at $MNTB
 mount_b() {
-	"$DAEMON" -f "$IMGB" "$MNTB" >>"$TMP/daemon-b.log" 2>&1 &
+	"$DAEMON" -f "$@" "$IMGB" "$MNTB" >>"$TMP/daemon-b.log" 2>&1 &
 	B_PID=$!
 	local t=300
 	until mountpoint -q "$MNTB"; do
@@ -365,8 +371,56 @@ same_tree "$MNT/p2" "$MNTB/p2"
 	fail "send --no-progress to stdout"
 [ ! -s "$TMP/send.err" ] || fail "--no-progress wrote $(cat "$TMP/send.err")"
 
-fs_umount
+log "--dest-image: backups into an unmounted image"
+IMGC=$TMP/c.img
+"$MKFS" -q "$IMGC" || fail "mkfs C"
+"$ARBOR" subvolume create --image "$IMGC" /bk >/dev/null || fail "subvolume create --image C /bk"
+nsnap=$(backups "$MNT/.snapshots" | wc -l)
+st=0
+"$ARBOR" backup --dest-image "$IMGB" "$MNT/home" /bk >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "in use" "$TMP/err" || fail "--dest-image of a mounted image: exit $st, $(cat "$TMP/err")"
+st=0
+"$ARBOR" backup --dest-image "$IMGC" "$MNT/home" /nothere >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "/nothere" "$TMP/err" || fail "--dest-image, missing DEST: exit $st, $(cat "$TMP/err")"
+[ "$(backups "$MNT/.snapshots" | wc -l)" = "$nsnap" ] || fail "a refused backup left a snapshot"
+# img_backup OUT [options]: arbor backup --dest-image C ... /bk, must succeed
+img_backup() {
+	local out=$1
+	shift
+	"$ARBOR" backup --json --no-progress --dest-image "$IMGC" "$@" "$MNT/home" /bk >"$out" 2>"$TMP/bk.err" ||
+		{ cat "$TMP/bk.err" >&2; fail "arbor backup --dest-image $*: exit $?"; }
+}
+img_backup "$TMP/c1"
+[ "$(json "$TMP/c1" "j['mode']")" = full ] || fail "first backup into C not full: $(cat "$TMP/c1")"
+[ "$(json "$TMP/c1" "j['dest_image']")" = "$IMGC" ] || fail "JSON lacks dest_image: $(cat "$TMP/c1")"
+c1=$(basename "$(json "$TMP/c1" "j['snapshot']")")
+"$ARBOR" receive --list-parents --image "$IMGC" /bk >"$TMP/lp" || fail "receive --list-parents --image"
+grep -q "$c1" "$TMP/lp" || fail "C does not offer $c1 as a parent: $(cat "$TMP/lp")"
+change "${SEED}95"
+img_backup "$TMP/c2"
+[ "$(json "$TMP/c2" "j['mode']")" = incremental ] || fail "second backup into C: $(cat "$TMP/c2")"
+[ "$(basename "$(json "$TMP/c2" "j['parent']")")" = "$c1" ] || fail "second backup into C: parent $(json "$TMP/c2" "j['parent']")"
+cfull=$(json "$TMP/c1" "j['bytes']")
+cinc=$(json "$TMP/c2" "j['bytes']")
+log "into C: full $cfull bytes, incremental $cinc"
+[ $((cinc * 4)) -lt "$cfull" ] || fail "incremental stream into C ($cinc) not much smaller than the full one ($cfull)"
+change "${SEED}96"
+img_backup "$TMP/c3" --keep 1
+[ "$(json "$TMP/c3" "j['mode']")" = incremental ] || fail "third backup into C: $(cat "$TMP/c3")"
+c3=$(basename "$(json "$TMP/c3" "j['snapshot']")")
+json "$TMP/c3" "'\n'.join(j['deleted'])" | grep -q "$IMGC:/bk/$c1" ||
+	fail "--keep 1 did not prune C: $(cat "$TMP/c3")"
+"$ARBOR" subvolume list --image "$IMGC" / >"$TMP/clist" || fail "subvolume list --image C"
+[ "$(grep -c 'home\.' "$TMP/clist")" = 1 ] && grep -q "$c3" "$TMP/clist" ||
+	fail "C after --keep 1: $(cat "$TMP/clist")"
+[ "$(backups "$MNT/.snapshots")" = "$c3" ] || fail "source after --keep 1: $(backups "$MNT/.snapshots")"
 umount_b
+IMGB=$IMGC mount_b -o ro
+same_tree "$MNT/.snapshots/$c3" "$MNTB/bk/$c3"
+umount_b
+"$FSCK" -n "$IMGC" || fail "fsck.arborfs -n of the backup image"
+
+fs_umount
 check_fsck
 "$FSCK" -n "$IMGB" || fail "fsck.arborfs -n of the receiving image"
 finish

@@ -5,7 +5,11 @@
 #    adds up, users other than root may read but not sync or reset, a
 #    path outside arborfs is refused;
 #  * offline, on the unmounted image: usage and dump show what was written
-#    through the mount; a mounted image is refused.
+#    through the mount; a mounted image is refused;
+#  * usage's logical against stored bytes of file data: equal without
+#    compression; with -o compress, less stored than logical, the ratio
+#    that of `arbor filesystem du` of the root, unchanged by a reflink
+#    (each extent counts once), the same on the unmounted image.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -102,6 +106,9 @@ log "arbor filesystem usage"
 [ "$(json "$TMP/usage.json" "j['generation']")" -gt "$gen1" ] || fail "usage generation"
 json_ok "$TMP/usage.json" "j['data'] + j['metadata'] + j['system'] + j['uncommitted'] + j['pinned'] + j['free'] == j['total']" ||
 	fail "usage does not add up: $(cat "$TMP/usage.json")"
+# without compression, file data is stored as it is
+json_ok "$TMP/usage.json" "j['data_logical'] == j['data_stored'] == j['data'] and j['ratio'] == 1 and j['compressed']['extents'] == 0" ||
+	fail "usage without compression: logical != stored: $(cat "$TMP/usage.json")"
 "$ARBOR" filesystem usage "$MNT" | grep -q "^metadata " || fail "human usage lacks metadata"
 
 log "arbor filesystem: privileges and wrong paths"
@@ -185,5 +192,59 @@ long=$(head -c 300 /dev/zero | tr '\0' x)
 "$ARBOR" filesystem label "$MNT" "$long" 2>/dev/null && fail "a 300-byte label was taken"
 fs_umount
 [ "$("$ARBOR" filesystem label --image "$IMG")" = 'new "label"' ] || fail "label after unmount"
+check_fsck
+
+log "usage: logical against stored file data, with -o compress"
+fs_mkfs -s 256M
+fs_mount -o compress=zlib
+mkdir "$MNT/z"
+# 4 MiB of text (compresses), 2 MiB of random bytes (does not)
+python3 - "$MNT/z/text" <<'EOF'
+import random, sys
+r = random.Random(7)
+words = [b"arbor", b"extent", b"tree", b"leaf", b"commit", b"node", b"\n"]
+out = bytearray()
+while len(out) < 4 << 20:
+    out += r.choice(words) + b" "
+open(sys.argv[1], "wb").write(out[:4 << 20])
+EOF
+head -c $((2 << 20)) /dev/urandom >"$MNT/z/random"
+sync
+"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync failed"
+"$ARBOR" filesystem usage --json "$MNT" >"$TMP/zu.json" || fail "usage failed"
+"$ARBOR" filesystem du --json "$MNT" >"$TMP/zdu.json" || fail "du failed"
+log "  $(json "$TMP/zu.json" "'logical %d stored %d ratio %.3f, %d compressed extents' % (j['data_logical'], j['data_stored'], j['ratio'], j['compressed']['extents'])")"
+json_ok "$TMP/zu.json" "j['compressed']['extents'] > 0 and j['data_stored'] == j['data'] and j['data_stored'] < j['data_logical']" ||
+	fail "compressed data: stored not below logical: $(cat "$TMP/zu.json")"
+# only the text compresses: the random 2 MiB stays as it is
+json_ok "$TMP/zu.json" "j['data_logical'] - j['compressed']['logical'] >= 2 << 20 and j['compressed']['stored'] < j['compressed']['logical'] // 2" ||
+	fail "compressed part: $(cat "$TMP/zu.json")"
+python3 - "$TMP/zu.json" "$TMP/zdu.json" <<'EOF' || fail "usage and du of the root disagree: $(cat "$TMP/zdu.json")"
+import json, sys
+u = json.load(open(sys.argv[1]))
+d = json.load(open(sys.argv[2]))["paths"][0]
+ratio = d["stored"] / d["bytes"]
+assert d["bytes"] == u["data_logical"], (d, u)
+assert abs(ratio - u["ratio"]) < 1e-3, (ratio, u["ratio"])
+EOF
+# a clone shares the text's extents: nothing new is stored, nor counted
+"$ARBOR" reflink "$MNT/z/text" "$MNT/z/text.clone" || fail "reflink failed"
+"$ARBOR" filesystem sync "$MNT" >/dev/null || fail "sync failed"
+"$ARBOR" filesystem usage --json "$MNT" >"$TMP/zu2.json" || fail "usage failed"
+python3 - "$TMP/zu.json" "$TMP/zu2.json" <<'EOF' || fail "a reflink changed logical or stored bytes"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for k in ("data_logical", "data_stored", "ratio"):
+    assert a[k] == b[k], (k, a[k], b[k])
+EOF
+"$ARBOR" filesystem usage "$MNT" >"$TMP/zu.txt" || fail "human usage failed"
+grep -q "^file data .* logical" "$TMP/zu.txt" && grep -q "^ratio " "$TMP/zu.txt" ||
+	fail "human usage lacks logical/ratio: $(cat "$TMP/zu.txt")"
+fs_umount
+"$ARBOR" usage --image "$IMG" >"$TMP/zusage" || fail "arbor usage --image failed"
+[ "$(awk '/^logical/ {print $2}' "$TMP/zusage")" = "$(json "$TMP/zu2.json" "j['data_logical']")" ] ||
+	fail "usage --image logical differs from the mount's: $(cat "$TMP/zusage")"
+[ "$(awk '/^data/ {print $2}' "$TMP/zusage")" = "$(json "$TMP/zu2.json" "j['data']")" ] ||
+	fail "usage --image data differs from the mount's"
 check_fsck
 finish

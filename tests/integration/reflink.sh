@@ -13,7 +13,10 @@
 # misaligned ones; `arbor dedupe` shares identical chunks (reclaiming
 # the space of a byte copy), leaves a differing range alone, changes
 # nothing with --dry-run, and refuses another user's file.  Everything
-# survives a remount and fsck -n.
+# survives a remount and fsck -n.  Both also work on the unmounted image
+# (--image IMG: whole files, --range, -r), refuse a mounted image and
+# name a missing path; the reflinks add no data, the dedupe frees the
+# copies, arbor usage and the mount agree, fsck is clean.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -225,6 +228,81 @@ fi
 fs_remount
 cmp "$MNT/d1" "$MNT/dd/d2" || fail "d2 after remount"
 cmp "$TMP/d3" "$MNT/dd/d3" || fail "d3 after remount"
+fs_umount
+check_fsck
+
+log "arbor reflink and dedupe --image, on the unmounted image"
+fs_mount
+mkdir -p "$MNT/img/dir"
+head -c $((4 * MiB + 100)) /dev/urandom >"$MNT/img/a"
+head -c $((4 * MiB)) /dev/urandom >"$MNT/img/e1"
+# dd: read and write (cp would share)
+dd if="$MNT/img/e1" of="$MNT/img/dir/e2" bs=1M status=none
+dd if="$MNT/img/e1" of="$MNT/img/dir/e3" bs=1M status=none
+cp "$MNT/img/a" "$TMP/a"
+cp "$MNT/img/e1" "$TMP/e1"
+st=0
+"$ARBOR" reflink --image "$IMG" /img/a /img/b 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "$IMG" "$TMP/err" && grep -qi "mount\|in use\|busy" "$TMP/err" ||
+	fail "reflink --image of a mounted image: exit $st, $(cat "$TMP/err")"
+st=0
+"$ARBOR" dedupe --image "$IMG" -r /img 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -qi "mount\|in use\|busy" "$TMP/err" ||
+	fail "dedupe --image of a mounted image: exit $st, $(cat "$TMP/err")"
+fs_umount
+# image_data: the data bytes of the unmounted image (arbor usage)
+image_data() {
+	"$ARBOR" usage --image "$IMG" | awk '/^data / {print $2}'
+}
+u0=$(image_data)
+"$ARBOR" reflink --image "$IMG" /img/a /img/b || fail "reflink --image"
+"$ARBOR" reflink --image "$IMG" /img/a /img/b --range 4096 8192 12288 ||
+	fail "reflink --image --range"
+"$ARBOR" reflink --image "$IMG" /img/a /img/c --range $((4 * MiB)) 0 0 ||
+	fail "reflink --image --range of the tail into a new file"
+st=0
+"$ARBOR" reflink --image "$IMG" /img/a /img/b --range 1 4096 0 2>"$TMP/err" || st=$?
+[ $st = 2 ] && grep -q multiple "$TMP/err" || fail "reflink --image misaligned: exit $st, $(cat "$TMP/err")"
+st=0
+"$ARBOR" reflink --image "$IMG" /img/nothere /img/x 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "/img/nothere" "$TMP/err" ||
+	fail "reflink --image of a missing file: exit $st, $(cat "$TMP/err")"
+u1=$(image_data)
+log "reflinks in the image: data $u0 -> $u1 bytes"
+[ "$u1" -le "$u0" ] || fail "reflink --image grew data from $u0 to $u1"
+"$ARBOR" dedupe --image "$IMG" --range /img/e1 0 $MiB /img/dir/e2 0 >"$TMP/out" ||
+	fail "dedupe --image --range: $(cat "$TMP/out")"
+grep -q "deduplicated $MiB bytes" "$TMP/out" || fail "dedupe --image --range: $(cat "$TMP/out")"
+st=0
+"$ARBOR" dedupe --image "$IMG" --range /img/a 0 $MiB /img/dir/e3 0 >"$TMP/out" || st=$?
+[ $st = 3 ] && grep -q differs "$TMP/out" || fail "dedupe --image --range of differing bytes: exit $st"
+st=0
+"$ARBOR" dedupe --image "$IMG" /img/dir 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q -- "-r" "$TMP/err" || fail "dedupe --image of a directory without -r: exit $st"
+st=0
+"$ARBOR" dedupe --image "$IMG" -r /img/nothere 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "/img/nothere" "$TMP/err" || fail "dedupe --image of a missing path: exit $st"
+"$ARBOR" dedupe --image "$IMG" -r /img/e1 /img/dir >"$TMP/out" || fail "dedupe --image -r"
+log "$(cat "$TMP/out")"
+u2=$(image_data)
+log "dedupe in the image: data $u1 -> $u2 bytes"
+[ $((u1 - u2)) -ge $((8 * MiB)) ] || fail "dedupe --image freed $((u1 - u2)) bytes, want 8 MiB"
+check_fsck
+fs_mount -o ro
+python3 - "$TMP/a" "$MNT/img/b" "$MNT/img/c" <<'EOF' || fail "reflink --image: bytes"
+import sys
+a, b, c = (open(p, "rb").read() for p in sys.argv[1:])
+want = bytearray(a)
+want[12288:20480] = a[4096:12288]
+assert b == bytes(want), "b"
+assert c == a[4 << 20:], "c"
+EOF
+for f in e1 dir/e2 dir/e3; do
+	cmp "$TMP/e1" "$MNT/img/$f" || fail "dedupe --image changed $f"
+done
+"$ARBOR" filesystem usage --json "$MNT" >"$TMP/u.json" || fail "usage"
+[ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"])' "$TMP/u.json")" = "$u2" ] ||
+	fail "usage on the mount differs from the image's"
 fs_umount
 check_fsck
 finish

@@ -733,8 +733,24 @@ struct arb_fs_usage {
 	/* part of free kept from reuse so that the generations the history
 	 * lists stay intact; writes take it when nothing else is free */
 	uint64_t history;
+	/*
+	 * File data as of the last commit, logical against stored: data
+	 * (above) is what the data extents take in the image; data_logical
+	 * is the same extents inflated (a compressed extent counts the
+	 * bytes it decompresses to, any other its length).  Each disk
+	 * extent counts once, however many files, clones and snapshots
+	 * share it, so data_logical / data is the compression ratio, not a
+	 * sharing ratio; equal without compression.  Data inline in tree
+	 * nodes (small files) is metadata, in neither.  compressed and
+	 * compressed_logical are the part of data and data_logical in
+	 * compressed extents, compressed_extents how many.
+	 */
+	uint64_t data_logical;
+	uint64_t compressed, compressed_logical, compressed_extents;
 };
-/* Walks the extent tree (reads every leaf of it). */
+/* Walks the extent tree (reads every leaf of it); once the image has had
+ * a compressed extent, also looks up each data extent shorter than 128 KiB
+ * in a file tree, to learn what it inflates to. */
 int arb_fs_usage(struct arb_fs *fs, struct arb_fs_usage *u);
 
 /*

@@ -47,8 +47,9 @@ extern "C" {
  * arb_ioc_stats gained cloned_bytes, deduped_bytes; 14: ARB_IOC_FIND_NEW,
  * ARB_IOC_DIFF; 15: ARB_IOC_SEND, ARB_IOC_RECEIVE, ARB_IOC_DIGEST; 16:
  * arb_ioc_usage.history, ARB_IOC_GET_HISTORY; 17: arb_ioc_stats
- * compressed_*, ARB_IOC_FILE_SPACE */
-#define ARB_IOC_VERSION 17
+ * compressed_*, ARB_IOC_FILE_SPACE; 18: arb_ioc_usage.data_logical,
+ * compressed, compressed_logical, compressed_extents */
+#define ARB_IOC_VERSION 18
 
 /* state flags (arb_ioc_generation.state, arb_ioc_stats.state) */
 /* no change is accepted: mounted read-only, or after a failure */
@@ -162,7 +163,16 @@ struct arb_ioc_usage {
 	/* out: part of free kept for recovering recent generations (the
 	 * history grace; writes take it when nothing else is free) */
 	__u64 history;
-	__u64 reserved[17];
+	/* out (version 18): data inflated: each data extent once, a
+	 * compressed one as the bytes it decompresses to (arb_fs_usage), so
+	 * data_logical / data is the compression ratio, never sharing */
+	__u64 data_logical;
+	/* out (version 18): the part of data and data_logical in compressed
+	 * extents, and how many those are */
+	__u64 compressed;
+	__u64 compressed_logical;
+	__u64 compressed_extents;
+	__u64 reserved[13];
 };
 
 /*
