@@ -453,7 +453,7 @@ static int transfer(struct plan *p, const struct dest *dest,
 		free(jp);
 		return 1;
 	}
-	rc = cli_send_mount(p->snap, parent_id, a[1], false, &p->sio);
+	rc = cli_send_mount(p->snap, parent_id, a[1], 0, &p->sio);
 	/* our copy of the write end: the pump sees the end of the stream */
 	close(a[1]);
 	if (rc)
@@ -877,7 +877,7 @@ int cli_backup(int argc, char **argv)
 	if (pg.show && p.parent) {
 		struct arb_ioc_send est;
 
-		if (!cli_send_mount(p.snap, p.parent->id, -1, true, &est))
+		if (!cli_send_mount(p.snap, p.parent->id, -1, ARB_IOC_SEND_ESTIMATE, &est))
 			pg.total = est.bytes;
 	}
 	sigemptyset(&sigs);
