@@ -63,14 +63,18 @@ void cli_scrub_summary(const struct arb_scrub_stats *st, double secs);
  * message; io holds the daemon's answer */
 struct arb_ioc_send;
 int cli_send_mount(const char *snap, uint64_t parent, int fd, unsigned flags,
-		   struct arb_ioc_send *io);
-int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io);
+		   const char *token, struct arb_ioc_send *io);
+int cli_receive_mount(const char *dir, int fd, unsigned flags,
+		      struct arb_ioc_send *io);
+/* give up the partial receive of token on dir's mount: 0, or 1 after a
+ * message */
+int cli_receive_discard(const char *dir, const char *token);
 /* the same receive through the library, into directory dir (from the
  * top-level subvolume) of the image open as fs: 0, or 1 after a message
  * naming image and dir; res says what was received */
 struct arb_recv_result;
 int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
-		      int fd, struct arb_recv_result *res);
+		      int fd, unsigned flags, struct arb_recv_result *res);
 /* subvol.c: an ioctl's subvolume entry from the library's description,
  * for code that handles both (backup.c) */
 struct arb_ioc_subvol_entry;

@@ -365,7 +365,7 @@ static void *recv_thread(void *arg)
 	if (d->fs) {
 		/* what arbor receive --image does; the answer as the
 		 * daemon's would be, for the rest of the run */
-		j->rc = cli_receive_image(d->fs, d->image, d->path, j->fd,
+		j->rc = cli_receive_image(d->fs, d->image, d->path, j->fd, 0,
 					  &j->res);
 		memset(j->io, 0, sizeof(*j->io));
 		j->io->result = j->rc ? -1 : 0;
@@ -375,7 +375,20 @@ static void *recv_thread(void *arg)
 				 j->res.name);
 		}
 	} else {
-		j->rc = cli_receive_mount(d->path, j->fd, j->io);
+		j->rc = cli_receive_mount(d->path, j->fd, 0, j->io);
+	}
+	/* a stream cut short kept a partial receive for a resume: a backup
+	 * that failed deletes its new snapshot, so the rest could never
+	 * come; give it up */
+	if (j->rc) {
+		const char *tok = d->fs ? j->res.resume_token
+					: j->io->resume_token;
+
+		if (tok[0] && (d->fs ? arb_receive_discard(d->fs, tok)
+				     : cli_receive_discard(d->path, tok)))
+			fprintf(stderr,
+				"arbor: backup: could not give up the partial receive %s on %s\n",
+				tok, d->path);
 	}
 	/* our copy of the read end: the pump sees a broken pipe if the
 	 * receiver stopped early */
@@ -453,7 +466,7 @@ static int transfer(struct plan *p, const struct dest *dest,
 		free(jp);
 		return 1;
 	}
-	rc = cli_send_mount(p->snap, parent_id, a[1], 0, &p->sio);
+	rc = cli_send_mount(p->snap, parent_id, a[1], 0, NULL, &p->sio);
 	/* our copy of the write end: the pump sees the end of the stream */
 	close(a[1]);
 	if (rc)
@@ -877,7 +890,8 @@ int cli_backup(int argc, char **argv)
 	if (pg.show && p.parent) {
 		struct arb_ioc_send est;
 
-		if (!cli_send_mount(p.snap, p.parent->id, -1, ARB_IOC_SEND_ESTIMATE, &est))
+		if (!cli_send_mount(p.snap, p.parent->id, -1, ARB_IOC_SEND_ESTIMATE, NULL,
+				    &est))
 			pg.total = est.bytes;
 	}
 	sigemptyset(&sigs);

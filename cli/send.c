@@ -157,24 +157,53 @@ int cli_mount_subvol_id(const char *path, uint64_t *id)
 }
 
 int cli_send_mount(const char *snap, uint64_t parent, int fd, unsigned flags,
-		   struct arb_ioc_send *io)
+		   const char *token, struct arb_ioc_send *io)
 {
 	memset(io, 0, sizeof(*io));
 	io->fd = fd;
 	io->parent = parent;
 	io->flags = flags;
+	if (token)
+		snprintf(io->name, sizeof(io->name), "%s", token);
 	return mount_request(snap, ARB_IOC_SEND, io, "send");
 }
 
-int cli_receive_mount(const char *dir, int fd, struct arb_ioc_send *io)
+/* a receive cut short kept what arrived: say how to finish it */
+static void resume_hint(const char *token, const char *dir)
 {
+	if (!token[0])
+		return;
+	fprintf(stderr,
+		"arbor: what arrived is kept; send the rest with the same snapshot (and -p PARENT) as before:\n"
+		"arbor:   arbor send --resume %s [-p PARENT] SNAPSHOT | arbor receive --resume %s\n",
+		token, dir);
+}
+
+int cli_receive_mount(const char *dir, int fd, unsigned flags,
+		      struct arb_ioc_send *io)
+{
+	int rc;
+
 	memset(io, 0, sizeof(*io));
 	io->fd = fd;
-	return mount_request(dir, ARB_IOC_RECEIVE, io, "receive");
+	io->flags = flags;
+	rc = mount_request(dir, ARB_IOC_RECEIVE, io, "receive");
+	return rc;
+}
+
+int cli_receive_discard(const char *dir, const char *token)
+{
+	struct arb_ioc_send io;
+
+	memset(&io, 0, sizeof(io));
+	io.fd = -1;
+	io.flags = ARB_IOC_RECV_DISCARD;
+	snprintf(io.name, sizeof(io.name), "%s", token);
+	return mount_request(dir, ARB_IOC_RECEIVE, &io, "receive --discard");
 }
 
 int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
-		      int fd, struct arb_recv_result *res)
+		      int fd, unsigned flags, struct arb_recv_result *res)
 {
 	uint64_t ino;
 	int ret;
@@ -185,7 +214,9 @@ int cli_receive_image(struct arb_fs *fs, const char *image, const char *dir,
 		err("%s: %s: %s", image, dir, arb_reason(ret, NULL));
 		return 1;
 	}
-	ret = arb_receive(fs, ino, fd, 0, res);
+	ret = arb_receive(fs, ino, fd,
+			  flags & ARB_IOC_SEND_RESUME ? ARB_RECEIVE_RESUMED : 0,
+			  res);
 	if (ret) {
 		err("%s: receive into %s: %s", image, dir,
 		    res->error[0] ? res->error : strerror(-ret));
@@ -245,9 +276,10 @@ int cli_send(int argc, char **argv)
 		{ "image", 1, 0, 'i' },	 { "estimate", 0, 0, 'e' },
 		{ "help", 0, 0, 'h' },	 { "progress", 0, 0, 'P' },
 		{ "no-progress", 0, 0, 'N' }, { "proto", 1, 0, 'V' },
-		{ 0, 0, 0, 0 }
+		{ "resume", 1, 0, 'R' }, { 0, 0, 0, 0 }
 	};
 	const char *parent = NULL, *file = NULL, *image = NULL, *snap;
+	const char *token = NULL;
 	struct arb_send_stats st = { 0 };
 	struct cli_progress pg = { .what = "send" };
 	bool estimate = false, proto1 = false;
@@ -272,6 +304,18 @@ int cli_send(int argc, char **argv)
 			}
 			proto1 = !strcmp(optarg, "1");
 			break;
+		case 'R': {
+			struct arb_resume_token t;
+
+			if (arb_resume_token_parse(optarg, &t) ||
+			    strlen(optarg) >= ARB_RESUME_TOKEN_MAX) {
+				err("send: --resume %s: not a resume token (r1.ID.UUID.GEN.OBJ, as receive printed it)",
+				    optarg);
+				return 2;
+			}
+			token = optarg;
+			break;
+		}
 		case 'h': fputs(ARBOR_HELP_SEND, stdout); return 0;
 		default: fputs(ARBOR_HELP_SEND, stderr); return 2;
 		}
@@ -321,10 +365,10 @@ int cli_send(int argc, char **argv)
 				goto out;
 			}
 		}
-		ret = arb_send(fs, id, pid, fd,
-			       (estimate ? ARB_SEND_ESTIMATE : 0) |
-				       (proto1 ? ARB_SEND_PROTO1 : 0),
-			       &st, why, sizeof(why));
+		ret = arb_send_resume(fs, id, pid, fd,
+				      (estimate ? ARB_SEND_ESTIMATE : 0) |
+					      (proto1 ? ARB_SEND_PROTO1 : 0),
+				      token, &st, why, sizeof(why));
 		if (ret) {
 			err("send %s: %s", snap, why[0] ? why : strerror(-ret));
 			rc = 1;
@@ -337,11 +381,12 @@ int cli_send(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		unsigned pflag = proto1 ? ARB_IOC_SEND_PROTO1 : 0;
+		unsigned pflag = (proto1 ? ARB_IOC_SEND_PROTO1 : 0) |
+				 (token ? ARB_IOC_SEND_RESUME : 0);
 
 		if (pg.show && pid &&
 		    !cli_send_mount(snap, pid, -1,
-				    ARB_IOC_SEND_ESTIMATE | pflag, &io))
+				    ARB_IOC_SEND_ESTIMATE | pflag, token, &io))
 			pg.total = io.bytes;
 		if (pg.show) {
 			pump = pump_begin(&fd, true, &pg, &mine);
@@ -353,7 +398,7 @@ int cli_send(int argc, char **argv)
 		rc = cli_send_mount(snap, pid, fd,
 				    (estimate ? ARB_IOC_SEND_ESTIMATE : 0) |
 					    pflag,
-				    &io);
+				    token, &io);
 		st.bytes = io.bytes;
 		st.inodes = io.inodes;
 		st.data = io.data;
@@ -482,6 +527,38 @@ static int list_parents(const char *image, const char *dir)
 	}
 }
 
+/* arbor receive --discard TOKEN DIR: give up a partial receive */
+static int discard_partial(const char *image, const char *dir,
+			   const char *token)
+{
+	struct arb_resume_token t;
+	int ret, rc;
+
+	if (arb_resume_token_parse(token, &t) ||
+	    strlen(token) >= ARB_RESUME_TOKEN_MAX) {
+		err("receive --discard %s: not a resume token", token);
+		return 2;
+	}
+	if (image) {
+		struct arb_fs *fs;
+
+		if (open_image(image, true, &fs))
+			return 1;
+		ret = arb_receive_discard(fs, token);
+		rc = ret ? 1 : 0;
+		if (ret)
+			err("%s: receive --discard: %s", image,
+			    ret == -ENOENT ? "no partial receive for that token here"
+					   : strerror(-ret));
+		return close_image(image, fs, rc);
+	} else {
+		rc = cli_receive_discard(dir, token);
+	}
+	if (!rc)
+		printf("Gave up the partial receive %s\n", token);
+	return rc;
+}
+
 int cli_receive(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -489,12 +566,14 @@ int cli_receive(int argc, char **argv)
 		{ "dump", 0, 0, 'd' }, { "help", 0, 0, 'h' },
 		{ "list-parents", 0, 0, 'l' }, { "extract", 0, 0, 'x' },
 		{ "progress", 0, 0, 'P' }, { "no-progress", 0, 0, 'N' },
+		{ "resume", 0, 0, 'R' }, { "discard", 1, 0, 'D' },
 		{ 0, 0, 0, 0 }
 	};
-	const char *file = NULL, *image = NULL, *dir = NULL;
+	const char *file = NULL, *image = NULL, *dir = NULL, *discard = NULL;
 	struct arb_recv_result *res;
 	struct cli_progress pg = { .what = "receive" };
 	bool dump = false, parents = false, extract = false;
+	unsigned rflags = 0;
 	int c, fd = STDIN_FILENO, ofd, rc = 0, ret, progress = -1, mine = -1;
 	pid_t pump = -1;
 	struct stat sst;
@@ -509,6 +588,8 @@ int cli_receive(int argc, char **argv)
 		case 'x': extract = true; break;
 		case 'P': progress = 1; break;
 		case 'N': progress = 0; break;
+		case 'R': rflags = ARB_IOC_SEND_RESUME; break;
+		case 'D': discard = optarg; break;
 		case 'h': fputs(ARBOR_HELP_RECEIVE, stdout); return 0;
 		default: fputs(ARBOR_HELP_RECEIVE, stderr); return 2;
 		}
@@ -524,6 +605,8 @@ int cli_receive(int argc, char **argv)
 		fputs(ARBOR_HELP_RECEIVE, stderr);
 		return 2;
 	}
+	if (discard)
+		return discard_partial(image, argv[optind], discard);
 	if (!dump)
 		dir = argv[optind];
 	if (file) {
@@ -596,7 +679,9 @@ int cli_receive(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		rc = cli_receive_image(fs, image, dir, fd, res);
+		rc = cli_receive_image(fs, image, dir, fd, rflags, res);
+		if (rc)
+			resume_hint(res->resume_token, dir);
 		if (!rc)
 			printf("Received subvolume '%s' in %s (id %llu)\n",
 			       res->name, dir, (unsigned long long)res->id);
@@ -605,7 +690,9 @@ int cli_receive(int argc, char **argv)
 	} else {
 		struct arb_ioc_send io;
 
-		rc = cli_receive_mount(dir, fd, &io);
+		rc = cli_receive_mount(dir, fd, rflags, &io);
+		if (rc)
+			resume_hint(io.resume_token, dir);
 		if (!rc)
 			printf("Received subvolume '%s' in %s (id %llu)\n",
 			       io.name, dir, (unsigned long long)io.id);

@@ -43,6 +43,7 @@
 
 #include <arbor/arbor.h>
 #include <arbor/ioctl.h>
+#include <arbor/send.h>
 #include <arbor/subvol.h>
 
 #include "arbor_cli.h"
@@ -194,6 +195,9 @@ void cli_subvol_entry(struct arb_ioc_subvol_entry *e,
 		e->flags |= ARB_IOC_SUBVOL_RDONLY;
 	if (i->flags & ARB_SUBVOL_DELETED)
 		e->flags |= ARB_IOC_SUBVOL_DELETED;
+	if (i->flags & ARB_SUBVOL_PARTIAL)
+		e->flags |= ARB_IOC_SUBVOL_PARTIAL;
+	e->resume_off = i->resume_off;
 	e->clean_nodes = i->clean_nodes;
 	e->clean_freed = i->clean_freed;
 	e->clean_permille = i->clean_permille;
@@ -826,6 +830,18 @@ out:
 	return rc;
 }
 
+/* the resume token of a kept partial receive */
+static void partial_token(const struct arb_ioc_subvol_entry *e,
+			  char tok[ARB_RESUME_TOKEN_MAX])
+{
+	struct arb_resume_token t = { .id = e->id, .gen = e->stransid,
+				      .obj = e->rtransid,
+				      .off = e->resume_off };
+
+	memcpy(t.uuid, e->received_uuid, 16);
+	arb_resume_token_format(&t, tok);
+}
+
 /* exclusive and shared bytes (show); NULL in a list */
 static void print_json_entry(const struct sv *s,
 			     const struct arb_ioc_subvol_usage *use)
@@ -863,7 +879,13 @@ static void print_json_entry(const struct sv *s,
 	       *pu == '-' ? "" : "\"", *pu == '-' ? "null" : pu,
 	       *pu == '-' ? "" : "\"", *ru == '-' ? "" : "\"",
 	       *ru == '-' ? "null" : ru, *ru == '-' ? "" : "\"");
-	if (e->flags & ARB_IOC_SUBVOL_DELETED)
+	if (e->flags & ARB_IOC_SUBVOL_PARTIAL) {
+		char tok[ARB_RESUME_TOKEN_MAX];
+
+		partial_token(e, tok);
+		printf(", \"partial_receive\": true, \"resume_token\": \"%s\"",
+		       tok);
+	} else if (e->flags & ARB_IOC_SUBVOL_DELETED)
 		printf(", \"cleaning\": {\"nodes\": %llu, \"freed\": %llu, "
 		       "\"permille\": %u}",
 		       (unsigned long long)e->clean_nodes,
@@ -899,7 +921,7 @@ static int do_list(struct target *t, const char *path, bool json,
 		       "CGEN", "PARENT", "FLAGS", "PARENT UUID", "PATH");
 	for (size_t i = 0; i < c.n; i++) {
 		const struct arb_ioc_subvol_entry *e = &c.v[i].e;
-		char pu[37], del[96];
+		char pu[37], del[ARB_RESUME_TOKEN_MAX + 40];
 
 		/* as btrfs: the top-level subvolume is not listed */
 		if (e->id == ARB_INUM_FS_TREE)
@@ -915,7 +937,13 @@ static int do_list(struct target *t, const char *path, bool json,
 			continue;
 		}
 		uuid_text(e->parent_uuid, pu);
-		if (e->flags & ARB_IOC_SUBVOL_DELETED)
+		if (e->flags & ARB_IOC_SUBVOL_PARTIAL) {
+			char tok[ARB_RESUME_TOKEN_MAX];
+
+			partial_token(e, tok);
+			snprintf(del, sizeof(del),
+				 "(partial receive, resume token %s)", tok);
+		} else if (e->flags & ARB_IOC_SUBVOL_DELETED)
 			snprintf(del, sizeof(del),
 				 "(deleted, being cleaned: %u.%u%%, %llu "
 				 "nodes freed)",
@@ -925,8 +953,9 @@ static int do_list(struct target *t, const char *path, bool json,
 		       (unsigned long long)e->id, (unsigned long long)e->gen,
 		       (unsigned long long)e->otransid,
 		       (unsigned long long)e->parent_id,
-		       e->flags & ARB_IOC_SUBVOL_DELETED ? "del"
-		       : e->flags & ARB_IOC_SUBVOL_RDONLY ? "ro"
+		       e->flags & ARB_IOC_SUBVOL_PARTIAL   ? "part"
+		       : e->flags & ARB_IOC_SUBVOL_DELETED ? "del"
+		       : e->flags & ARB_IOC_SUBVOL_RDONLY  ? "ro"
 							   : "rw",
 		       pu,
 		       e->flags & ARB_IOC_SUBVOL_DELETED ? del : c.v[i].path);

@@ -82,18 +82,21 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 			return ret;
 		io->id = si.id;
 	}
-	if (io->flags & ~(ARB_IOC_SEND_ESTIMATE | ARB_IOC_SEND_PROTO1))
+	if (io->flags & ~(ARB_IOC_SEND_ESTIMATE | ARB_IOC_SEND_PROTO1 |
+			  ARB_IOC_SEND_RESUME))
 		return -EINVAL;
+	io->name[sizeof(io->name) - 1] = 0;
 	if (!(io->flags & ARB_IOC_SEND_ESTIMATE)) {
 		fd = caller_fd(req, io->fd, true, io->error, sizeof(io->error));
 		if (fd < 0)
 			return fd;
 	}
-	ret = arb_send(afs->fs, io->id, io->parent, fd,
+	ret = arb_send_resume(afs->fs, io->id, io->parent, fd,
 		       (io->flags & ARB_IOC_SEND_ESTIMATE ? ARB_SEND_ESTIMATE
 							   : 0) |
 			       (io->flags & ARB_IOC_SEND_PROTO1 ? ARB_SEND_PROTO1
 								 : 0),
+		       io->flags & ARB_IOC_SEND_RESUME ? io->name : NULL,
 		       &st, io->error, sizeof(io->error));
 	if (fd >= 0)
 		close(fd);
@@ -113,6 +116,17 @@ static int do_receive(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 	struct arb_recv_result *res;
 	int fd, ret;
 
+	if (io->flags == ARB_IOC_RECV_DISCARD) {
+		io->name[sizeof(io->name) - 1] = 0;
+		ret = arb_receive_discard(afs->fs, io->name);
+		if (ret == -ENOENT)
+			snprintf(io->error, sizeof(io->error),
+				 "no partial receive for that token here");
+		else if (ret == -EINVAL)
+			snprintf(io->error, sizeof(io->error),
+				 "not a resume token");
+		return ret;
+	}
 	fd = caller_fd(req, io->fd, false, io->error, sizeof(io->error));
 	if (fd < 0)
 		return fd;
@@ -121,8 +135,18 @@ static int do_receive(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 		close(fd);
 		return -ENOMEM;
 	}
-	ret = arb_receive(afs->fs, ino, fd, 0, res);
+	if (io->flags & ~ARB_IOC_SEND_RESUME) {
+		close(fd);
+		free(res);
+		return -EINVAL;
+	}
+	ret = arb_receive(afs->fs, ino, fd,
+			  io->flags & ARB_IOC_SEND_RESUME ? ARB_RECEIVE_RESUMED
+							  : 0,
+			  res);
 	close(fd);
+	snprintf(io->resume_token, sizeof(io->resume_token), "%s",
+		 res->resume_token);
 	io->bytes = res->bytes;
 	io->commands = res->commands;
 	io->id = res->id;
@@ -161,7 +185,11 @@ bool afs_send_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 	}
 	memcpy(io, in_buf, sizeof(*io));
 	io->error[0] = 0;
-	io->name[0] = 0;
+	io->resume_token[0] = 0;
+	/* name is an output, except for a token handed in */
+	if (!(cmd == ARB_IOC_SEND && (io->flags & ARB_IOC_SEND_RESUME)) &&
+	    !(cmd == ARB_IOC_RECEIVE && (io->flags & ARB_IOC_RECV_DISCARD)))
+		io->name[0] = 0;
 	io->version = ARB_IOC_VERSION;
 	io->size = sizeof(*io);
 	switch (cmd) {

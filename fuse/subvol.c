@@ -479,6 +479,9 @@ static void entry_from_info(struct arb_ioc_subvol_entry *e,
 		e->flags |= ARB_IOC_SUBVOL_RDONLY;
 	if (i->flags & ARB_SUBVOL_DELETED)
 		e->flags |= ARB_IOC_SUBVOL_DELETED;
+	if (i->flags & ARB_SUBVOL_PARTIAL)
+		e->flags |= ARB_IOC_SUBVOL_PARTIAL;
+	e->resume_off = i->resume_off;
 	e->clean_nodes = i->clean_nodes;
 	e->clean_freed = i->clean_freed;
 	e->clean_permille = i->clean_permille;

@@ -206,10 +206,15 @@ const char *arb_item_type_name(unsigned type);
  * an older reader would return the compressed bytes as file data.  Set by
  * the transaction that writes the first compressed extent, never cleared */
 #define ARB_INCOMPAT_COMPRESS (1ULL << 4)
+/* some subvolume is a partial receive (ARB_SUBVOL_F_PARTIAL, below): an
+ * older reader would refuse the flag as a newer item, or clean the tree
+ * as a deleted subvolume.  Set by the transaction that keeps the first
+ * one, cleared by the one that publishes or gives up the last. */
+#define ARB_INCOMPAT_PARTIAL_RECEIVE (1ULL << 5)
 #define ARB_INCOMPAT_KNOWN                                                     \
 	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA |                \
 	 ARB_INCOMPAT_SUBVOL | ARB_INCOMPAT_DROP_PROGRESS |                    \
-	 ARB_INCOMPAT_COMPRESS)
+	 ARB_INCOMPAT_COMPRESS | ARB_INCOMPAT_PARTIAL_RECEIVE)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -596,11 +601,16 @@ ARB_LE(drop_progress, d_freed, 64)
  *           made by a receive; 0 otherwise (and cleared when a received
  *           snapshot is made writable)
  *   56  8   generation of the source when it was sent (receive), else 0
- *   64  8   generation here when the receive finished, else 0
+ *   64  8   generation here when the receive finished, else 0; while
+ *           ARB_SUBVOL_F_PARTIAL: the objectid the rest of the stream
+ *           resumes at (2^40, past every objectid: every inode arrived,
+ *           ARB_RESUME_ALL_INODES in arbor/subvol.h)
  *   72  8   for a snapshot, the id of the tree it was taken of (a hint:
  *           that tree may be gone); 0 for an empty subvolume
  *   80  8   in tree 5's item only: the highest subvolume id ever handed
- *           out (ids are never reused: they are part of inode numbers)
+ *           out (ids are never reused: they are part of inode numbers);
+ *           in a partial receive's: the offset in the resume inode from
+ *           which its data is missing; 0 in every other item
  *   88  8   in tree 5's item only: the default subvolume, the one a mount
  *           without subvol=/subvolid= shows as its root (`arbor subvolume
  *           set-default`); 0 (and 5) for tree 5 itself.  Otherwise the id
@@ -611,7 +621,17 @@ ARB_LE(drop_progress, d_freed, 64)
  * newer format (refused by fsck repair, as ROOT_ITEM).
  */
 #define ARB_SUBVOL_F_RDONLY (1ULL << 0)
-#define ARB_SUBVOL_F_KNOWN ARB_SUBVOL_F_RDONLY
+/*
+ * A receive that stopped before its stream's end (the stream was cut, or
+ * the image filled) and may be resumed (`arbor send --resume`): the tree
+ * keeps its ORPHAN_ITEM (unlinked, as while it was built), received UUID
+ * and s_stransid name the stream's source, s_rtransid the resume point;
+ * the cleaner leaves it alone until the flag is cleared (the resumed
+ * receive published it, or it was given up).  Needs
+ * ARB_INCOMPAT_PARTIAL_RECEIVE.
+ */
+#define ARB_SUBVOL_F_PARTIAL (1ULL << 1)
+#define ARB_SUBVOL_F_KNOWN (ARB_SUBVOL_F_RDONLY | ARB_SUBVOL_F_PARTIAL)
 struct arb_subvol_item {
 	uint64_t s_flags;
 	uint64_t s_otime;

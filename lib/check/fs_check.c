@@ -998,6 +998,19 @@ static int check_subvol(struct arb_fs *fs, uint64_t id, FILE *out,
 	else if (ret < 0 && ret != -ENOENT)
 		return ret;
 	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
+	if (ret == (int)sizeof(si) &&
+	    (arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_PARTIAL)) {
+		/* a partial receive: unlinked (orphaned) until resumed, and
+		 * announced by its feature bit */
+		if (!fs_item_exists(troot, &k))
+			sv_problem(out, errors, res, id,
+				   "a partial receive without its orphan item");
+		if (!(arb_super_s_incompat(&fs->vol->super) &
+		      ARB_INCOMPAT_PARTIAL_RECEIVE))
+			sv_problem(out, errors, res, id,
+				   "a partial receive, but the image does not say it holds one (incompat bit 5)");
+		return 0;
+	}
 	if (fs_item_exists(troot, &k))
 		return 0; /* deleted: the cleaner drops it */
 	/* its link: the first ROOT_BACKREF (a subvolume has one) */

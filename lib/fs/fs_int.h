@@ -390,6 +390,21 @@ int fs_subvol_recv_publish(struct arb_fs *fs, struct fs_tree *tr,
 			   uint64_t dir, const char *name,
 			   const uint8_t uuid[16], uint64_t stransid);
 void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr);
+/*
+ * A receive cut short keeps what it built as a partial receive
+ * (ARB_SUBVOL_F_PARTIAL: the stream's source uuid and generation, and
+ * the objectid to resume at), committed; fs_subvol_recv_resume opens
+ * partial id again for the rest of the stream after checking it is one
+ * (-ENOENT: no such partial receive).  A resumed receive ends as any:
+ * published (the flag goes), kept again, or abandoned (given to the
+ * cleaner).  fs_subvol_recv_discard gives up partial id.
+ */
+int fs_subvol_recv_park(struct arb_fs *fs, struct fs_tree *tr,
+			const uint8_t uuid[16], uint64_t stransid,
+			uint64_t resume_obj, uint64_t resume_off);
+int fs_subvol_recv_resume(struct arb_fs *fs, uint64_t id,
+			  struct fs_tree **out, struct arb_subvol_item *si);
+int fs_subvol_recv_discard(struct arb_fs *fs, uint64_t id);
 /* highest inode objectid present in tr (fs.c) */
 int fs_tree_max_ino(struct fs_tree *tr, uint64_t *max);
 /*

@@ -46,6 +46,18 @@ struct rctx {
 	uint64_t *touched;
 	size_t nr_touched, cap_touched;
 	char xname[ARB_XATTR_NAME_MAX + 1];
+	/* where a cut stream resumes: the inode of the last inode-phase
+	 * command (whole again: its commands may have stopped halfway;
+	 * all before it are complete), or ARB_RESUME_ALL_INODES once
+	 * names arrive */
+	uint64_t resume_obj;
+	/* and in it, the offset of the last data command applied: the
+	 * rest of its data comes from there (data commands go in offset
+	 * order) */
+	uint64_t resume_off;
+	/* the rest of a partial receive: its first part may have applied
+	 * some names, deletions and xattr removals already */
+	bool resuming;
 };
 
 static uint64_t rino(const struct rctx *c, uint64_t obj)
@@ -216,9 +228,11 @@ static int cmd_xattr(struct rctx *c, const struct arb_scmd_dec *d)
 		return ret;
 	memcpy(c->xname, d->name, d->name_len);
 	c->xname[d->name_len] = 0;
-	if (d->type == ARB_SCMD_RMXATTR)
+	if (d->type == ARB_SCMD_RMXATTR) {
 		ret = arb_fs_removexattr(c->fs, rino(c, d->obj), c->xname);
-	else
+		if (ret == -ENODATA && c->resuming)
+			ret = 0; /* removed by the first part */
+	} else
 		ret = arb_fs_setxattr(c->fs, rino(c, d->obj), c->xname, d->data,
 				      d->data_len, 0);
 	return op_err(c, ret, c->xname);
@@ -402,6 +416,14 @@ static int cmd_link(struct rctx *c, const struct arb_scmd_dec *d)
 	if (d->type == ARB_SCMD_UNLINK) {
 		ret = fs_dir_find(c->fs, dir, name, d->name_len, &found, NULL,
 				  NULL);
+		/* resumed: the first part may have removed it (and linked
+		 * the name to another inode since); the digest at the end
+		 * checks the result */
+		if (c->resuming && (ret == -ENOENT || ret == -ESTALE ||
+				    (!ret && found != ino))) {
+			ret = 0;
+			goto out;
+		}
 		if (ret == -ENOENT || ret == -ESTALE ||
 		    (!ret && found != ino)) {
 			ret = bad(c, "directory %llu has no name '%s' for inode %llu",
@@ -425,6 +447,13 @@ static int cmd_link(struct rctx *c, const struct arb_scmd_dec *d)
 		goto write_both;
 	}
 	ret = fs_new_name_ok(c->fs, dir, name, d->name_len, &din);
+	if (ret == -EEXIST && c->resuming &&
+	    fs_dir_find(c->fs, dir, name, d->name_len, &found, NULL, NULL) ==
+		    0 &&
+	    found == ino) {
+		ret = 0; /* linked by the first part */
+		goto out;
+	}
 	if (ret == -EEXIST) {
 		ret = bad(c, "directory %llu holds '%s' already",
 			  (unsigned long long)d->dir, name);
@@ -487,6 +516,10 @@ static int cmd_delete(struct rctx *c, const struct arb_scmd_dec *d)
 
 	fs_lock(c->fs);
 	ret = fs_inode_read(c->fs, ino, &in);
+	if (ret == -ENOENT && c->resuming) {
+		ret = 0; /* deleted by the first part */
+		goto out;
+	}
 	if (ret == -ENOENT) {
 		ret = bad(c, "inode %llu does not exist",
 			  (unsigned long long)d->obj);
@@ -620,6 +653,55 @@ static int find_parent(struct rctx *c, struct arb_recv_result *res)
 	return -ENOENT;
 }
 
+/* RESUME: the rest of partial receive d->dir, from inode d->obj on */
+static int resume_partial(struct rctx *c, const struct arb_scmd_dec *d)
+{
+	struct arb_subvol_item si;
+	uint64_t stored, stored_off;
+	int ret;
+
+	ret = fs_subvol_recv_resume(c->fs, d->dir, &c->tr, &si);
+	if (ret == -ENOENT)
+		return sr_fail(&c->r, -ENOENT,
+			       "no partial receive %llu here (resumed already, given up, or another image)",
+			       (unsigned long long)d->dir);
+	if (ret == -EBUSY)
+		return sr_fail(&c->r, -EBUSY,
+			       "partial receive %llu is being resumed by another receive",
+			       (unsigned long long)d->dir);
+	if (ret)
+		return sr_fail(&c->r, ret, "opening partial receive %llu: %s",
+			       (unsigned long long)d->dir, strerror(-ret));
+	stored = arb_subvol_item_s_rtransid(&si);
+	stored_off = arb_subvol_item_s_last_id(&si);
+	if (memcmp(si.s_received_uuid, c->h.uuid, 16) ||
+	    arb_subvol_item_s_stransid(&si) != c->h.gen)
+		ret = bad(c, "partial receive %llu is of another snapshot (or generation) than this stream",
+			  (unsigned long long)d->dir);
+	else if (arb_subvol_item_s_source(&si) != c->parent_id)
+		ret = bad(c, "partial receive %llu was built on another parent than this stream's",
+			  (unsigned long long)d->dir);
+	else if (d->obj > stored || (d->obj == stored && d->off > stored_off))
+		ret = bad(c, "partial receive %llu stopped at inode %llu offset %llu, this stream resumes at inode %llu offset %llu: what lies between would be missing",
+			  (unsigned long long)d->dir,
+			  (unsigned long long)stored,
+			  (unsigned long long)stored_off,
+			  (unsigned long long)d->obj,
+			  (unsigned long long)d->off);
+	if (ret) {
+		/* the partial stays for the right stream */
+		fs_lock(c->fs);
+		c->tr->receiving = false;
+		fs_unlock(c->fs);
+		c->tr = NULL;
+		return ret;
+	}
+	c->resuming = true;
+	c->resume_obj = d->obj;
+	c->resume_off = d->off;
+	return 0;
+}
+
 int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		struct arb_recv_result *res)
 {
@@ -632,7 +714,7 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	if (flags)
+	if (flags & ~ARB_RECEIVE_RESUMED)
 		return -EINVAL;
 	ret = arb_fs_getattr(fs, dir, &st);
 	if (!ret && !S_ISDIR(st.mode))
@@ -650,6 +732,11 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 	ret = sr_header(&c.r, &c.h);
 	if (ret)
 		goto out;
+	if ((flags & ARB_RECEIVE_RESUMED) && !(c.h.flags & ARB_SEND_F_RESUME)) {
+		ret = sr_fail(&c.r, -EINVAL,
+			      "not a resumed stream (arbor send --resume TOKEN writes one)");
+		goto out;
+	}
 	if (c.h.flags & ARB_SEND_F_INCREMENTAL) {
 		ret = find_parent(&c, res);
 		if (ret)
@@ -673,6 +760,10 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 					      c.name);
 				break;
 			}
+			if (c.h.flags & ARB_SEND_F_RESUME) {
+				ret = 0; /* the tree comes with RESUME */
+				continue;
+			}
 			ret = fs_subvol_recv_begin(fs, c.parent_id, &c.tr);
 			if (ret) {
 				ret = sr_fail(&c.r, ret,
@@ -682,9 +773,20 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 			}
 			continue;
 		}
+		if (c.r.index == 2 && (c.h.flags & ARB_SEND_F_RESUME)) {
+			ret = d.type == ARB_SCMD_RESUME
+				      ? resume_partial(&c, &d)
+				      : bad(&c, "a resumed stream without its resume command");
+			if (ret)
+				break;
+			continue;
+		}
 		switch (d.type) {
 		case ARB_SCMD_BEGIN:
 			ret = bad(&c, "a second begin command");
+			break;
+		case ARB_SCMD_RESUME:
+			ret = bad(&c, "a resume command out of place");
 			break;
 		case ARB_SCMD_INODE:
 			ret = cmd_inode(&c, &d);
@@ -729,6 +831,25 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		}
 		if (ret)
 			break;
+		/* the resume point moves once a command went through */
+		if (d.type == ARB_SCMD_UNLINK || d.type == ARB_SCMD_LINK ||
+		    d.type == ARB_SCMD_DELETE || d.type == ARB_SCMD_TIMES) {
+			c.resume_obj = ARB_RESUME_ALL_INODES;
+			c.resume_off = 0;
+		} else if (d.type != ARB_SCMD_END &&
+			   c.resume_obj != ARB_RESUME_ALL_INODES) {
+			if (d.obj != c.resume_obj)
+				c.resume_off = 0;
+			c.resume_obj = d.obj;
+			/* from the start of the last one: applying it again
+			 * is harmless, and a PREALLOC that follows a PUNCH
+			 * at the same offset comes again too */
+			if (d.type == ARB_SCMD_WRITE || d.type == ARB_SCMD_CLONE ||
+			    d.type == ARB_SCMD_ENCODED_WRITE ||
+			    d.type == ARB_SCMD_PUNCH ||
+			    d.type == ARB_SCMD_PREALLOC)
+				c.resume_off = d.off;
+		}
 	}
 	if (!ret) {
 		uint8_t x;
@@ -754,6 +875,29 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		snprintf(res->name, sizeof(res->name), "%s", c.name);
 	}
 out:
+	/* cut short (not refused): keep what arrived for a resume */
+	if (ret && c.tr && !ended && (c.r.cut || ret == -ENOSPC) &&
+	    c.h.version >= 2) {
+		struct arb_resume_token tok = {
+			.id = c.tr->id,
+			.gen = c.h.gen,
+			.obj = c.resume_obj ? c.resume_obj : ARB_FIRST_INO,
+			.off = c.resume_off,
+		};
+		int pret;
+
+		memcpy(tok.uuid, c.h.uuid, 16);
+		pret = fs_subvol_recv_park(fs, c.tr, c.h.uuid, c.h.gen,
+					   tok.obj, tok.off);
+		if (!pret) {
+			arb_resume_token_format(&tok, res->resume_token);
+			c.tr = NULL;
+		} else {
+			arb_log(ARB_LOG_WARN,
+				"keeping the partial receive for a resume: %s",
+				strerror(-pret));
+		}
+	}
 	if (ret && c.tr) {
 		uint64_t id = c.tr->id;
 
@@ -766,5 +910,25 @@ out:
 	res->bytes = c.r.off;
 	sr_free(&c.r);
 	free(c.touched);
+	return ret;
+}
+
+int arb_receive_discard(struct arb_fs *fs, const char *token)
+{
+	struct arb_resume_token tok;
+	struct arb_subvol_info si;
+	int ret;
+
+	if (arb_resume_token_parse(token, &tok))
+		return -EINVAL;
+	ret = arb_subvol_info_id(fs, tok.id, &si);
+	if (ret)
+		return ret == -ENOENT ? -ENOENT : ret;
+	if (!(si.flags & ARB_SUBVOL_PARTIAL) ||
+	    memcmp(si.received_uuid, tok.uuid, 16) || si.stransid != tok.gen)
+		return -ENOENT;
+	ret = fs_subvol_recv_discard(fs, tok.id);
+	if (!ret)
+		ret = arb_subvol_wait(fs, tok.id);
 	return ret;
 }

@@ -112,6 +112,11 @@ struct sctx {
 	/* clone sources of the extent being sent */
 	struct siv *ivs;
 	size_t nr_ivs, cap_ivs;
+	/* resume: inodes before resume_obj went in the first part (their
+	 * commands are built, to find names and clone sources, but not
+	 * written: skip) */
+	uint64_t resume_obj, resume_off, resume_id;
+	bool skip;
 	/* the compressed extent item last read in its stored form */
 	struct arb_encoded enc;
 	uint64_t enc_obj, enc_off, enc_bytenr;
@@ -679,17 +684,33 @@ static int gather_sources(struct sctx *c, const struct sext *e)
 	return ret;
 }
 
+/* a data command of obj at off that the first part of a resumed stream
+ * applied: not written (the same walk makes the same commands, so the
+ * receiver's resume offset is the start of one) */
+static bool sent_before(const struct sctx *c, uint64_t obj, uint64_t off)
+{
+	return c->skip || (obj == c->resume_obj && off < c->resume_off);
+}
+
 static int send_write(struct sctx *c, const struct sinode *si, uint64_t off,
 		      uint64_t end)
 {
 	int ret;
 
+	if (c->skip)
+		return 0;
+
 	while (off < end) {
 		size_t want = end - off > ARB_SEND_DATA_MAX
 				      ? ARB_SEND_DATA_MAX
 				      : (size_t)(end - off);
-		ssize_t r = arb_fs_read(c->fs, si->in.ino, c->buf, want, off);
+		ssize_t r;
 
+		if (sent_before(c, si->obj, off)) {
+			off += want;
+			continue;
+		}
+		r = arb_fs_read(c->fs, si->in.ino, c->buf, want, off);
 		if (r < 0)
 			return fail(c, (int)r, "inode %llu: reading data at %llu",
 				    (unsigned long long)si->obj,
@@ -715,6 +736,8 @@ static int send_write(struct sctx *c, const struct sinode *si, uint64_t off,
 static int send_range_cmd(struct sctx *c, unsigned type, uint64_t obj,
 			  uint64_t off, uint64_t len)
 {
+	if (sent_before(c, obj, off))
+		return 0;
 	sw_begin(&c->w, type);
 	sw_u64(&c->w, obj);
 	sw_u64(&c->w, off);
@@ -732,6 +755,8 @@ static int send_encoded(struct sctx *c, const struct sinode *si,
 
 	if (c->version < 2 || !e->compression)
 		return 1;
+	if (sent_before(c, si->obj, x))
+		return 0;
 	/* one read per extent item, however many pieces it is sent in */
 	if (c->enc_obj != si->obj || c->enc_off != e->off ||
 	    c->enc_bytenr != e->bytenr) {
@@ -815,6 +840,10 @@ static int send_reg(struct sctx *c, const struct sinode *si,
 		if (best) {
 			len = best->eo_end - eo < y - cur ? best->eo_end - eo
 							  : y - cur;
+			if (sent_before(c, si->obj, cur)) {
+				cur += len;
+				continue;
+			}
 			sw_begin(&c->w, ARB_SCMD_CLONE);
 			sw_u64(&c->w, si->obj);
 			sw_u64(&c->w, cur);
@@ -978,7 +1007,7 @@ static int add_link(struct slink **arr, size_t *nr, size_t *cap, uint64_t obj,
 }
 
 /* one objectid: s the snapshot's view, p the parent's (present or not) */
-static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
+static int send_one_cmds(struct sctx *c, struct sinode *s, struct sinode *p)
 {
 	int ret;
 
@@ -1046,6 +1075,33 @@ static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
 	c->times[c->nr_times].mtime = s->in.mtime;
 	c->nr_times++;
 	return 0;
+}
+
+static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
+{
+	uint64_t obj = s->present ? s->obj : p->obj;
+	uint64_t bytes, commands, inodes;
+	struct arb_send_stats st;
+	bool est = c->w.estimate;
+	int ret;
+
+	if (!c->resume_obj || obj >= c->resume_obj)
+		return send_one_cmds(c, s, p);
+	/* sent in the first part: only what the rest needs of it */
+	bytes = c->w.bytes;
+	commands = c->w.commands;
+	st = c->st;
+	c->skip = true;
+	c->w.estimate = true;
+	ret = send_one_cmds(c, s, p);
+	c->skip = false;
+	c->w.estimate = est;
+	c->w.bytes = bytes;
+	c->w.commands = commands;
+	inodes = c->st.inodes;
+	c->st = st;
+	c->st.inodes = inodes; /* the end command counts all of them */
+	return ret;
 }
 
 static int send_links(struct sctx *c, struct slink *l, size_t nr,
@@ -1371,10 +1427,61 @@ static int check_rdonly(struct sctx *c, uint64_t id,
 	return 0;
 }
 
+int arb_resume_token_parse(const char *s, struct arb_resume_token *t)
+{
+	char hex[33];
+	unsigned long long id, gen, obj, off;
+	int n = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (sscanf(s, "r1.%llu.%32[0-9a-f].%llu.%llu.%llu%n", &id, hex, &gen,
+		   &obj, &off, &n) != 5 ||
+	    s[n] || strlen(hex) != 32 || off > ARB_MAX_FILE_SIZE)
+		return -EINVAL;
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		t->uuid[i] = (uint8_t)v;
+	}
+	if (obj < ARB_FIRST_INO || obj > ARB_RESUME_ALL_INODES || !gen ||
+	    id < ARB_FIRST_SUBVOL_ID)
+		return -EINVAL;
+	t->id = id;
+	t->gen = gen;
+	t->obj = obj;
+	t->off = off;
+	return 0;
+}
+
+void arb_resume_token_format(const struct arb_resume_token *t,
+			     char out[ARB_RESUME_TOKEN_MAX])
+{
+	int n = snprintf(out, ARB_RESUME_TOKEN_MAX, "r1.%llu.",
+			 (unsigned long long)t->id);
+
+	for (int i = 0; i < 16; i++)
+		n += snprintf(out + n, (size_t)(ARB_RESUME_TOKEN_MAX - n), "%02x",
+			      t->uuid[i]);
+	snprintf(out + n, (size_t)(ARB_RESUME_TOKEN_MAX - n), ".%llu.%llu.%llu",
+		 (unsigned long long)t->gen, (unsigned long long)t->obj,
+		 (unsigned long long)t->off);
+}
+
 int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	     unsigned flags, struct arb_send_stats *stp, char *why,
 	     size_t why_len)
 {
+	return arb_send_resume(fs, id, parent, fd, flags, NULL, stp, why,
+			       why_len);
+}
+
+int arb_send_resume(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
+		    unsigned flags, const char *token,
+		    struct arb_send_stats *stp, char *why, size_t why_len)
+{
+	struct arb_resume_token tok;
 	struct sctx c = { .fs = fs, .why = why, .why_len = why_len };
 	struct arb_subvol_info si, pi;
 	struct arb_send_hdr h = { 0 };
@@ -1394,6 +1501,22 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 		ret = check_rdonly(&c, parent, &pi, "parent");
 	if (!ret && parent == id)
 		ret = fail(&c, -EINVAL, "the parent is the snapshot itself");
+	if (!ret && token) {
+		if (arb_resume_token_parse(token, &tok))
+			ret = fail(&c, -EINVAL,
+				   "'%s' is not a resume token (r1.ID.UUID.GEN.OBJ, as receive printed it)",
+				   token);
+		else if (memcmp(tok.uuid, si.uuid, 16) || tok.gen != si.gen)
+			ret = fail(&c, -EINVAL,
+				   "the resume token is for another snapshot (or generation) than %s",
+				   si.name);
+		else if (flags & ARB_SEND_PROTO1)
+			ret = fail(&c, -EINVAL,
+				   "a resumed stream needs stream version 2");
+		c.resume_obj = tok.obj;
+		c.resume_off = tok.off;
+		c.resume_id = tok.id;
+	}
 	if (ret)
 		return ret;
 	ret = arb_fs_open_inode(fs, root);
@@ -1426,12 +1549,21 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 		memcpy(h.parent_uuid, pi.uuid, 16);
 		h.parent_gen = pi.gen;
 	}
+	if (c.resume_obj)
+		h.flags |= ARB_SEND_F_RESUME;
 	ret = sw_header(&c.w, &h);
 	if (ret)
 		goto out_w;
 	sw_begin(&c.w, ARB_SCMD_BEGIN);
 	sw_bytes(&c.w, si.name, strlen(si.name));
 	ret = sw_end(&c.w);
+	if (!ret && c.resume_obj) {
+		sw_begin(&c.w, ARB_SCMD_RESUME);
+		sw_u64(&c.w, c.resume_id);
+		sw_u64(&c.w, c.resume_obj);
+		sw_u64(&c.w, c.resume_off);
+		ret = sw_end(&c.w);
+	}
 	if (!ret)
 		ret = parent && !(flags & ARB_SEND_FULL_COMPARE)
 			      ? walk_changed(&c)

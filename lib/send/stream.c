@@ -30,7 +30,7 @@ static const char *const scmd_names[ARB_SCMD_MAX] = {
 	[ARB_SCMD_DELETE] = "delete",	    [ARB_SCMD_TIMES] = "times",
 	[ARB_SCMD_TRUNCATE] = "truncate", [ARB_SCMD_END] = "end",
 	[ARB_SCMD_CLONE] = "clone",	    [ARB_SCMD_ENCODED_WRITE] = "encoded",
-	[ARB_SCMD_PUNCH] = "punch",
+	[ARB_SCMD_PUNCH] = "punch",	    [ARB_SCMD_RESUME] = "resume",
 };
 
 const char *arb_scmd_name(unsigned type)
@@ -278,6 +278,9 @@ int sr_header(struct arb_sreader *r, struct arb_send_hdr *h)
 	if (h->flags & ~ARB_SEND_F_KNOWN)
 		return sr_fail(r, -EBADMSG, "unknown header flags 0x%x",
 			       h->flags & ~ARB_SEND_F_KNOWN);
+	if ((h->flags & ARB_SEND_F_RESUME) && h->version < 2)
+		return sr_fail(r, -EBADMSG, "a resumed stream of version %u",
+			       h->version);
 	memcpy(h->uuid, b + 16, 16);
 	h->gen = get64(b + 32);
 	memcpy(h->parent_uuid, b + 40, 16);
@@ -528,6 +531,21 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 				       (unsigned long long)c->off,
 				       (unsigned long long)c->len);
 		break;
+	case ARB_SCMD_RESUME:
+		if (len != 24)
+			goto bad_len;
+		c->dir = get64(p);	/* the partial receive's subvolume */
+		c->obj = get64(p + 8);	/* the first objectid sent */
+		c->off = get64(p + 16);	/* its data from this offset */
+		if (c->off > ARB_MAX_FILE_SIZE)
+			return sr_fail(r, -EBADMSG, "resume at offset %llu",
+				       (unsigned long long)c->off);
+		if (c->obj > ARB_INUM_OBJ_MAX)
+			c->obj = ARB_INUM_OBJ_MAX + 1; /* names only */
+		else if (c->obj < ARB_FIRST_INO)
+			return sr_fail(r, -EBADMSG, "resume at objectid %llu",
+				       (unsigned long long)c->obj);
+		return 0;
 	case ARB_SCMD_END:
 		if (len != ARB_DIGEST_SIZE + 8)
 			goto bad_len;
@@ -567,6 +585,7 @@ int sr_next(struct arb_sreader *r, struct arb_scmd_dec *c)
 	r->index++;
 	r->cmd_off = r->off;
 	ret = read_full(r, h, sizeof(h), &got);
+	r->cut = ret != 0;
 	if (ret < 0)
 		return sr_fail(r, ret, "read error: %s", strerror(-ret));
 	if (ret && got == 0)
@@ -585,6 +604,7 @@ int sr_next(struct arb_sreader *r, struct arb_scmd_dec *c)
 			       r->version < 2 ? ARB_SEND_CMD_MAX_V1
 					      : ARB_SEND_CMD_MAX);
 	ret = read_full(r, r->buf, len, &got);
+	r->cut = ret != 0;
 	if (ret < 0)
 		return sr_fail(r, ret, "read error: %s", strerror(-ret));
 	if (ret)
@@ -633,8 +653,9 @@ int arb_receive_dump(int fd, FILE *out, char *why, size_t why_len)
 	ret = sr_header(&r, &h);
 	if (ret)
 		goto out;
-	fprintf(out, "stream version %u, %s\nsource ", h.version,
-		h.flags & ARB_SEND_F_INCREMENTAL ? "incremental" : "full");
+	fprintf(out, "stream version %u, %s%s\nsource ", h.version,
+		h.flags & ARB_SEND_F_INCREMENTAL ? "incremental" : "full",
+		h.flags & ARB_SEND_F_RESUME ? ", resumed" : "");
 	print_uuid(out, h.uuid);
 	fprintf(out, " generation %llu\n", (unsigned long long)h.gen);
 	if (h.flags & ARB_SEND_F_INCREMENTAL) {
@@ -725,6 +746,12 @@ int arb_receive_dump(int fd, FILE *out, char *why, size_t why_len)
 			fprintf(out, "ino=%llu size=%llu",
 				(unsigned long long)c.obj,
 				(unsigned long long)c.size);
+			break;
+		case ARB_SCMD_RESUME:
+			fprintf(out, "partial=%llu from ino=%llu off=%llu",
+				(unsigned long long)c.dir,
+				(unsigned long long)c.obj,
+				(unsigned long long)c.off);
 			break;
 		case ARB_SCMD_END:
 			arb_digest_hex(c.digest, hex);

@@ -50,7 +50,9 @@
 /* ENCODED_WRITE compression: zlib (the only one) */
 #define ARB_SEND_ENC_ZLIB 1
 #define ARB_SEND_F_INCREMENTAL (1u << 0)
-#define ARB_SEND_F_KNOWN ARB_SEND_F_INCREMENTAL
+/* version 2: the rest of a stream a receive kept partial (RESUME) */
+#define ARB_SEND_F_RESUME (1u << 1)
+#define ARB_SEND_F_KNOWN (ARB_SEND_F_INCREMENTAL | ARB_SEND_F_RESUME)
 
 /* command types: numbers fixed forever */
 enum arb_scmd {
@@ -72,6 +74,7 @@ enum arb_scmd {
 	ARB_SCMD_ENCODED_WRITE = 14, /* obj off len ram_bytes ext_off
 				      * compression u32, data */
 	ARB_SCMD_PUNCH = 15,   /* obj off len */
+	ARB_SCMD_RESUME = 16,  /* partial id, first objectid, offset in it */
 	ARB_SCMD_MAX
 };
 #define ARB_SINODE_FIXED 60
@@ -126,6 +129,7 @@ struct arb_sreader {
 	int fd;
 	uint8_t *buf;          /* ARB_SEND_CMD_MAX */
 	uint32_t version;      /* the header's, once read */
+	bool cut;              /* it ended early or could not be read */
 	uint64_t off;          /* byte offset of the next read */
 	uint64_t index;        /* commands read so far */
 	uint64_t cmd_off;      /* offset of the current command */

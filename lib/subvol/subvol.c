@@ -434,15 +434,52 @@ int arb_subvol_delete(struct arb_fs *fs, uint64_t dir, const char *name)
 	return ret;
 }
 
-/* the first deleted subvolume at or after id still to clean, or 0 */
+/* is subvolume id a partial receive (kept for a resume)? */
+static bool is_partial(struct arb_fs *fs, uint64_t id)
+{
+	struct arb_subvol_item si;
+
+	return sv_item_read(fs, id, &si) == 0 &&
+	       (arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_PARTIAL);
+}
+
+/* the first deleted subvolume at or after id still to clean, or 0 (a
+ * partial receive is not to clean: it waits for its resume) */
 static int next_orphan(struct arb_fs *fs, uint64_t from, uint64_t *id)
 {
 	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, from };
-	int ret = arb_next_key_of(fs->vol->tree_root, &k);
+	int ret;
 
-	if (ret < 0)
-		return ret;
+	for (;;) {
+		ret = arb_next_key_of(fs->vol->tree_root, &k);
+		if (ret < 0)
+			return ret;
+		if (ret || !is_partial(fs, k.offset))
+			break;
+		k.offset++;
+	}
 	*id = ret == 0 ? k.offset : 0;
+	return 0;
+}
+
+/* the partial-receive feature bit follows whether one is left (in the
+ * running transaction: its commit writes the superblock) */
+static int partial_feature(struct arb_fs *fs)
+{
+	struct arb_key k = { ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, 0 };
+	int ret;
+
+	for (;;) {
+		ret = arb_next_key_of(fs->vol->tree_root, &k);
+		if (ret < 0)
+			return ret;
+		if (ret)
+			break;
+		if (is_partial(fs, k.offset))
+			return 0;
+		k.offset++;
+	}
+	arb_vol_clear_features(fs->vol, 0, ARB_INCOMPAT_PARTIAL_RECEIVE);
 	return 0;
 }
 
@@ -703,6 +740,7 @@ int fs_subvol_recv_publish(struct arb_fs *fs, struct fs_tree *tr,
 	if (ret)
 		goto out_end;
 	arb_set_subvol_item_s_flags(&si, ARB_SUBVOL_F_RDONLY);
+	arb_set_subvol_item_s_last_id(&si, 0); /* a partial's resume offset */
 	memcpy(si.s_received_uuid, uuid, ARB_UUID_SIZE);
 	arb_set_subvol_item_s_stransid(&si, stransid);
 	arb_set_subvol_item_s_rtransid(&si, t->transid);
@@ -711,6 +749,9 @@ int fs_subvol_recv_publish(struct arb_fs *fs, struct fs_tree *tr,
 		ret = arb_del_item(t, fs->vol->tree_root, &k);
 	if (!ret)
 		ret = fs_inode_write(fs, t, &din);
+	/* a resumed receive was a partial one: the last may be gone */
+	if (!ret)
+		ret = partial_feature(fs);
 out_end:
 	ret = fs_op_end(fs, t, ret);
 	if (!ret)
@@ -724,14 +765,127 @@ out:
 	return ret;
 }
 
+/* clear ARB_SUBVOL_F_PARTIAL of id (committed); lock held */
+static int unpartial(struct arb_fs *fs, uint64_t id)
+{
+	struct arb_subvol_item si;
+	struct arb_txn *t;
+	int ret;
+
+	ret = sv_item_read(fs, id, &si);
+	if (ret || !(arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_PARTIAL))
+		return ret;
+	ret = fs_op_begin(fs, &t, 0, 0, ARB_OP_RESERVE);
+	if (ret)
+		return ret;
+	arb_set_subvol_item_s_flags(&si, arb_subvol_item_s_flags(&si) &
+						 ~ARB_SUBVOL_F_PARTIAL);
+	arb_set_subvol_item_s_rtransid(&si, 0);
+	arb_set_subvol_item_s_last_id(&si, 0);
+	ret = sv_item_write(t, fs, id, &si);
+	if (!ret)
+		ret = partial_feature(fs);
+	ret = fs_op_end(fs, t, ret);
+	return ret ? ret : fs_commit(fs);
+}
+
 void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr)
 {
+	int ret;
+
 	fs_lock(fs);
+	/* a resumed partial receive given up: the cleaner may take it */
+	ret = unpartial(fs, tr->id);
+	if (ret)
+		arb_log(ARB_LOG_WARN,
+			"subvolume %llu: clearing its partial-receive flag: %s",
+			(unsigned long long)tr->id, strerror(-ret));
 	tr->receiving = false;
 	tr->deleted = true;
 	fs->clean_pending = true;
 	pthread_cond_signal(&fs->cond); /* the cleaner */
 	fs_unlock(fs);
+}
+
+int fs_subvol_recv_park(struct arb_fs *fs, struct fs_tree *tr,
+			const uint8_t uuid[16], uint64_t stransid,
+			uint64_t resume_obj, uint64_t resume_off)
+{
+	struct arb_subvol_item si;
+	struct arb_txn *t;
+	int ret;
+
+	fs_lock(fs);
+	ret = sv_item_read(fs, tr->id, &si);
+	if (ret)
+		goto out;
+	/* what was applied goes into a commit first (delayed data), then
+	 * the record that says where to resume: a crash between the two
+	 * leaves an ordinary orphan for the cleaner */
+	ret = fs_commit(fs);
+	if (ret)
+		goto out;
+	ret = fs_op_begin(fs, &t, 0, 0, ARB_OP_RESERVE);
+	if (ret)
+		goto out;
+	arb_set_subvol_item_s_flags(&si, arb_subvol_item_s_flags(&si) |
+						 ARB_SUBVOL_F_PARTIAL);
+	memcpy(si.s_received_uuid, uuid, ARB_UUID_SIZE);
+	arb_set_subvol_item_s_stransid(&si, stransid);
+	arb_set_subvol_item_s_rtransid(&si, resume_obj);
+	arb_set_subvol_item_s_last_id(&si, resume_off);
+	ret = sv_item_write(t, fs, tr->id, &si);
+	if (!ret)
+		arb_vol_set_features(fs->vol, 0, ARB_INCOMPAT_PARTIAL_RECEIVE);
+	ret = fs_op_end(fs, t, ret);
+	if (!ret)
+		ret = fs_commit(fs);
+	if (!ret)
+		tr->receiving = false;
+out:
+	fs_unlock(fs);
+	return ret;
+}
+
+int fs_subvol_recv_resume(struct arb_fs *fs, uint64_t id,
+			  struct fs_tree **out, struct arb_subvol_item *si)
+{
+	struct fs_tree *tr;
+	int ret;
+
+	if (id < ARB_FIRST_SUBVOL_ID)
+		return -ENOENT;
+	fs_lock(fs);
+	ret = sv_item_read(fs, id, si);
+	if (!ret && (!(arb_subvol_item_s_flags(si) & ARB_SUBVOL_F_PARTIAL) ||
+		     !orphan_exists(fs, id)))
+		ret = -ENOENT;
+	if (!ret) {
+		tr = open_tree(fs, id);
+		if (tr && tr->receiving)
+			ret = -EBUSY; /* another receive resumes it now */
+	}
+	if (!ret)
+		ret = fs_tree_open(fs, id, &tr);
+	if (!ret) {
+		tr->deleted = false;
+		tr->receiving = true;
+		*out = tr;
+	}
+	fs_unlock(fs);
+	return ret == -ENOENT || ret == -ENODATA ? -ENOENT : ret;
+}
+
+int fs_subvol_recv_discard(struct arb_fs *fs, uint64_t id)
+{
+	struct arb_subvol_item si;
+	struct fs_tree *tr;
+	int ret = fs_subvol_recv_resume(fs, id, &tr, &si);
+
+	if (ret)
+		return ret;
+	fs_subvol_recv_abandon(fs, tr);
+	return 0;
 }
 
 /* ---- information ------------------------------------------------------- */
@@ -764,6 +918,10 @@ static int info_fill(struct arb_fs *fs, uint64_t id,
 	if (!ret) {
 		if (arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_RDONLY)
 			info->flags |= ARB_SUBVOL_RDONLY;
+		if (arb_subvol_item_s_flags(&si) & ARB_SUBVOL_F_PARTIAL) {
+			info->flags |= ARB_SUBVOL_PARTIAL;
+			info->resume_off = arb_subvol_item_s_last_id(&si);
+		}
 		memcpy(info->received_uuid, si.s_received_uuid, 16);
 		info->stransid = arb_subvol_item_s_stransid(&si);
 		info->rtransid = arb_subvol_item_s_rtransid(&si);

@@ -293,6 +293,9 @@ log "stopped: $(tr '\r' '\n' <"$TMP/int.err" | grep -v '^$' | tail -n 3 | tr '\n
 [ "$(backups "$MNT/.snapshots")" = "$before_src" ] || fail "a stopped backup left a source snapshot"
 [ "$(backups "$MNTB/bk")" = "$before_dst" ] || fail "a stopped backup left $(backups "$MNTB/bk")"
 [ -z "$(ls -A "$MNTB/bk" | grep -v '^home\.')" ] || fail "a stopped backup left $(ls -A "$MNTB/bk")"
+# nor a partial receive (its snapshot is gone: the rest could never come)
+"$ARBOR" subvolume list "$MNTB" | grep -q " part " &&
+	fail "a stopped backup left a partial receive: $("$ARBOR" subvolume list "$MNTB")"
 run_backup "$TMP/a1" --keep 2
 [ "$(json "$TMP/a1" "j['mode']")" = incremental ] || fail "after the stop: $(cat "$TMP/a1")"
 s=$(basename "$(json "$TMP/a1" "j['snapshot']")")

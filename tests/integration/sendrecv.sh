@@ -13,7 +13,10 @@
 # shared on the receiving side, a 4 KiB change of a big file makes a
 # small incremental stream, --proto 1 still works, --extract of clones;
 # compressed extents (chattr +c) go as stored and stay compressed on a
-# receiver without -o compress.
+# receiver without -o compress.  A cut stream (a file cut in half, a
+# pipe broken) keeps a partial receive that survives a remount and fsck
+# and that send --resume TOKEN | receive --resume finishes (also on an
+# unmounted image); --discard gives one up.
 . "$(dirname "$0")/lib.sh" "$@"
 
 ARBOR=$BUILD/cli/arbor
@@ -217,6 +220,10 @@ st=0
 [ $st = 1 ] || fail "truncated stream: exit $st"
 grep -q "byte" "$TMP/err" || fail "truncated stream: message names no offset: $(cat "$TMP/err")"
 [ -z "$(ls -A "$MNTB/t")" ] || fail "a truncated stream left $(ls "$MNTB/t")"
+# what arrived is kept for a resume, invisibly (below); give it up
+tok=$(sed -n 's/.*arbor send --resume \([^ ]*\) .*/\1/p' "$TMP/err" | head -n 1)
+[ -n "$tok" ] || fail "a truncated stream printed no resume token: $(cat "$TMP/err")"
+"$ARBOR" receive --discard "$tok" "$MNTB" >/dev/null || fail "receive --discard"
 cp "$TMP/full.stream" "$TMP/bad.stream"
 printf '\x55' | dd of="$TMP/bad.stream" bs=1 seek=$((len / 3)) conv=notrunc status=none
 st=0
@@ -376,6 +383,66 @@ mkdir "$TMP/x3"
 "$ARBOR" receive --extract -f "$TMP/r3.stream" "$TMP/x3" >/dev/null || fail "receive --extract r3"
 diff -r "$MNT/r3/z" "$TMP/x3/r3/z" >/dev/null || fail "extracted compressed files differ"
 rm -rf "$TMP/x3"
+
+# a cut stream keeps what arrived, invisibly, across a remount and fsck;
+# the rest from its token finishes it
+log "a cut stream: kept as a partial receive, resumed from its token"
+token_of() { sed -n 's/.*arbor send --resume \([^ ]*\) .*/\1/p' "$1" | head -n 1; }
+len=$(stat -c %s "$TMP/r3.stream")
+mkdir "$MNTB/rs"
+st=0
+head -c $((len / 2)) "$TMP/r3.stream" | "$ARBOR" receive "$MNTB/rs" 2>"$TMP/err" || st=$?
+[ $st = 1 ] || fail "a cut stream: exit $st"
+tok=$(token_of "$TMP/err")
+[ -n "$tok" ] || fail "no resume token: $(cat "$TMP/err")"
+[ -z "$(ls -A "$MNTB/rs")" ] || fail "a cut stream left $(ls "$MNTB/rs")"
+"$ARBOR" subvolume list "$MNTB" | grep "part " | grep -qF "$tok" ||
+	fail "subvolume list does not show the partial receive: $("$ARBOR" subvolume list "$MNTB")"
+umount_b
+"$FSCK" -n "$IMGB" || fail "fsck.arborfs -n with a partial receive kept"
+mount_b
+"$ARBOR" subvolume list --json "$MNTB" | grep -qF "\"resume_token\": \"$tok\"" ||
+	fail "the partial receive did not survive a remount"
+# --resume on the receiving side refuses a whole stream
+st=0
+"$ARBOR" receive --resume -f "$TMP/r3.stream" "$MNTB/rs" 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "not a resumed stream" "$TMP/err" || fail "receive --resume of a whole stream: exit $st"
+st=0
+"$ARBOR" send --resume "$tok" "$MNT/r2" >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 1 ] && grep -q "another snapshot" "$TMP/err" || fail "a token of r3 for r2: exit $st, $(cat "$TMP/err")"
+"$ARBOR" send --resume "$tok" --estimate "$MNT/r3" >"$TMP/est" || fail "send --resume --estimate"
+log "the rest: $(cat "$TMP/est") (the whole: $len bytes)"
+"$ARBOR" send --resume "$tok" "$MNT/r3" | "$ARBOR" receive --resume "$MNTB/rs" >/dev/null ||
+	fail "send --resume | receive --resume"
+same_tree "$MNT/r3" "$MNTB/rs/r3"
+"$ARBOR" subvolume list "$MNTB" | grep -q "part " && fail "the partial receive stayed after its resume"
+# the sender killed halfway through a pipe, then given up
+mkdir "$MNTB/rs2"
+st=0
+"$ARBOR" send "$MNT/r3" | head -c $((len / 3)) | "$ARBOR" receive "$MNTB/rs2" 2>"$TMP/err" || st=$?
+tok=$(token_of "$TMP/err")
+[ -n "$tok" ] || fail "no resume token after a broken pipe: $(cat "$TMP/err")"
+"$ARBOR" receive --discard "$tok" "$MNTB" >/dev/null || fail "receive --discard"
+"$ARBOR" subvolume list "$MNTB" | grep -q "part " && fail "a discarded partial receive is still listed"
+st=0
+"$ARBOR" receive --discard "$tok" "$MNTB" 2>/dev/null || st=$?
+[ $st = 1 ] || fail "a second --discard of the same token: exit $st"
+fs_umount
+umount_b
+# on an unmounted image
+log "a cut receive --image, resumed with --image"
+st=0
+head -c $((len * 2 / 3)) "$TMP/r3.stream" | "$ARBOR" receive --image "$IMGB" /rs2 2>"$TMP/err" || st=$?
+tok=$(token_of "$TMP/err")
+[ $st = 1 ] && [ -n "$tok" ] || fail "receive --image of a cut stream: exit $st, $(cat "$TMP/err")"
+"$FSCK" -n "$IMGB" || fail "fsck.arborfs -n of the image with a partial receive"
+"$ARBOR" send --resume "$tok" --image "$IMG" /r3 | "$ARBOR" receive --resume --image "$IMGB" /rs2 >/dev/null ||
+	fail "resume into an image"
+dA=$("$ARBOR" subvolume digest --image "$IMG" /r3 | cut -d' ' -f1)
+dB=$("$ARBOR" subvolume digest --image "$IMGB" /rs2/r3 | cut -d' ' -f1)
+[ "$dA" = "$dB" ] || fail "resumed into an image: digest $dB, want $dA"
+fs_mount
+mount_b
 fs_umount
 umount_b
 check_fsck

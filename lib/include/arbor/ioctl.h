@@ -521,6 +521,9 @@ struct arb_ioc_info {
 #define ARB_IOC_SUBVOL_DELETED (1u << 1)
 /* arb_ioc_subvol_entry.flags: the mount shows this subvolume as its root */
 #define ARB_IOC_SUBVOL_MOUNT_ROOT (1u << 2)
+/* entry only: a receive cut short, kept for a resume (with DELETED; its
+ * rtransid is the objectid to resume at: arb_resume_token_format) */
+#define ARB_IOC_SUBVOL_PARTIAL (1u << 3)
 
 /* One subvolume (struct arb_subvol_info).  512 bytes, no header. */
 struct arb_ioc_subvol_entry {
@@ -559,7 +562,10 @@ struct arb_ioc_subvol_entry {
 	__u64 clean_freed;
 	__u32 clean_permille;
 	__u32 pad2;
-	__u64 reserved[10];
+	/* a partial receive (ARB_IOC_SUBVOL_PARTIAL): the offset in the
+	 * resume inode (rtransid) its data resumes at */
+	__u64 resume_off;
+	__u64 reserved[9];
 	/* its name in the directory dir_ino, NUL-terminated */
 	char name[256];
 };
@@ -918,7 +924,10 @@ struct arb_ioc_send {
 	__u64 cloned;
 	__u64 encoded;
 	__u64 encoded_stored;
-	__u64 reserved[16];
+	/* out (RECEIVE, on failure): "" or the token to resume it with
+	 * (SEND with ARB_IOC_SEND_RESUME takes the token in name) */
+	char resume_token[96];
+	__u64 reserved[4];
 	/* out (RECEIVE): the name of the new subvolume in the directory */
 	char name[256];
 	/* out: on failure, what went wrong and where */
@@ -927,6 +936,13 @@ struct arb_ioc_send {
 #define ARB_IOC_SEND_ESTIMATE (1u << 0)
 /* SEND: stream format version 1, for an older receiver (ARB_SEND_PROTO1) */
 #define ARB_IOC_SEND_PROTO1 (1u << 1)
+/* SEND: the rest of the stream of a receive cut short; name holds the
+ * resume token (arb_send_resume).  RECEIVE: refuse a stream that is not
+ * such a rest (ARB_RECEIVE_RESUMED) */
+#define ARB_IOC_SEND_RESUME (1u << 2)
+/* RECEIVE: no stream; give up the partial receive whose resume token is
+ * in name (arb_receive_discard) */
+#define ARB_IOC_RECV_DISCARD (1u << 3)
 
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)

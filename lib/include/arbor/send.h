@@ -81,6 +81,37 @@ int arb_send(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	     unsigned flags, struct arb_send_stats *st, char *why,
 	     size_t why_len);
 
+/*
+ * A receive cut short (the stream ended early or could not be read, or
+ * the receiving image filled up) keeps what it built as a partial receive
+ * and reports a resume token, text of at most ARB_RESUME_TOKEN_MAX bytes
+ * with its NUL: "r1.ID.UUID.GEN.OBJ.OFF" (the partial subvolume's id on
+ * the receiving side, the source's UUID as 32 hex digits and generation,
+ * the objectid the rest starts at, 2^40 when only names remain, and the
+ * offset in that file from which its data is missing).
+ * arb_send_resume writes the rest of the same stream (same snapshot, same
+ * parent): the inodes before OBJ and OBJ's data before OFF are not sent
+ * (its attributes are again), the names, deletions and
+ * times all are; the receiver applies it onto the partial tree and checks
+ * the whole result against the digest as for any stream.  -EINVAL: the
+ * token is malformed or names another snapshot (why says which).
+ */
+#define ARB_RESUME_TOKEN_MAX 96
+struct arb_resume_token {
+	uint64_t id;
+	uint8_t uuid[16];
+	uint64_t gen, obj, off;
+};
+int arb_resume_token_parse(const char *s, struct arb_resume_token *t);
+void arb_resume_token_format(const struct arb_resume_token *t,
+			     char out[ARB_RESUME_TOKEN_MAX]);
+int arb_send_resume(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
+		    unsigned flags, const char *token,
+		    struct arb_send_stats *st, char *why, size_t why_len);
+/* give up the partial receive of token (its space comes back): 0,
+ * -EINVAL (not a token), -ENOENT (no such partial receive here) */
+int arb_receive_discard(struct arb_fs *fs, const char *token);
+
 struct arb_recv_result {
 	/* the new subvolume (tree id) and its name in the directory */
 	uint64_t id;
@@ -90,6 +121,8 @@ struct arb_recv_result {
 	/* on failure: what went wrong, naming the command index and the
 	 * byte offset in the stream */
 	char error[512];
+	/* on failure: "" or the token to resume it (arb_send_resume) */
+	char resume_token[ARB_RESUME_TOKEN_MAX];
 };
 
 /*
@@ -99,12 +132,18 @@ struct arb_recv_result {
  * leaves it to the cleaner) and linked as a read-only snapshot, with its
  * received UUID, stransid and rtransid, only after the end command
  * arrived and the digest of what was built matched the stream's.  On
- * any failure nothing is linked and the partial tree is cleaned as a
- * deleted subvolume.  -EBADMSG: the stream is truncated, corrupt or
+ * any failure nothing is linked; the partial tree is cleaned as a
+ * deleted subvolume, or, when the stream was cut short (or the image is
+ * full) after its begin, kept as a partial receive with
+ * res->resume_token set (arb_send_resume).  A resumed stream (the rest
+ * of one) continues its partial receive.  -EBADMSG: the stream is truncated, corrupt or
  * crafted (res->error says where and what); -ENOENT: the parent of an
  * incremental stream is not here (res->error names it); -EEXIST: dir
  * holds the name already.
  */
+/* arb_receive flags: refuse a stream that is not a resumed one (-EINVAL;
+ * arbor receive --resume) */
+#define ARB_RECEIVE_RESUMED (1u << 0)
 int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		struct arb_recv_result *res);
 

@@ -30,6 +30,12 @@ extern "C" {
 #define ARB_SUBVOL_RDONLY (1u << 0)
 /* info only: deleted, its space still being given back by the cleaner */
 #define ARB_SUBVOL_DELETED (1u << 1)
+/* a receive cut short, kept for `arbor send --resume` (with DELETED: it
+ * is unlinked; the cleaner leaves it alone); rtransid: the objectid the
+ * rest of the stream starts at, ARB_RESUME_ALL_INODES when only names,
+ * deletions and times remain */
+#define ARB_SUBVOL_PARTIAL (1u << 2)
+#define ARB_RESUME_ALL_INODES (1ULL << 40)
 
 struct arb_subvol_info {
 	uint64_t id;          /* tree id: 5, or from 256 */
@@ -54,6 +60,9 @@ struct arb_subvol_info {
 	 * committed batch) */
 	uint64_t clean_nodes, clean_freed;
 	uint32_t clean_permille;
+	/* ARB_SUBVOL_PARTIAL: the offset in inode rtransid where its data
+	 * resumes */
+	uint64_t resume_off;
 };
 
 /*
