@@ -376,6 +376,12 @@ static int send_xattrs(struct sctx *c, uint64_t ino, uint64_t pino)
 	return 0;
 }
 
+static int send_write(struct sctx *c, const struct sinode *si, uint64_t off,
+		      uint64_t end);
+static int send_range_cmd(struct sctx *c, unsigned type, uint64_t obj,
+			  uint64_t off, uint64_t len);
+
+/* version 1: all of a file's data, as bytes */
 static int send_data(struct sctx *c, const struct sinode *si)
 {
 	uint64_t size = si->in.size;
@@ -383,49 +389,24 @@ static int send_data(struct sctx *c, const struct sinode *si)
 
 	for (size_t i = 0; i < si->nr_ext; i++) {
 		const struct sext *e = &si->ext[i];
-		uint64_t off = e->off, end;
+		uint64_t off = e->off;
 
 		if (e->hole)
 			continue;
 		/* preallocated space past the size stays (KEEP_SIZE) */
 		if (e->type == ARB_FILE_EXTENT_PREALLOC) {
-			end = off + e->len;
-			sw_begin(&c->w, ARB_SCMD_PREALLOC);
-			sw_u64(&c->w, si->obj);
-			sw_u64(&c->w, off);
-			sw_u64(&c->w, end - off);
-			ret = sw_end(&c->w);
+			ret = send_range_cmd(c, ARB_SCMD_PREALLOC, si->obj, off,
+					     e->len);
 			if (ret)
 				return ret;
 			continue;
 		}
 		if (off >= size)
 			continue;
-		end = e->len > size - off ? size : off + e->len;
-		while (off < end) {
-			size_t want = end - off > ARB_SEND_DATA_MAX
-					      ? ARB_SEND_DATA_MAX
-					      : (size_t)(end - off);
-			ssize_t r = arb_fs_read(c->fs, si->in.ino, c->buf, want,
-						off);
-
-			if (r < 0)
-				return fail(c, (int)r,
-					    "inode %llu: reading data at %llu",
-					    (unsigned long long)si->obj,
-					    (unsigned long long)off);
-			if (r == 0)
-				break;
-			sw_begin(&c->w, ARB_SCMD_WRITE);
-			sw_u64(&c->w, si->obj);
-			sw_u64(&c->w, off);
-			sw_bytes(&c->w, c->buf, (size_t)r);
-			ret = sw_end(&c->w);
-			if (ret)
-				return ret;
-			c->st.data += (uint64_t)r;
-			off += (uint64_t)r;
-		}
+		ret = send_write(c, si, off,
+				 e->len > size - off ? size : off + e->len);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }

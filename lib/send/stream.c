@@ -419,6 +419,7 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 				       c->data_len, (unsigned long long)c->off);
 		break;
 	case ARB_SCMD_PREALLOC:
+	case ARB_SCMD_PUNCH:
 		if (len != 24)
 			goto bad_len;
 		c->obj = get64(p);
@@ -427,7 +428,8 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 		if (c->len == 0 || c->off > ARB_MAX_FILE_SIZE ||
 		    c->len > ARB_MAX_FILE_SIZE - c->off)
 			return sr_fail(r, -EBADMSG,
-				       "preallocated range %llu+%llu out of range",
+				       "%s range %llu+%llu out of range",
+				       arb_scmd_name(type),
 				       (unsigned long long)c->off,
 				       (unsigned long long)c->len);
 		break;
@@ -517,19 +519,6 @@ static int decode(struct arb_sreader *r, unsigned type, const uint8_t *p,
 				       (unsigned long long)c->ram_bytes,
 				       c->data_len,
 				       (unsigned long long)c->ext_off);
-		break;
-	case ARB_SCMD_PUNCH:
-		if (len != 24)
-			goto bad_len;
-		c->obj = get64(p);
-		c->off = get64(p + 8);
-		c->len = get64(p + 16);
-		if (c->len == 0 || c->off > ARB_MAX_FILE_SIZE ||
-		    c->len > ARB_MAX_FILE_SIZE - c->off)
-			return sr_fail(r, -EBADMSG,
-				       "punched range %llu+%llu out of range",
-				       (unsigned long long)c->off,
-				       (unsigned long long)c->len);
 		break;
 	case ARB_SCMD_RESUME:
 		if (len != 24)
