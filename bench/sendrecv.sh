@@ -168,7 +168,7 @@ trap 'exit 130' INT TERM
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print('%.3f' % ($(now) - $1))"; }
 used_b() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print((s.f_blocks-s.f_bfree)*s.f_frsize)' "$1"; }
-mb() { python3 -c "print('%.3f' % ($1 / 1e6))"; }
+mb() { python3 -c "print('%.3f' % (($1) / 1e6))"; }
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 RAW=$OUT/raw.tsv
 printf 'run\tfs\tmetric\tvalue\n' >"$RAW"
@@ -319,8 +319,10 @@ case_plain() { # FS
 	verify "$fs" s1
 
 	# 100 small files appended to, 4 KiB in the middle of big, a shared copy
-	find "$sm/vol/include" -type f -size -16k | sort | head -n 100 |
-		while read -r f; do echo "/* changed $RUN */" >>"$f"; done
+	# (a file, not a pipe into head: with pipefail, sort's SIGPIPE would end the script)
+	find "$sm/vol/include" -type f -size -16k | sort >"$SCR/small.txt"
+	head -n 100 "$SCR/small.txt" | while read -r f; do echo "/* changed $RUN */" >>"$f"; done
+	[ "$(wc -l <"$SCR/small.txt")" -ge 100 ] || die "$CASE: fewer than 100 small files"
 	dd if=/dev/urandom of="$sm/vol/big" bs=4096 count=1 seek=$((BIGB / 8192)) \
 		conv=notrunc status=none
 	shared_copy "$fs" "$sm/vol/big" "$sm/vol/big2"
