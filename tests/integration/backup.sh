@@ -294,7 +294,8 @@ log "stopped: $(tr '\r' '\n' <"$TMP/int.err" | grep -v '^$' | tail -n 3 | tr '\n
 [ "$(backups "$MNTB/bk")" = "$before_dst" ] || fail "a stopped backup left $(backups "$MNTB/bk")"
 [ -z "$(ls -A "$MNTB/bk" | grep -v '^home\.')" ] || fail "a stopped backup left $(ls -A "$MNTB/bk")"
 # nor a partial receive (its snapshot is gone: the rest could never come)
-"$ARBOR" subvolume list "$MNTB" | grep -q " part " &&
+"$ARBOR" subvolume list "$MNTB" >"$TMP/list" || fail "subvolume list"
+grep -q " part " "$TMP/list" &&
 	fail "a stopped backup left a partial receive: $("$ARBOR" subvolume list "$MNTB")"
 run_backup "$TMP/a1" --keep 2
 [ "$(json "$TMP/a1" "j['mode']")" = incremental ] || fail "after the stop: $(cat "$TMP/a1")"
