@@ -393,7 +393,8 @@ void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr);
 /*
  * A receive cut short keeps what it built as a partial receive
  * (ARB_SUBVOL_F_PARTIAL: the stream's source uuid and generation, and
- * the objectid to resume at), committed; fs_subvol_recv_resume opens
+ * the objectid to resume at), committed (going_on: a checkpoint of a
+ * receive that goes on, so that a crash leaves it resumable); fs_subvol_recv_resume opens
  * partial id again for the rest of the stream after checking it is one
  * (-ENOENT: no such partial receive).  A resumed receive ends as any:
  * published (the flag goes), kept again, or abandoned (given to the
@@ -401,7 +402,7 @@ void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr);
  */
 int fs_subvol_recv_park(struct arb_fs *fs, struct fs_tree *tr,
 			const uint8_t uuid[16], uint64_t stransid,
-			uint64_t resume_obj, uint64_t resume_off);
+			uint64_t resume_obj, uint64_t resume_off, bool going_on);
 int fs_subvol_recv_resume(struct arb_fs *fs, uint64_t id,
 			  struct fs_tree **out, struct arb_subvol_item *si);
 int fs_subvol_recv_discard(struct arb_fs *fs, uint64_t id);

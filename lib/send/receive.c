@@ -702,9 +702,41 @@ static int resume_partial(struct rctx *c, const struct arb_scmd_dec *d)
 	return 0;
 }
 
+/* a receive commits what arrived, with where to resume, every 64 MiB
+ * of stream or 30 s (ARBOR_RECV_CHECKPOINT_BYTES overrides the size, for
+ * tests) */
+#define RECV_CHECKPOINT_BYTES (64ULL << 20)
+#define RECV_CHECKPOINT_NS (30ULL * 1000000000ULL)
+
+static uint64_t checkpoint_bytes(void)
+{
+	const char *e = getenv("ARBOR_RECV_CHECKPOINT_BYTES");
+	unsigned long long v;
+
+	if (e && sscanf(e, "%llu", &v) == 1 && v > 0)
+		return v;
+	return RECV_CHECKPOINT_BYTES;
+}
+
+/* commit what was applied, and the resume point: the start of the last
+ * command applied (applied again on a resume, which is harmless) */
+static int checkpoint(struct rctx *c)
+{
+	int ret = fs_subvol_recv_park(c->fs, c->tr, c->h.uuid, c->h.gen,
+				      c->resume_obj ? c->resume_obj
+						    : ARB_FIRST_INO,
+				      c->resume_off, true);
+
+	return ret ? sr_fail(&c->r, ret, "committing a checkpoint: %s",
+			     strerror(-ret))
+		   : 0;
+}
+
 int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 		struct arb_recv_result *res)
 {
+	uint64_t ckpt_off = 0, ckpt_ns = arb_mono_ns();
+	uint64_t ckpt_bytes = checkpoint_bytes();
 	struct rctx c = { .fs = fs, .dest = dir };
 	struct arb_scmd_dec d;
 	struct arb_stat st;
@@ -850,6 +882,18 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 			    d.type == ARB_SCMD_PREALLOC)
 				c.resume_off = d.off;
 		}
+		/* a checkpoint now and then: what arrived is committed
+		 * with where to resume, so that a crash of this daemon
+		 * leaves a partial receive instead of an orphan */
+		if (!ended && c.h.version >= 2 && c.tr &&
+		    (c.r.off - ckpt_off >= ckpt_bytes ||
+		     arb_mono_ns() - ckpt_ns >= RECV_CHECKPOINT_NS)) {
+			ret = checkpoint(&c);
+			ckpt_off = c.r.off;
+			ckpt_ns = arb_mono_ns();
+			if (ret)
+				break;
+		}
 	}
 	if (!ret) {
 		uint8_t x;
@@ -888,7 +932,7 @@ out:
 
 		memcpy(tok.uuid, c.h.uuid, 16);
 		pret = fs_subvol_recv_park(fs, c.tr, c.h.uuid, c.h.gen,
-					   tok.obj, tok.off);
+					   tok.obj, tok.off, false);
 		if (!pret) {
 			arb_resume_token_format(&tok, res->resume_token);
 			c.tr = NULL;

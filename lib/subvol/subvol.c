@@ -809,7 +809,7 @@ void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr)
 
 int fs_subvol_recv_park(struct arb_fs *fs, struct fs_tree *tr,
 			const uint8_t uuid[16], uint64_t stransid,
-			uint64_t resume_obj, uint64_t resume_off)
+			uint64_t resume_obj, uint64_t resume_off, bool going_on)
 {
 	struct arb_subvol_item si;
 	struct arb_txn *t;
@@ -840,7 +840,7 @@ int fs_subvol_recv_park(struct arb_fs *fs, struct fs_tree *tr,
 	ret = fs_op_end(fs, t, ret);
 	if (!ret)
 		ret = fs_commit(fs);
-	if (!ret)
+	if (!ret && !going_on)
 		tr->receiving = false;
 out:
 	fs_unlock(fs);

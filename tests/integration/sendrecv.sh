@@ -431,6 +431,44 @@ grep -q "part " "$TMP/list" && fail "a discarded partial receive is still listed
 st=0
 "$ARBOR" receive --discard "$tok" "$MNTB" 2>/dev/null || st=$?
 [ $st = 1 ] || fail "a second --discard of the same token: exit $st"
+# the receiving daemon killed mid-stream: its last checkpoint (every
+# 1 MiB of stream here) is a partial receive after the next mount
+log "kill -9 of the receiving daemon mid-stream, then resume"
+umount_b
+export ARBOR_RECV_CHECKPOINT_BYTES=1048576
+mount_b
+unset ARBOR_RECV_CHECKPOINT_BYTES
+mkdir "$MNTB/rs3"
+python3 - "$TMP/r3.stream" <<'PY' | "$ARBOR" receive "$MNTB/rs3" >/dev/null 2>"$TMP/err" &
+import os, sys, time
+# a slow sender: 1 MiB every 50 ms, so that the kill lands mid-stream
+with open(sys.argv[1], "rb") as f:
+    while True:
+        b = f.read(1 << 20)
+        if not b:
+            break
+        try:
+            sys.stdout.buffer.write(b)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            break
+        time.sleep(0.05)
+PY
+RCV_PID=$!
+sleep 1.2
+kill -KILL "$B_PID"
+wait "$RCV_PID" 2>/dev/null || true
+wait "$B_PID" 2>/dev/null || true
+B_PID=
+force_unmount "$MNTB"
+mount_b
+"$ARBOR" subvolume list "$MNTB" >"$TMP/list" || fail "subvolume list after the kill"
+tok=$(sed -n 's/.*(partial receive, resume token \([^)]*\)).*/\1/p' "$TMP/list" | head -n 1)
+[ -n "$tok" ] || fail "no partial receive after kill -9 of the receiver: $(cat "$TMP/list")"
+log "kept by a checkpoint: $tok"
+"$ARBOR" send --resume "$tok" "$MNT/r3" | "$ARBOR" receive --resume "$MNTB/rs3" >/dev/null ||
+	fail "resume after kill -9"
+same_tree "$MNT/r3" "$MNTB/rs3/r3"
 fs_umount
 umount_b
 # on an unmounted image

@@ -1175,6 +1175,9 @@ START_TEST(test_incremental_chain)
 	char name[32];
 	int fd;
 
+	/* checkpoints every 20 kB of stream: receives commit their
+	 * partial-receive record often, and publish clears it */
+	setenv("ARBOR_RECV_CHECKPOINT_BYTES", "20000", 1);
 	m->rnd = tu_seed("send incremental");
 	build(m, TU_SCALE(150, 1500));
 	for (int i = 0; i < steps; i++) {
@@ -1536,6 +1539,7 @@ START_TEST(test_resume)
 	uint8_t *b;
 	int fd;
 
+	setenv("ARBOR_RECV_CHECKPOINT_BYTES", "20000", 1);
 	m->rnd = r;
 	build(m, TU_SCALE(60, 300));
 	s1 = snap("s1");
