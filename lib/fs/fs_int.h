@@ -180,7 +180,18 @@ struct arb_imem {
  * the kernel may pin every inode it has seen */
 #define ARB_IMEM_MIN_BUCKETS 1024
 
+/* the digest of a read-only subvolume at a generation (lib/send/digest.c):
+ * it cannot change, so a second send of it (another destination, the
+ * rest of a cut transfer) does not read it all again */
+#define FS_DIGEST_CACHE 4
+struct fs_digest_cache {
+	uint64_t id, gen;
+	uint8_t d[32];
+};
+
 struct arb_fs {
+	struct fs_digest_cache dcache[FS_DIGEST_CACHE]; /* lock */
+	unsigned dcache_next;
 	struct arb_vol *vol;
 	struct arb_dev *dev;
 	/* the fs trees this mount has opened (inum.c), trees[0] the

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "arbor/send.h"
+#include "arbor/subvol.h"
+#include "fs_int.h"
 #include "stream_int.h"
 
 /* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
@@ -415,16 +417,55 @@ static int digest_inode(struct dwalk *w, uint64_t ino)
 	return 0;
 }
 
+/* a read-only subvolume's digest at its generation, if computed before:
+ * 0 (*gen: 0 when it is not read-only, so not to be kept) */
+static bool dcache_get(struct arb_fs *fs, uint64_t id, uint64_t *gen,
+		       uint8_t digest[ARB_DIGEST_SIZE])
+{
+	struct arb_subvol_info si;
+	bool hit = false;
+
+	*gen = 0;
+	if (arb_subvol_info_id(fs, id, &si) || !(si.flags & ARB_SUBVOL_RDONLY) ||
+	    (si.flags & ARB_SUBVOL_DELETED) || !si.gen)
+		return false;
+	*gen = si.gen;
+	fs_lock(fs);
+	for (unsigned i = 0; i < FS_DIGEST_CACHE && !hit; i++)
+		if (fs->dcache[i].id == id && fs->dcache[i].gen == si.gen) {
+			memcpy(digest, fs->dcache[i].d, ARB_DIGEST_SIZE);
+			hit = true;
+		}
+	fs_unlock(fs);
+	return hit;
+}
+
+static void dcache_put(struct arb_fs *fs, uint64_t id, uint64_t gen,
+		       const uint8_t digest[ARB_DIGEST_SIZE])
+{
+	struct fs_digest_cache *e;
+
+	fs_lock(fs);
+	e = &fs->dcache[fs->dcache_next++ % FS_DIGEST_CACHE];
+	e->id = id;
+	e->gen = gen;
+	memcpy(e->d, digest, ARB_DIGEST_SIZE);
+	fs_unlock(fs);
+}
+
 int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
 		      uint8_t digest[ARB_DIGEST_SIZE])
 {
 	struct dwalk w = { .fs = fs, .tree = id };
+	uint64_t gen;
 	bool ok;
 	int ret;
 
 	(void)arb_inum_slot(id, &ok);
 	if (!ok)
 		return -EINVAL;
+	if (dcache_get(fs, id, &gen, digest))
+		return 0;
 	w.buf = malloc(ARB_XATTR_SIZE_MAX);
 	w.list = malloc(65536);
 	if (!w.buf || !w.list) {
@@ -436,6 +477,8 @@ int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
 	ret = digest_inode(&w, arb_inum(id, ARB_ROOT_INO));
 	if (!ret)
 		arb_sha256_final(&w.sha, digest);
+	if (!ret && gen)
+		dcache_put(fs, id, gen, digest);
 out:
 	free(w.buf);
 	free(w.list);

@@ -1274,6 +1274,25 @@ START_TEST(test_dump_and_estimate)
 	ck_assert(strstr(out, "end      inodes=") != NULL);
 	free(out);
 	close(fd);
+	/* the digest of a read-only snapshot is kept per generation: made
+	 * writable, changed and read-only again, it is computed anew */
+	{
+		uint8_t d1[ARB_DIGEST_SIZE], d2[ARB_DIGEST_SIZE];
+		bool cleared;
+		struct arb_stat st2;
+
+		ck_assert_int_eq(arb_subvol_digest(sfs, sid, d1), 0);
+		ck_assert_int_eq(arb_subvol_digest(sfs, sid, d2), 0);
+		ck_assert(!memcmp(d1, d2, sizeof(d1)));
+		ck_assert_int_eq(arb_subvol_set_rdonly(sfs, arb_inum(sid, ROOT),
+						       false, &cleared), 0);
+		ck_assert_int_eq(arb_fs_mknod(sfs, arb_inum(sid, ROOT), "new",
+					      S_IFREG | 0644, 0, NULL, &st2), 0);
+		ck_assert_int_eq(arb_subvol_set_rdonly(sfs, arb_inum(sid, ROOT),
+						       true, &cleared), 0);
+		ck_assert_int_eq(arb_subvol_digest(sfs, sid, d2), 0);
+		ck_assert(memcmp(d1, d2, sizeof(d1)));
+	}
 	/* not read-only: refused */
 	ck_assert_int_eq(arb_send(sfs, ARB_INUM_FS_TREE, 0, -1,
 				  ARB_SEND_ESTIMATE, NULL, why, sizeof(why)),
