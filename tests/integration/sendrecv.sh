@@ -286,7 +286,7 @@ udata() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["data"])'
 }
 log "reflinked data: sent once, shared on the receiving side"
-BIG=$([ "$SCALE" = full ] && echo 256 || echo 48)
+BIG=$([ "$SCALE" = full ] && echo 256 || echo 24)
 BIG=$((BIG << 20))
 mkdir "$MNT/sh"
 head -c "$BIG" /dev/urandom >"$MNT/sh/big"
@@ -441,10 +441,11 @@ unset ARBOR_RECV_CHECKPOINT_BYTES
 mkdir "$MNTB/rs3"
 python3 - "$TMP/r3.stream" <<'PY' | "$ARBOR" receive "$MNTB/rs3" >/dev/null 2>"$TMP/err" &
 import os, sys, time
-# a slow sender: 1 MiB every 50 ms, so that the kill lands mid-stream
+# a slow sender: 256 KiB every 50 ms (about 5 MB/s), so that the kill
+# lands mid-stream
 with open(sys.argv[1], "rb") as f:
     while True:
-        b = f.read(1 << 20)
+        b = f.read(1 << 18)
         if not b:
             break
         try:
@@ -455,7 +456,13 @@ with open(sys.argv[1], "rb") as f:
         time.sleep(0.05)
 PY
 RCV_PID=$!
-sleep 1.2
+# kill once a checkpoint was committed (the partial shows in the list)
+for _ in $(seq 200); do
+	"$ARBOR" subvolume list "$MNTB" >"$TMP/list" 2>/dev/null || true
+	grep -q "part " "$TMP/list" && break
+	sleep 0.05
+done
+grep -q "part " "$TMP/list" || fail "no checkpoint of the running receive within 10 s"
 kill -KILL "$B_PID"
 wait "$RCV_PID" 2>/dev/null || true
 wait "$B_PID" 2>/dev/null || true
