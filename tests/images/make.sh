@@ -21,7 +21,10 @@
 # chunks, one partly overwritten, cut and cloned; a chattr +c directory),
 # or FEATURE=cleaning (a subvolume of 4,000 files deleted, the daemon
 # killed while the cleaner is dropping it one node per batch: the image
-# holds a DROP_PROGRESS item; NAME.subvols as for subvol).
+# holds a DROP_PROGRESS item; NAME.subvols as for subvol), or
+# FEATURE=partial (a read-only snapshot of the tree, its send stream cut
+# in half and received into the same image: a partial receive kept for a
+# resume, format note 2.8; NAME.subvols as for subvol).
 set -euo pipefail
 BUILD=$(realpath "$1")
 NAME=$2
@@ -135,6 +138,21 @@ cleaning)
 	"$ARBOR" subvolume list --image "$TMP/i.img" | grep -q "being cleaned" ||
 		{ echo "the cleaning was not caught: $("$ARBOR" subvolume list --image "$TMP/i.img")" >&2; exit 1; }
 	;;
+partial)
+	"$ARBOR" subvolume snapshot -r . snap >/dev/null
+	mkdir recv
+	cd /
+	umount_img
+	"$ARBOR" send --image "$TMP/i.img" /snap >"$TMP/s.stream"
+	len=$(stat -c %s "$TMP/s.stream")
+	head -c $((len / 2)) "$TMP/s.stream" >"$TMP/cut.stream"
+	if "$ARBOR" receive --image "$TMP/i.img" -f "$TMP/cut.stream" /recv 2>"$TMP/err"; then
+		echo "a cut stream was received whole" >&2
+		exit 1
+	fi
+	grep -q "arbor send --resume" "$TMP/err" ||
+		{ echo "no partial receive: $(cat "$TMP/err")" >&2; exit 1; }
+	;;
 subvol | subvol-default)
 	"$ARBOR" filesystem sync . >/dev/null
 	cd /
@@ -151,12 +169,13 @@ subvol | subvol-default)
 esac
 "$BUILD/fsck/fsck.arborfs" -n "$TMP/i.img" >/dev/null
 case "${FEATURE:-}" in
-subvol | subvol-default | cleaning)
+subvol | subvol-default | cleaning | partial)
 	# id, flags, source and path of every subvolume (the deleted one too)
 	"$ARBOR" subvolume list --json --image "$TMP/i.img" | python3 -c '
 import json, sys
 for s in json.load(sys.stdin)["subvolumes"]:
     print(s["id"], "ro" if s["readonly"] else "rw",
+          "partial" if s.get("partial_receive") else
           "deleted" if s["deleted"] else "live", s["source_id"], s["path"])
 ' >"$HERE/$NAME.subvols"
 	# and the default subvolume, when it is not the top level (a build

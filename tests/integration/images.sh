@@ -10,7 +10,8 @@
 # with subvolumes has NAME.subvols too: the id, read-only flag, state,
 # source and path of each (`arbor subvolume list --image`) and the default
 # subvolume unless it is 5 (get-default), checked as shipped; the first
-# writable mount cleans its deleted ones.
+# writable mount cleans its deleted ones (not a partial receive: it waits
+# for its resume).
 . "$(dirname "$0")/lib.sh" "$@"
 
 command -v xz >/dev/null || skip "xz missing"
@@ -22,6 +23,7 @@ subvols() {
 import json, sys
 for s in json.load(sys.stdin)["subvolumes"]:
     print(s["id"], "ro" if s["readonly"] else "rw",
+          "partial" if s.get("partial_receive") else
           "deleted" if s["deleted"] else "live", s["source_id"], s["path"])
 ' || return
 	local def
