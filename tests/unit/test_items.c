@@ -493,7 +493,10 @@ START_TEST(test_csum_root_extent_tree)
 	r.type = ARB_SUBVOL_ITEM;
 	expect_ok(&r, buf, sizeof(struct arb_subvol_item));
 	expect_newer(&r, buf, sizeof(struct arb_subvol_item) + 8);
-	arb_set_subvol_item_s_flags((struct arb_subvol_item *)buf, 2);
+	/* read-only, partial receive (format note 2.8) */
+	arb_set_subvol_item_s_flags((struct arb_subvol_item *)buf, 3);
+	expect_ok(&r, buf, sizeof(struct arb_subvol_item));
+	arb_set_subvol_item_s_flags((struct arb_subvol_item *)buf, 4);
 	expect_newer(&r, buf, sizeof(struct arb_subvol_item));
 	arb_set_subvol_item_s_flags((struct arb_subvol_item *)buf, 1);
 	arb_set_subvol_item_s_otime_ns((struct arb_subvol_item *)buf,
