@@ -55,15 +55,7 @@ mount_b() {
 
 umount_b() {
 	sync
-	local ok=0
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		if fusermount3 -u "$MNTB" 2>/dev/null; then
-			ok=1
-			break
-		fi
-		sleep 0.5
-	done
-	[ $ok = 1 ] || fail "cannot unmount $MNTB"
+	unmount_retry "$MNTB"
 	wait_pid_gone "$B_PID" 120 || fail "second daemon still running"
 	local st=0
 	wait "$B_PID" || st=$?

@@ -156,20 +156,22 @@ fs_mount() {
 
 # fs_umount: unmount (everything is committed) and wait for the daemon;
 # fails if the daemon does not exit cleanly.
+# unmount_retry DIR: fusermount3 -u, retried for up to 30 s: under load
+# (two tests at a time beside the unit suites) the test's own workers
+# may take seconds to let go of the mount; fails the test after that
+unmount_retry() {
+	local _
+	for _ in $(seq 60); do
+		fusermount3 -u "$1" 2>/dev/null && return 0
+		sleep 0.5
+	done
+	fail "cannot unmount $1 (busy?)"
+}
+
 fs_umount() {
 	[ -n "$DAEMON_PID" ] || fail "fs_umount: not mounted"
 	sync
-	local ok=0
-	# up to 30 s: under load (two tests at a time beside the unit suites)
-	# the test's own workers may take seconds to let go of the mount
-	for _ in $(seq 60); do
-		if fusermount3 -u "$MNT" 2>/dev/null; then
-			ok=1
-			break
-		fi
-		sleep 0.5
-	done
-	[ $ok = 1 ] || fail "cannot unmount $MNT (busy?)"
+	unmount_retry "$MNT"
 	wait_pid_gone "$DAEMON_PID" 120 || fail "daemon still running 120 s after unmount"
 	local st=0
 	wait "$DAEMON_PID" || st=$?

@@ -47,7 +47,7 @@ mount_b() {
 
 umount_b() {
 	sync
-	fusermount3 -u "$MNTB" || fail "cannot unmount $MNTB"
+	unmount_retry "$MNTB"
 	wait_pid_gone "$B_PID" 120 || fail "second daemon still running"
 	local st=0
 	wait "$B_PID" || st=$?
