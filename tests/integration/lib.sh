@@ -154,8 +154,6 @@ fs_mount() {
 	done
 }
 
-# fs_umount: unmount (everything is committed) and wait for the daemon;
-# fails if the daemon does not exit cleanly.
 # unmount_retry DIR: fusermount3 -u, retried for up to 30 s: under load
 # (two tests at a time beside the unit suites) the test's own workers
 # may take seconds to let go of the mount; fails the test after that
@@ -168,6 +166,8 @@ unmount_retry() {
 	fail "cannot unmount $1 (busy?)"
 }
 
+# fs_umount: unmount (everything is committed) and wait for the daemon;
+# fails if the daemon does not exit cleanly.
 fs_umount() {
 	[ -n "$DAEMON_PID" ] || fail "fs_umount: not mounted"
 	sync
