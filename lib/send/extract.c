@@ -195,6 +195,23 @@ static int x_inode(struct xctx *x, const struct arb_scmd_dec *d)
 	}
 }
 
+/* the extracted regular file obj, opened with flags (its path in p,
+ * PATH_MAX bytes): a descriptor, or a negative error already reported */
+static int open_file(struct xctx *x, uint64_t obj, int flags, char *p)
+{
+	struct xobj *o = xget(x, obj, false);
+	int fd, ret;
+
+	if (!o || !S_ISREG(o->mode))
+		return bad(x, "inode %llu is not a regular file sent before",
+			   (unsigned long long)obj);
+	ret = xpath(x, o, p, PATH_MAX);
+	if (ret)
+		return sys_fail(x, "path", -ret);
+	fd = openat(x->dirfd, p, flags | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? sys_fail(x, p, errno) : fd;
+}
+
 /* PUNCH where the host cannot punch: zeros */
 static int zero_range(struct xctx *x, int fd, const char *p, uint64_t off,
 		      uint64_t len)
@@ -225,21 +242,14 @@ static int zero_range(struct xctx *x, int fd, const char *p, uint64_t off,
 static int x_clone(struct xctx *x, int fd, const char *p,
 		   const struct arb_scmd_dec *d)
 {
-	struct xobj *so = xget(x, d->src_obj, false);
 	char sp[PATH_MAX];
 	loff_t soff = (loff_t)d->src_off, doff = (loff_t)d->off;
 	uint64_t left = d->len;
 	int sfd, ret = 0;
 
-	if (!so || !S_ISREG(so->mode))
-		return bad(x, "clone source inode %llu is not a regular file sent before",
-			   (unsigned long long)d->src_obj);
-	ret = xpath(x, so, sp, sizeof(sp));
-	if (ret)
-		return sys_fail(x, "path", -ret);
-	sfd = openat(x->dirfd, sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	sfd = open_file(x, d->src_obj, O_RDONLY, sp);
 	if (sfd < 0)
-		return sys_fail(x, sp, errno);
+		return sfd;
 	while (left && !ret) {
 		ssize_t n = copy_file_range(sfd, &soff, fd, &doff, left, 0);
 
@@ -273,19 +283,12 @@ static int x_clone(struct xctx *x, int fd, const char *p,
 
 static int x_data(struct xctx *x, const struct arb_scmd_dec *d)
 {
-	struct xobj *o = xget(x, d->obj, false);
 	char p[PATH_MAX];
 	int fd, ret = 0;
 
-	if (!o || !S_ISREG(o->mode))
-		return bad(x, "inode %llu is not a regular file sent before",
-			   (unsigned long long)d->obj);
-	ret = xpath(x, o, p, sizeof(p));
-	if (ret)
-		return sys_fail(x, "path", -ret);
-	fd = openat(x->dirfd, p, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open_file(x, d->obj, O_WRONLY, p);
 	if (fd < 0)
-		return sys_fail(x, p, errno);
+		return fd;
 	if (d->type == ARB_SCMD_WRITE) {
 		if (pwrite(fd, d->data, d->data_len, (off_t)d->off) !=
 		    (ssize_t)d->data_len)
