@@ -282,7 +282,8 @@ int cli_send(int argc, char **argv)
 	const char *token = NULL;
 	struct arb_send_stats st = { 0 };
 	struct cli_progress pg = { .what = "send" };
-	bool estimate = false, proto1 = false;
+	bool estimate = false;
+	int proto = 3;
 	uint64_t id, pid = 0;
 	int c, fd = STDOUT_FILENO, ofd, rc = 0, progress = -1, mine = -1;
 	pid_t pump = -1;
@@ -297,12 +298,13 @@ int cli_send(int argc, char **argv)
 		case 'P': progress = 1; break;
 		case 'N': progress = 0; break;
 		case 'V':
-			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
-				err("send: --proto %s: stream format versions are 1 and 2",
+			if (strcmp(optarg, "1") && strcmp(optarg, "2") &&
+			    strcmp(optarg, "3")) {
+				err("send: --proto %s: stream format versions are 1, 2 and 3",
 				    optarg);
 				return 2;
 			}
-			proto1 = !strcmp(optarg, "1");
+			proto = optarg[0] - '0';
 			break;
 		case 'R': {
 			struct arb_resume_token t;
@@ -367,7 +369,8 @@ int cli_send(int argc, char **argv)
 		}
 		ret = arb_send_resume(fs, id, pid, fd,
 				      (estimate ? ARB_SEND_ESTIMATE : 0) |
-					      (proto1 ? ARB_SEND_PROTO1 : 0),
+					      (proto == 1 ? ARB_SEND_PROTO1 : 0) |
+					      (proto == 2 ? ARB_SEND_PROTO2 : 0),
 				      token, &st, why, sizeof(why));
 		if (ret) {
 			err("send %s: %s", snap, why[0] ? why : strerror(-ret));
@@ -381,7 +384,8 @@ int cli_send(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		unsigned pflag = (proto1 ? ARB_IOC_SEND_PROTO1 : 0) |
+		unsigned pflag = (proto == 1 ? ARB_IOC_SEND_PROTO1 : 0) |
+				 (proto == 2 ? ARB_IOC_SEND_PROTO2 : 0) |
 				 (token ? ARB_IOC_SEND_RESUME : 0);
 
 		if (pg.show && pid &&
@@ -705,20 +709,24 @@ out:
 	return rc;
 }
 
-/* "arbor subvolume digest [--image IMG] PATH" (argv[0] is "digest") */
+/* "arbor subvolume digest [--portable] [--image IMG] PATH" (argv[0] is
+ * "digest") */
 int cli_digest(int argc, char **argv)
 {
 	static const struct option lo[] = { { "image", 1, 0, 'i' },
+					    { "portable", 0, 0, 'P' },
 					    { "help", 0, 0, 'h' },
 					    { 0, 0, 0, 0 } };
 	const char *image = NULL, *path;
 	uint8_t d[ARB_DIGEST_SIZE];
+	bool portable = false;
 	int c, rc = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "i:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'i': image = optarg; break;
+		case 'P': portable = true; break;
 		case 'h': fputs(ARBOR_HELP_SUBVOLUME, stdout); return 0;
 		default: fputs(ARBOR_HELP_SUBVOLUME, stderr); return 2;
 		}
@@ -737,7 +745,8 @@ int cli_digest(int argc, char **argv)
 			return 1;
 		if (image_subvol(fs, image, path, &id))
 			return close_image(image, fs, 1);
-		ret = arb_subvol_digest(fs, id, d);
+		ret = portable ? arb_subvol_digest_portable(fs, id, d)
+			       : arb_subvol_digest(fs, id, d);
 		if (ret) {
 			err("%s: %s: digest: %s", image, path,
 			    arb_reason(ret, NULL));
@@ -752,6 +761,7 @@ int cli_digest(int argc, char **argv)
 
 		memset(&io, 0, sizeof(io));
 		io.fd = -1;
+		io.flags = portable ? ARB_IOC_DIGEST_PORTABLE : 0;
 		rc = mount_request(path, ARB_IOC_DIGEST, &io, "digest");
 		if (!rc)
 			print_digest(io.digest, path);

@@ -2,7 +2,8 @@
 /*
  * sendrecv.c - send streams on a mount: ARB_IOC_SEND, ARB_IOC_RECEIVE and
  * ARB_IOC_DIGEST (<arbor/ioctl.h>) run arb_send, arb_receive and
- * arb_subvol_digest (<arbor/send.h>) in the daemon.
+ * arb_subvol_digest and arb_subvol_digest_portable (<arbor/send.h>) in the
+ * daemon.
  *
  * Transport: a FUSE ioctl carries a small fixed buffer and no
  * descriptor, so the caller names a descriptor of its own and the daemon
@@ -83,7 +84,7 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 		io->id = si.id;
 	}
 	if (io->flags & ~(ARB_IOC_SEND_ESTIMATE | ARB_IOC_SEND_PROTO1 |
-			  ARB_IOC_SEND_RESUME))
+			  ARB_IOC_SEND_PROTO2 | ARB_IOC_SEND_RESUME))
 		return -EINVAL;
 	io->name[sizeof(io->name) - 1] = 0;
 	if (!(io->flags & ARB_IOC_SEND_ESTIMATE)) {
@@ -95,6 +96,8 @@ static int do_send(fuse_req_t req, uint64_t ino, struct arb_ioc_send *io)
 		       (io->flags & ARB_IOC_SEND_ESTIMATE ? ARB_SEND_ESTIMATE
 							   : 0) |
 			       (io->flags & ARB_IOC_SEND_PROTO1 ? ARB_SEND_PROTO1
+								 : 0) |
+			       (io->flags & ARB_IOC_SEND_PROTO2 ? ARB_SEND_PROTO2
 								 : 0),
 		       io->flags & ARB_IOC_SEND_RESUME ? io->name : NULL,
 		       &st, io->error, sizeof(io->error));
@@ -205,8 +208,14 @@ bool afs_send_ioctl(fuse_req_t req, fuse_ino_t nodeid, unsigned int cmd,
 			ret = arb_subvol_info(afs->fs, ino, &si);
 			io->id = si.id;
 		}
+		if (!ret && (io->flags & ~ARB_IOC_DIGEST_PORTABLE))
+			ret = -EINVAL;
 		if (!ret)
-			ret = arb_subvol_digest(afs->fs, io->id, io->digest);
+			ret = io->flags & ARB_IOC_DIGEST_PORTABLE
+				      ? arb_subvol_digest_portable(afs->fs, io->id,
+								   io->digest)
+				      : arb_subvol_digest(afs->fs, io->id,
+							  io->digest);
 	}
 	io->result = ret;
 	if (ret && !io->error[0])

@@ -97,6 +97,7 @@ enum arb_csum_type {
 	x(EXTENT_CSUM, 128, "data checksums, keyed by disk address")           \
 	x(ROOT_ITEM, 132, "root of a tree")                                    \
 	x(SUBVOL_ITEM, 136, "subvolume: flags, times, receive record")         \
+	x(DIGEST_ITEM, 138, "subvolume: its content digest, kept")             \
 	x(DROP_PROGRESS, 140, "how far a deleted tree has been dropped")        \
 	x(ROOT_BACKREF, 144, "subvolume -> parent directory")                  \
 	x(ROOT_REF, 156, "parent subvolume -> child subvolume")                \
@@ -211,10 +212,15 @@ const char *arb_item_type_name(unsigned type);
  * as a deleted subvolume.  Set by the transaction that keeps the first
  * one, cleared by the one that publishes or gives up the last. */
 #define ARB_INCOMPAT_PARTIAL_RECEIVE (1ULL << 5)
+/* some subvolume's digest is kept (DIGEST_ITEM, below): an older reader
+ * refuses the root tree's leaf that holds one (an unknown item type).
+ * Set by the transaction that writes the first one, never cleared. */
+#define ARB_INCOMPAT_DIGEST (1ULL << 6)
 #define ARB_INCOMPAT_KNOWN                                                     \
 	(ARB_INCOMPAT_COMMIT_RECORD | ARB_INCOMPAT_XATTR_DATA |                \
 	 ARB_INCOMPAT_SUBVOL | ARB_INCOMPAT_DROP_PROGRESS |                    \
-	 ARB_INCOMPAT_COMPRESS | ARB_INCOMPAT_PARTIAL_RECEIVE)
+	 ARB_INCOMPAT_COMPRESS | ARB_INCOMPAT_PARTIAL_RECEIVE |                \
+	 ARB_INCOMPAT_DIGEST)
 /*
  * Compatible feature bit 0: some inode carries (or once carried)
  * ARB_INODE_IMMUTABLE or ARB_INODE_APPEND.  Set by the commit that first
@@ -662,6 +668,33 @@ ARB_LE(subvol_item, s_rtransid, 64)
 ARB_LE(subvol_item, s_source, 64)
 ARB_LE(subvol_item, s_last_id, 64)
 ARB_LE(subvol_item, s_default_id, 64)
+
+/* ------------------------------------------------------------------------ */
+/*
+ * DIGEST_ITEM, key (subvolume id, DIGEST_ITEM, 0) in the root tree
+ * (ARB_INCOMPAT_DIGEST).  48 bytes.  The sum of digest version 2
+ * (docs/SEND-STREAM.md, "Digest version 2"; lib/send/setdigest.c) of the
+ * subvolume's tree as it was when its root node had generation
+ * d_generation: with any other root generation the tree changed since,
+ * and the item is stale (ignored, replaced when computed again).  Written
+ * for read-only subvolumes, by send and receive and `arbor subvolume
+ * digest`; deleted with the subvolume.
+ *   0   4   digest version: 2 (another: a newer format, ignored)
+ *   4   4   reserved, 0
+ *   8   8   generation of the tree's root node the sum is of
+ *   16  32  the sum: a 256-bit little-endian number
+ */
+struct arb_digest_item {
+	uint32_t d_version;
+	uint32_t d_reserved;
+	uint64_t d_generation;
+	uint8_t d_sum[32];
+} ARB_PACKED;
+ARB_CHECK_SIZE(digest_item, 48);
+ARB_CHECK_OFF(digest_item, d_sum, 16);
+ARB_LE(digest_item, d_version, 32)
+ARB_LE(digest_item, d_reserved, 32)
+ARB_LE(digest_item, d_generation, 64)
 
 /* ------------------------------------------------------------------------ */
 /*

@@ -990,6 +990,22 @@ static int check_subvol(struct arb_fs *fs, uint64_t id, FILE *out,
 	int ret, n, m;
 
 	*live = false;
+	{
+		/* a kept digest: well formed, announced by its feature bit */
+		struct arb_digest_item di;
+
+		k = (struct arb_key){ id, ARB_DIGEST_ITEM, 0 };
+		ret = arb_lookup_item(troot, &k, &di, sizeof(di));
+		if (ret >= 0 && arb_item_validate(&k, (const uint8_t *)&di,
+						  (uint32_t)ret, &why) < 0)
+			sv_problem(out, errors, res, id, "DIGEST_ITEM: %s", why);
+		else if (ret >= 0 && !(arb_super_s_incompat(&fs->vol->super) &
+				       ARB_INCOMPAT_DIGEST))
+			sv_problem(out, errors, res, id,
+				   "a kept digest, but the image does not say it holds one (incompat bit 6)");
+		else if (ret < 0 && ret != -ENOENT)
+			return ret;
+	}
 	k = (struct arb_key){ id, ARB_SUBVOL_ITEM, 0 };
 	ret = arb_lookup_item(troot, &k, &si, sizeof(si));
 	if (ret >= 0 && arb_item_validate(&k, (const uint8_t *)&si,

@@ -125,6 +125,7 @@ typedef void (*arb_item_print_fn)(FILE *out, const struct arb_key *k,
 #define ARB_ITEM_OPS_EXTENT_CSUM arb_csum_item_validate, arb_csum_item_print
 #define ARB_ITEM_OPS_ROOT_ITEM arb_root_item_validate, arb_root_item_print
 #define ARB_ITEM_OPS_SUBVOL_ITEM arb_subvol_item_validate, arb_subvol_item_print
+#define ARB_ITEM_OPS_DIGEST_ITEM arb_digest_item_validate, arb_digest_item_print
 #define ARB_ITEM_OPS_DROP_PROGRESS arb_drop_progress_validate, arb_drop_progress_print
 #define ARB_ITEM_OPS_ROOT_BACKREF arb_root_ref_validate, arb_root_ref_print
 #define ARB_ITEM_OPS_ROOT_REF arb_root_ref_validate, arb_root_ref_print
@@ -159,6 +160,8 @@ ARB_ITEM_FN(arb_root_ref);
 ARB_ITEM_PRINT_FN(arb_root_ref);
 ARB_ITEM_FN(arb_subvol_item);
 ARB_ITEM_PRINT_FN(arb_subvol_item);
+ARB_ITEM_FN(arb_digest_item);
+ARB_ITEM_PRINT_FN(arb_digest_item);
 ARB_ITEM_FN(arb_drop_progress);
 ARB_ITEM_PRINT_FN(arb_drop_progress);
 ARB_ITEM_FN(arb_extent_item);

@@ -2,7 +2,7 @@
 /*
  * root.c - the root tree's items: ROOT_ITEM, key (tree id, ROOT_ITEM, 0):
  * struct arb_root_item; ROOT_REF and ROOT_BACKREF (subvolume links);
- * SUBVOL_ITEM (docs/FORMAT.md, "Subvolumes"); DROP_PROGRESS.
+ * SUBVOL_ITEM (docs/FORMAT.md, "Subvolumes"); DIGEST_ITEM; DROP_PROGRESS.
  *
  * ROOT_ITEM: exactly sizeof(struct arb_root_item) bytes.  Any other size
  * is ARB_ITEM_NEWER, not corruption: a newer arborfs that grew the struct
@@ -154,6 +154,40 @@ ARB_ITEM_PRINT_FN(arb_subvol_item)
 			arb_subvol_item_s_stransid(si),
 			arb_subvol_item_s_rtransid(si));
 	print_uuid(out, "received", si->s_received_uuid);
+	fputc('\n', out);
+}
+
+/* DIGEST_ITEM: exactly 48 bytes, of a subvolume, offset 0 */
+ARB_ITEM_FN(arb_digest_item)
+{
+	const struct arb_digest_item *di = (const struct arb_digest_item *)d;
+
+	if (size != sizeof(*di) || arb_digest_item_d_reserved(di))
+		return arb_item_why(why, ARB_ITEM_NEWER,
+				    "DIGEST_ITEM of %" PRIu64
+				    " has %u bytes (this arborfs knows %zu) or reserved bits set",
+				    k->objectid, size, sizeof(*di));
+	if ((k->objectid != ARB_FS_TREE_ID &&
+	     k->objectid < ARB_FIRST_SUBVOL_ID) ||
+	    k->offset != 0)
+		return arb_item_why(why, -EUCLEAN,
+				    "DIGEST_ITEM of tree %" PRIu64
+				    " offset %" PRIu64,
+				    k->objectid, k->offset);
+	return 0;
+}
+
+ARB_ITEM_PRINT_FN(arb_digest_item)
+{
+	const struct arb_digest_item *di = (const struct arb_digest_item *)d;
+
+	(void)k;
+	(void)size;
+	fprintf(out, " version %u generation %" PRIu64 " sum ",
+		arb_digest_item_d_version(di),
+		arb_digest_item_d_generation(di));
+	for (int i = 31; i >= 0; i--)
+		fprintf(out, "%02x", di->d_sum[i]);
 	fputc('\n', out);
 }
 

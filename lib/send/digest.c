@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * digest.c - arb_subvol_digest: a SHA-256 over the logical content of a
+ * digest.c - arb_subvol_digest_portable (digest version 1): a SHA-256
+ * over the logical content of a
  * subvolume, independent of objectids and of how the tree was made, so a
  * received subvolume, its source, or a tree copied another way can be
  * compared (arbor/send.h says what is in it, docs/SEND-STREAM.md the
@@ -453,8 +454,8 @@ static void dcache_put(struct arb_fs *fs, uint64_t id, uint64_t gen,
 	fs_unlock(fs);
 }
 
-int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
-		      uint8_t digest[ARB_DIGEST_SIZE])
+int arb_subvol_digest_portable(struct arb_fs *fs, uint64_t id,
+			       uint8_t digest[ARB_DIGEST_SIZE])
 {
 	struct dwalk w = { .fs = fs, .tree = id };
 	uint64_t gen;

@@ -740,7 +740,8 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 	struct rctx c = { .fs = fs, .dest = dir };
 	struct arb_scmd_dec d;
 	struct arb_stat st;
-	uint8_t digest[ARB_DIGEST_SIZE];
+	uint8_t digest[ARB_DIGEST_SIZE], sum[32];
+	uint64_t sum_gen = 0;
 	char a[65], b[65];
 	bool ended = false;
 	int ret;
@@ -849,8 +850,16 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 			break;
 		case ARB_SCMD_END:
 			ret = check_end(&c);
-			if (!ret)
-				ret = arb_subvol_digest(fs, c.tr->id, digest);
+			if (!ret && c.h.version < 3) {
+				ret = arb_subvol_digest_portable(fs, c.tr->id,
+								 digest);
+			} else if (!ret) {
+				/* from the parent's sum: what differs */
+				ret = fs_digest_sum(fs, c.tr->id, c.parent_id, 0,
+						    sum, &sum_gen, NULL);
+				if (!ret)
+					fs_digest_final(sum, digest);
+			}
 			if (!ret && memcmp(digest, d.digest, sizeof(digest))) {
 				arb_digest_hex(d.digest, a);
 				arb_digest_hex(digest, b);
@@ -914,6 +923,10 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 				 c.name, strerror(-ret));
 	}
 	if (!ret) {
+		/* read-only now: its sum is kept for the next incremental
+		 * (an optimization: not having it costs a walk later) */
+		if (c.h.version >= 3 && fs_digest_keep(fs, c.tr->id, sum_gen, sum))
+			arb_log(ARB_LOG_INFO, "the received subvolume's digest is not kept");
 		res->id = c.tr->id;
 		memcpy(res->digest, digest, sizeof(digest));
 		snprintf(res->name, sizeof(res->name), "%s", c.name);

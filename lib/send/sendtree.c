@@ -1060,11 +1060,20 @@ static int send_one_cmds(struct sctx *c, struct sinode *s, struct sinode *p)
 
 static int send_one(struct sctx *c, struct sinode *s, struct sinode *p)
 {
-	uint64_t obj = s->present ? s->obj : p->obj;
-	uint64_t bytes, commands, inodes;
+	uint64_t obj, bytes, commands, inodes;
 	struct arb_send_stats st;
 	bool est = c->w.estimate;
 	int ret;
+
+	/* an inode unlinked but still open when the snapshot was taken
+	 * (its orphan item came along) is not part of it */
+	if (s->present && s->in.nlink == 0)
+		s->present = false;
+	if (p->present && p->in.nlink == 0)
+		p->present = false;
+	if (!s->present && !p->present)
+		return 0;
+	obj = s->present ? s->obj : p->obj;
 
 	if (!c->resume_obj || obj >= c->resume_obj)
 		return send_one_cmds(c, s, p);
@@ -1474,9 +1483,11 @@ int arb_send_resume(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 	if (why && why_len)
 		why[0] = 0;
 	if (flags & ~(ARB_SEND_ESTIMATE | ARB_SEND_FULL_COMPARE |
-		      ARB_SEND_PROTO1))
+		      ARB_SEND_PROTO1 | ARB_SEND_PROTO2))
 		return -EINVAL;
-	c.version = flags & ARB_SEND_PROTO1 ? 1 : ARB_SEND_VERSION;
+	c.version = flags & ARB_SEND_PROTO1   ? 1
+		    : flags & ARB_SEND_PROTO2 ? 2
+					      : ARB_SEND_VERSION;
 	ret = check_rdonly(&c, id, &si, "source");
 	if (!ret && parent)
 		ret = check_rdonly(&c, parent, &pi, "parent");
@@ -1493,7 +1504,7 @@ int arb_send_resume(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 				   si.name);
 		else if (flags & ARB_SEND_PROTO1)
 			ret = fail(&c, -EINVAL,
-				   "a resumed stream needs stream version 2");
+				   "a resumed stream needs stream version 2 or later");
 		c.resume_obj = tok.obj;
 		c.resume_off = tok.off;
 		c.resume_id = tok.id;
@@ -1568,10 +1579,20 @@ int arb_send_resume(struct arb_fs *fs, uint64_t id, uint64_t parent, int fd,
 		ret = sw_end(&c.w);
 	}
 	if (!ret) {
-		if (flags & ARB_SEND_ESTIMATE)
+		uint8_t sum[32];
+		uint64_t gen;
+
+		if (flags & ARB_SEND_ESTIMATE) {
 			memset(digest, 0, sizeof(digest));
-		else
-			ret = arb_subvol_digest(fs, id, digest);
+		} else if (c.version < 3) {
+			ret = arb_subvol_digest_portable(fs, id, digest);
+		} else {
+			/* from the parent's sum: what differs is walked */
+			ret = fs_digest_sum(fs, id, parent, FS_DIGEST_KEEP, sum,
+					    &gen, NULL);
+			if (!ret)
+				fs_digest_final(sum, digest);
+		}
 	}
 	if (!ret) {
 		sw_begin(&c.w, ARB_SCMD_END);

@@ -6,14 +6,15 @@
  *   stream.c    encoding, reading with validation, the printer (--dump)
  *   sendtree.c  arb_send: walks a read-only subvolume (and its parent)
  *   receive.c   arb_receive: builds a hidden subvolume, publishes it
- *   digest.c    arb_subvol_digest, SHA-256
+ *   digest.c    arb_subvol_digest_portable (digest version 1), SHA-256
+ *   setdigest.c arb_subvol_digest (digest version 2), kept sums
  *
  * Stream layout: a 68-byte header, then commands, each a 12-byte command
  * header and a payload.  Everything little-endian.
  *
  * Header:
  *   0   8   magic "ARBSEND\0"
- *   8   4   format version (1 or 2; ARB_SEND_VERSION is what we write)
+ *   8   4   format version (1 to 3; ARB_SEND_VERSION is what we write)
  *   12  4   flags: ARB_SEND_F_INCREMENTAL
  *   16  16  source subvolume UUID
  *   32  8   source generation (the subvolume's last change)
@@ -37,7 +38,7 @@
 #include "arbor/send.h"
 
 #define ARB_SEND_MAGIC "ARBSEND"
-#define ARB_SEND_VERSION 2
+#define ARB_SEND_VERSION 3
 #define ARB_SEND_HDR_SIZE 68
 #define ARB_SEND_CMD_HDR 12
 /* the largest payload: a WRITE of ARB_SEND_DATA_MAX, or an xattr
@@ -158,5 +159,33 @@ struct arb_sha256 {
 void arb_sha256_init(struct arb_sha256 *s);
 void arb_sha256_update(struct arb_sha256 *s, const void *p, size_t n);
 void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32]);
+
+/* ---- setdigest.c ---- */
+struct arb_digest_stats {
+	uint64_t elements; /* elements added or taken away */
+	uint64_t nodes;    /* tree nodes visited by the walk of two trees */
+	bool full;         /* some tree was walked whole */
+	bool kept;         /* the kept sum was used as it was */
+};
+/* fs_digest_sum flags: do not use kept sums (compute from the tree);
+ * keep the result when id is read-only */
+#define FS_DIGEST_FRESH (1u << 0)
+#define FS_DIGEST_KEEP (1u << 1)
+/*
+ * The sum of digest version 2 of subvolume id, and the generation of its
+ * root node it is of (0: the tree changed during the walk): its kept sum
+ * if that is current, else from base's (kept, or computed and kept when
+ * base is read-only) and a walk of what differs between the two trees
+ * (base 0: none, a walk of the whole tree).  Commits first.
+ */
+int fs_digest_sum(struct arb_fs *fs, uint64_t id, uint64_t base,
+		  unsigned flags, uint8_t sum[32], uint64_t *gen,
+		  struct arb_digest_stats *st);
+/* the digest of a sum */
+void fs_digest_final(const uint8_t sum[32], uint8_t digest[ARB_DIGEST_SIZE]);
+/* keep the sum of subvolume id, of its root node at gen (its own
+ * transaction; nothing for gen 0 or a read-only mount) */
+int fs_digest_keep(struct arb_fs *fs, uint64_t id, uint64_t gen,
+		   const uint8_t sum[32]);
 
 #endif

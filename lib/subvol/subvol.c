@@ -564,6 +564,9 @@ int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 		ret = fs_item_exists(fs->vol->tree_root, &k)
 			      ? arb_del_item(t, fs->vol->tree_root, &k)
 			      : 0;
+	k = (struct arb_key){ id, ARB_DIGEST_ITEM, 0 };
+	if (!ret && fs_item_exists(fs->vol->tree_root, &k))
+		ret = arb_del_item(t, fs->vol->tree_root, &k);
 	k = (struct arb_key){ ARB_ORPHAN_OBJECTID, ARB_ORPHAN_ITEM, id };
 	if (!ret)
 		ret = arb_del_item(t, fs->vol->tree_root, &k);

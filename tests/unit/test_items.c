@@ -502,6 +502,19 @@ START_TEST(test_csum_root_extent_tree)
 	arb_set_subvol_item_s_otime_ns((struct arb_subvol_item *)buf,
 				       1000000000u);
 	expect_bad(&r, buf, sizeof(struct arb_subvol_item), "nanoseconds");
+	/* DIGEST_ITEM: 48 bytes, offset 0, no reserved bits */
+	r.offset = 0;
+	memset(buf, 0, sizeof(buf));
+	r.type = ARB_DIGEST_ITEM;
+	arb_set_digest_item_d_version((struct arb_digest_item *)buf, 2);
+	expect_ok(&r, buf, sizeof(struct arb_digest_item));
+	expect_newer(&r, buf, sizeof(struct arb_digest_item) + 8);
+	arb_set_digest_item_d_reserved((struct arb_digest_item *)buf, 1);
+	expect_newer(&r, buf, sizeof(struct arb_digest_item));
+	arb_set_digest_item_d_reserved((struct arb_digest_item *)buf, 0);
+	r.offset = 1;
+	expect_bad(&r, buf, sizeof(struct arb_digest_item), "offset");
+	r.offset = 0;
 	memset(buf, 0, sizeof(buf));
 	r.type = ARB_DEV_STATS;
 	expect_newer(&r, buf, 20);

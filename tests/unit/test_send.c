@@ -457,6 +457,27 @@ static void compare(uint64_t sid, uint64_t did)
 	ck_assert_int_eq(arb_subvol_digest(sfs, sid, da), 0);
 	ck_assert_int_eq(arb_subvol_digest(dfs, did, db), 0);
 	ck_assert(!memcmp(da, db, sizeof(da)));
+	/* and version 1, which reads every byte and ignores objectids */
+	ck_assert_int_eq(arb_subvol_digest_portable(sfs, sid, da), 0);
+	ck_assert_int_eq(arb_subvol_digest_portable(dfs, did, db), 0);
+	ck_assert(!memcmp(da, db, sizeof(da)));
+}
+
+/* the digest of id from its kept sum (or from base's and what differs)
+ * is the one computed from the whole tree */
+static void digest_agrees(struct arb_fs *fs, uint64_t id, uint64_t base,
+			  struct arb_digest_stats *st)
+{
+	uint8_t sum[32], d1[ARB_DIGEST_SIZE], d2[ARB_DIGEST_SIZE];
+	uint64_t gen;
+
+	ck_assert_int_eq(fs_digest_sum(fs, id, base, FS_DIGEST_KEEP, sum, &gen,
+				       st), 0);
+	fs_digest_final(sum, d1);
+	ck_assert_int_eq(arb_subvol_digest(fs, id, d2), 0);
+	ck_assert_msg(!memcmp(d1, d2, sizeof(d1)),
+		      "digest of %llu from %llu differs from the whole tree's",
+		      (unsigned long long)id, (unsigned long long)base);
 }
 
 /* ---- streams -------------------------------------------------------------- */
@@ -498,6 +519,17 @@ static uint64_t recv_fd(int fd)
 	int ret = arb_receive(dfs, ROOT, fd, 0, &res);
 
 	ck_assert_msg(ret == 0, "receive: %d %s", ret, res.error);
+	{
+		/* what the receive computed from the parent's sum and what
+		 * differs is what the whole tree gives (version 1 streams:
+		 * the portable digest) */
+		uint8_t d[ARB_DIGEST_SIZE], p[ARB_DIGEST_SIZE];
+
+		ck_assert_int_eq(arb_subvol_digest(dfs, res.id, d), 0);
+		ck_assert_int_eq(arb_subvol_digest_portable(dfs, res.id, p), 0);
+		ck_assert(!memcmp(d, res.digest, sizeof(d)) ||
+			  !memcmp(p, res.digest, sizeof(p)));
+	}
 	return res.id;
 }
 
@@ -1207,13 +1239,29 @@ START_TEST(test_incremental_chain)
 			ck_assert_uint_eq(cmp.inodes, inc.inodes);
 			ck_assert_uint_gt(inc.nodes_read, 0);
 		}
+		/* the send kept the snapshot's sum, the receive the copy's:
+		 * both still the whole tree's */
+		{
+			struct arb_digest_stats ds;
+
+			digest_agrees(sfs, sid, 0, &ds);
+			ck_assert(ds.kept);
+			digest_agrees(dfs, did, 0, &ds);
+			ck_assert(ds.kept);
+		}
 		prev_s = sid;
 		prev_d = did;
 		change(m, TU_SCALE(20, 60));
 	}
-	(void)prev_d;
 	reopen_dst();
 	compare(prev_s, prev_d);
+	{
+		/* kept across a remount */
+		struct arb_digest_stats ds;
+
+		digest_agrees(dfs, prev_d, 0, &ds);
+		ck_assert(ds.kept);
+	}
 	free(m);
 }
 END_TEST
@@ -1367,6 +1415,8 @@ START_TEST(test_shares_and_ranges)
 					  2 * MiB, 64 * 1024), 0);
 	write_at(c.ino, sz + 4 * MiB, 100, &r);
 	s2 = snap("s2");
+	digest_agrees(sfs, s1, 0, NULL);
+	digest_agrees(sfs, s2, s1, NULL);
 	before = data_used(dfs);
 	fd = send_fd(s2, s1, &st);
 	d2 = recv_fd(fd);
@@ -1715,6 +1765,151 @@ START_TEST(test_incremental_cost)
 	/* the 10 files and their directories */
 	ck_assert_uint_le(inc.inodes, 20);
 	ck_assert_uint_le(inc.nodes_read, 300);
+	{
+		/* the digest of s2 from s1's: what differs, not the tree */
+		struct arb_digest_stats ds;
+
+		digest_agrees(sfs, s1, 0, &ds);
+		ck_assert(ds.full);
+		digest_agrees(sfs, s2, s1, &ds);
+		ck_assert(!ds.full && !ds.kept);
+		printf("digest of s2 from s1's: %llu elements, %llu tree nodes\n",
+		       (unsigned long long)ds.elements,
+		       (unsigned long long)ds.nodes);
+		/* the 10 files (inode, block) and their directories */
+		ck_assert_uint_le(ds.elements, 80);
+		ck_assert_uint_le(ds.nodes, 300);
+	}
+}
+END_TEST
+
+/*
+ * Digest version 2 sees every kind of change it covers, and computed
+ * from the last snapshot's sum it agrees with the whole tree's each time.
+ * An unlinked inode still open when a snapshot is taken is not part of
+ * it (receive never makes one).
+ */
+START_TEST(test_digest_v2)
+{
+	uint8_t prev[ARB_DIGEST_SIZE], d[ARB_DIGEST_SIZE];
+	struct arb_stat f, g, dir;
+	uint64_t base = 0, id, rd = 0;
+	char name[32];
+	int step = 0;
+	uint8_t blk[8192];
+
+	memset(blk, 'a', sizeof(blk));
+	ck_assert_int_eq(arb_fs_mkdir(sfs, ROOT, "d", 0755, NULL, &dir), 0);
+	ck_assert_int_eq(arb_fs_mknod(sfs, dir.ino, "f", S_IFREG | 0644, 0,
+				      NULL, &f), 0);
+	ck_assert_int_eq(arb_fs_write(sfs, f.ino, blk, sizeof(blk), 0),
+			 (ssize_t)sizeof(blk));
+	ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "g", S_IFREG | 0600, 0, NULL,
+				      &g), 0);
+	ck_assert_int_eq(arb_fs_write(sfs, g.ino, "small", 5, 0), 5);
+	memset(prev, 0, sizeof(prev));
+	for (;; step++) {
+		struct timespec ts[2] = { { 1, 0 }, { 1000, (long)step } };
+		struct arb_setattr sa = { 0 };
+		unsigned valid = 0;
+		int fd;
+
+		switch (step) {
+		case 0: break;
+		case 1: /* one byte of data */
+			ck_assert_int_eq(arb_fs_write(sfs, f.ino, "b", 1, 4100), 1);
+			break;
+		case 2: /* mode */
+			valid = ARB_SET_MODE;
+			sa.mode = 0640;
+			ck_assert_int_eq(arb_fs_setattr(sfs, f.ino, &sa, valid, NULL, NULL), 0);
+			break;
+		case 3: /* owner */
+			valid = ARB_SET_UID;
+			sa.uid = 1000;
+			ck_assert_int_eq(arb_fs_setattr(sfs, g.ino, &sa, valid, NULL, NULL), 0);
+			break;
+		case 4: /* mtime, to the nanosecond */
+			valid = ARB_SET_MTIME;
+			sa.mtime = ts[1];
+			ck_assert_int_eq(arb_fs_setattr(sfs, g.ino, &sa, valid, NULL, NULL), 0);
+			break;
+		case 5: /* an xattr, then its value */
+			ck_assert_int_eq(arb_fs_setxattr(sfs, f.ino, "user.a", "1",
+							 1, 0), 0);
+			break;
+		case 6:
+			ck_assert_int_eq(arb_fs_setxattr(sfs, f.ino, "user.a", "2",
+							 1, 0), 0);
+			break;
+		case 7: /* a hole where zeros were written */
+			memset(blk, 0, sizeof(blk));
+			ck_assert_int_eq(arb_fs_write(sfs, f.ino, blk, 4096, 0),
+					 4096);
+			break;
+		case 8:
+			ck_assert_int_eq(arb_fs_fallocate(sfs, f.ino,
+							  FALLOC_FL_PUNCH_HOLE |
+								  FALLOC_FL_KEEP_SIZE,
+							  0, 4096), 0);
+			break;
+		case 9: /* preallocated past the end */
+			ck_assert_int_eq(arb_fs_fallocate(sfs, f.ino,
+							  FALLOC_FL_KEEP_SIZE,
+							  8192, 8192), 0);
+			break;
+		case 10: /* a rename, then a second name */
+			ck_assert_int_eq(arb_fs_rename(sfs, dir.ino, "f", ROOT,
+						       "f2", 0), 0);
+			break;
+		case 11:
+			ck_assert_int_eq(arb_fs_link(sfs, g.ino, dir.ino, "g2",
+						     NULL), 0);
+			break;
+		case 12: /* the size, with the same blocks */
+			valid = ARB_SET_SIZE;
+			sa.size = 4099;
+			ck_assert_int_eq(arb_fs_setattr(sfs, g.ino, &sa, valid, NULL, NULL), 0);
+			valid = ARB_SET_MTIME;
+			sa.mtime = ts[0];
+			ck_assert_int_eq(arb_fs_setattr(sfs, ROOT, &sa, valid, NULL, NULL), 0);
+			break;
+		case 13: /* an inode unlinked but open: not in the digest */
+			ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, "gone",
+						      S_IFREG | 0644, 0, NULL,
+						      &g), 0);
+			ck_assert_int_eq(arb_fs_write(sfs, g.ino, blk, 100, 0),
+					 100);
+			ck_assert_int_eq(arb_fs_open_inode(sfs, g.ino), 0);
+			ck_assert_int_eq(arb_fs_unlink(sfs, ROOT, "gone"), 0);
+			/* the directory as it was */
+			valid = ARB_SET_MTIME;
+			sa.mtime = ts[0];
+			ck_assert_int_eq(arb_fs_setattr(sfs, ROOT, &sa, valid, NULL, NULL), 0);
+			break;
+		default:
+			goto done;
+		}
+		snprintf(name, sizeof(name), "v%d", step);
+		id = snap(name);
+		digest_agrees(sfs, id, base, NULL);
+		ck_assert_int_eq(arb_subvol_digest(sfs, id, d), 0);
+		if (step == 13)
+			ck_assert_msg(!memcmp(d, prev, sizeof(d)),
+				      "an open unlinked inode changed the digest");
+		else
+			ck_assert_msg(memcmp(d, prev, sizeof(d)),
+				      "step %d did not change the digest", step);
+		memcpy(prev, d, sizeof(d));
+		/* and its copy on the other side agrees */
+		fd = send_fd(id, base, NULL);
+		rd = recv_fd(fd);
+		close(fd);
+		compare(id, rd);
+		base = id;
+	}
+done:
+	ck_assert_int_eq(arb_fs_release_inode(sfs, g.ino), 0);
 }
 END_TEST
 
@@ -1734,6 +1929,7 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_shares_and_ranges);
 	tcase_add_test(tc, test_compressed);
 	tcase_add_test(tc, test_resume);
+	tcase_add_test(tc, test_digest_v2);
 	suite_add_tcase(s, tc);
 	/* a case of its own: CK_RUN_CASE=cost ARBOR_TEST_SCALE=full */
 	tc = tcase_create("cost");

@@ -943,6 +943,10 @@ struct arb_ioc_send {
 /* RECEIVE: no stream; give up the partial receive whose resume token is
  * in name (arb_receive_discard) */
 #define ARB_IOC_RECV_DISCARD (1u << 3)
+/* SEND: stream format version 2 (ARB_SEND_PROTO2) */
+#define ARB_IOC_SEND_PROTO2 (1u << 4)
+/* DIGEST: digest version 1 (arb_subvol_digest_portable) */
+#define ARB_IOC_DIGEST_PORTABLE (1u << 5)
 
 #define ARB_IOC_GET_GENERATION _IOR(ARB_IOC_MAGIC, 1, struct arb_ioc_generation)
 #define ARB_IOC_SYNC _IOWR(ARB_IOC_MAGIC, 2, struct arb_ioc_sync)

@@ -28,19 +28,34 @@ extern "C" {
 #define ARB_DIGEST_SIZE 32
 
 /*
- * The digest of subvolume id's content: every inode reachable from its
- * root, directories' entries in byte order of their names; for each name
- * its inode's type, permission bits, owner, group, mtime (to the
- * nanosecond), device number, size, xattrs (sorted by name), symlink
- * target, the data with its holes (SEEK_DATA/SEEK_HOLE ranges and their
- * bytes), and for a second name of an inode only which earlier name it
- * shares the inode with.  Objectids, atime, ctime, birth time, nlink,
- * directory sizes and file attributes (chattr) are left out: a receive
- * cannot set ctime, and the rest depends on how the tree was made, not
- * on what it holds.  Nested subvolume links are left out too.
+ * The digest of subvolume id's content (digest version 2, the one send
+ * streams of version 3 end with; docs/SEND-STREAM.md says exactly what
+ * goes in): for every inode with a link, by its objectid, its type,
+ * permission bits, owner, group, mtime (to the nanosecond), device
+ * number and size; each of its names (parent directory and name); its
+ * xattrs; and its data by 4 KiB block: where the holes and preallocated
+ * blocks are, and the crc32c of every block of data.  atime, ctime,
+ * birth time, nlink, directory sizes and file attributes (chattr) are
+ * left out, and so are nested subvolume links.  Receive keeps objectids,
+ * so a received subvolume has its source's digest.  Computed anew from
+ * the tree, without the kept sum (that is kept, for the incremental
+ * sends to come, when id is read-only).
  */
 int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
 		      uint8_t digest[ARB_DIGEST_SIZE]);
+/*
+ * The digest version 1 of subvolume id (the one streams of versions 1
+ * and 2 end with): every inode reachable from its root, directories'
+ * entries in byte order of their names; for each name its inode's type,
+ * permission bits, owner, group, mtime, device number, size, xattrs
+ * (sorted by name), symlink target, the data with its holes
+ * (SEEK_DATA/SEEK_HOLE ranges and their bytes), and for a second name of
+ * an inode only which earlier name it shares the inode with.  It is
+ * independent of objectids (two trees copied file by file agree) and a
+ * SHA-256 of every byte of data, so it reads all of them.
+ */
+int arb_subvol_digest_portable(struct arb_fs *fs, uint64_t id,
+			       uint8_t digest[ARB_DIGEST_SIZE]);
 /* digest as 64 lowercase hex digits and a NUL */
 void arb_digest_hex(const uint8_t digest[ARB_DIGEST_SIZE], char out[65]);
 
@@ -67,6 +82,10 @@ struct arb_send_stats {
 /* write stream format version 1 (for an older receiver): a changed file
  * goes whole, as bytes; no clones, no compressed extents, no punches */
 #define ARB_SEND_PROTO1 (1u << 2)
+/* write stream format version 2 (for a receiver that predates version 3):
+ * it ends with digest version 1, which reads the whole snapshot at both
+ * ends */
+#define ARB_SEND_PROTO2 (1u << 3)
 
 /*
  * Write a stream of read-only subvolume id to fd: full when parent is 0,
