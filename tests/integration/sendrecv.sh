@@ -74,6 +74,9 @@ same_tree() {
 	a=$(digest "$1")
 	b=$(digest "$2")
 	[ -n "$a" ] && [ "$a" = "$b" ] || fail "digest of $2 ($b) is not that of $1 ($a)"
+	a=$("$ARBOR" subvolume digest --portable "$1" | cut -d' ' -f1)
+	b=$("$ARBOR" subvolume digest --portable "$2" | cut -d' ' -f1)
+	[ -n "$a" ] && [ "$a" = "$b" ] || fail "portable digest of $2 ($b) is not that of $1 ($a)"
 }
 
 fs_mkfs
@@ -335,9 +338,16 @@ head -1 "$TMP/dump" | grep -q "version 1" || fail "--proto 1 wrote no version 1 
 "$ARBOR" subvolume delete "$MNTB/r2" >/dev/null || fail "delete r2 on B"
 "$ARBOR" receive -f "$TMP/v1.stream" "$MNTB" >/dev/null || fail "receive a version 1 stream"
 same_tree "$MNT/r2" "$MNTB/r2"
+# version 2 (ends with the portable digest), for a receiver before 3
+"$ARBOR" send --proto 2 -p "$MNT/r1" "$MNT/r2" >"$TMP/v2.stream" || fail "send --proto 2"
+"$ARBOR" receive --dump -f "$TMP/v2.stream" >"$TMP/dump" || fail "receive --dump of a version 2 stream"
+head -1 "$TMP/dump" | grep -q "version 2" || fail "--proto 2 wrote no version 2 stream"
+"$ARBOR" subvolume delete "$MNTB/r2" >/dev/null || fail "delete r2 on B"
+"$ARBOR" receive -f "$TMP/v2.stream" "$MNTB" >/dev/null || fail "receive a version 2 stream"
+same_tree "$MNT/r2" "$MNTB/r2"
 st=0
-"$ARBOR" send --proto 3 "$MNT/r2" >/dev/null 2>"$TMP/err" || st=$?
-[ $st = 2 ] && grep -q "proto" "$TMP/err" || fail "send --proto 3: exit $st"
+"$ARBOR" send --proto 4 "$MNT/r2" >/dev/null 2>"$TMP/err" || st=$?
+[ $st = 2 ] && grep -q "proto" "$TMP/err" || fail "send --proto 4: exit $st"
 # the extract of a full stream with clones: plain files, same bytes
 "$ARBOR" send -f "$TMP/r2.stream" "$MNT/r2" || fail "send -f r2"
 "$ARBOR" receive --dump -f "$TMP/r2.stream" >"$TMP/dump" || fail "receive --dump r2"
