@@ -24,7 +24,9 @@
 # holds a DROP_PROGRESS item; NAME.subvols as for subvol), or
 # FEATURE=partial (a read-only snapshot of the tree, its send stream cut
 # in half and received into the same image: a partial receive kept for a
-# resume, format note 2.8; NAME.subvols as for subvol).
+# resume, format note 2.8; NAME.subvols as for subvol), or FEATURE=digest
+# (a read-only snapshot whose digest is kept, format note 2.9; also
+# NAME.digest, `arbor subvolume digest` of it, and NAME.subvols).
 set -euo pipefail
 BUILD=$(realpath "$1")
 NAME=$2
@@ -153,6 +155,14 @@ partial)
 	grep -q "arbor send --resume" "$TMP/err" ||
 		{ echo "no partial receive: $(cat "$TMP/err")" >&2; exit 1; }
 	;;
+digest)
+	"$ARBOR" subvolume snapshot -r . snap >/dev/null
+	"$ARBOR" subvolume digest snap | cut -d' ' -f1 >"$TMP/digest"
+	cd /
+	sync
+	umount_img
+	cp "$TMP/digest" "$HERE/$NAME.digest"
+	;;
 subvol | subvol-default)
 	"$ARBOR" filesystem sync . >/dev/null
 	cd /
@@ -169,7 +179,7 @@ subvol | subvol-default)
 esac
 "$BUILD/fsck/fsck.arborfs" -n "$TMP/i.img" >/dev/null
 case "${FEATURE:-}" in
-subvol | subvol-default | cleaning | partial)
+subvol | subvol-default | cleaning | partial | digest)
 	# id, flags, source and path of every subvolume (the deleted one too)
 	"$ARBOR" subvolume list --json --image "$TMP/i.img" | python3 -c '
 import json, sys

@@ -30,6 +30,7 @@
 #include "arbor/send.h"
 #include "arbor/subvol.h"
 #include "core.h"
+#include "fs/fs_int.h"
 #include "send/stream_int.h"
 #include "testutil.h"
 
@@ -1910,6 +1911,16 @@ START_TEST(test_digest_v2)
 	}
 done:
 	ck_assert_int_eq(arb_fs_release_inode(sfs, g.ino), 0);
+	{
+		/* the kept sum goes with its subvolume */
+		struct arb_key k = { base, ARB_DIGEST_ITEM, 0 };
+
+		ck_assert(fs_item_exists(sfs->vol->tree_root, &k));
+		ck_assert_int_eq(arb_subvol_delete(sfs, ROOT, name), 0);
+		ck_assert_int_eq(arb_subvol_wait(sfs, base), 0);
+		ck_assert(!fs_item_exists(sfs->vol->tree_root, &k));
+		check_clean(sfs);
+	}
 }
 END_TEST
 
