@@ -74,6 +74,96 @@ static void sha_block(struct arb_sha256 *s, const uint8_t *p)
 	s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
 }
 
+/*
+ * The same compression with the x86 SHA extensions (SHA-NI), when the
+ * CPU has them: about five times the portable code's speed, which the
+ * digests feel (one compression per 4 KiB block of digest version 2).
+ * The sequence is Intel's (the SHA extensions white paper): the state as
+ * ABEF/CDGH, two rounds per sha256rnds2, the schedule by sha256msg1/2.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define SHA_NI 1
+__attribute__((target("sha,sse4.1"))) static void
+sha_blocks_ni(uint32_t h[8], const uint8_t *p, size_t n)
+{
+	const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL,
+					    0x0405060700010203ULL);
+	__m128i st0, st1, tmp, msg, m[4], abef, cdgh;
+
+	tmp = _mm_loadu_si128((const __m128i *)&h[0]);
+	st1 = _mm_loadu_si128((const __m128i *)&h[4]);
+	tmp = _mm_shuffle_epi32(tmp, 0xB1);          /* CDAB */
+	st1 = _mm_shuffle_epi32(st1, 0x1B);          /* EFGH */
+	st0 = _mm_alignr_epi8(tmp, st1, 8);          /* ABEF */
+	st1 = _mm_blend_epi16(st1, tmp, 0xF0);       /* CDGH */
+	for (; n; n--, p += 64) {
+		abef = st0;
+		cdgh = st1;
+		for (int i = 0; i < 16; i++) {
+			__m128i *cur = &m[i % 4];
+
+			if (i < 4)
+				*cur = _mm_shuffle_epi8(
+					_mm_loadu_si128((const __m128i *)(p + 16 * i)),
+					mask);
+			msg = _mm_add_epi32(*cur,
+					    _mm_loadu_si128((const __m128i *)&K256[4 * i]));
+			st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
+			if (i >= 3 && i <= 14) {
+				__m128i *next = &m[(i + 1) % 4];
+
+				tmp = _mm_alignr_epi8(*cur, m[(i + 3) % 4], 4);
+				*next = _mm_add_epi32(*next, tmp);
+				*next = _mm_sha256msg2_epu32(*next, *cur);
+			}
+			msg = _mm_shuffle_epi32(msg, 0x0E);
+			st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
+			if (i >= 1 && i <= 12)
+				m[(i + 3) % 4] =
+					_mm_sha256msg1_epu32(m[(i + 3) % 4], *cur);
+		}
+		st0 = _mm_add_epi32(st0, abef);
+		st1 = _mm_add_epi32(st1, cdgh);
+	}
+	tmp = _mm_shuffle_epi32(st0, 0x1B);          /* FEBA */
+	st1 = _mm_shuffle_epi32(st1, 0xB1);          /* DCHG */
+	st0 = _mm_blend_epi16(tmp, st1, 0xF0);       /* DCBA */
+	st1 = _mm_alignr_epi8(st1, tmp, 8);          /* ABEF */
+	_mm_storeu_si128((__m128i *)&h[0], st0);
+	_mm_storeu_si128((__m128i *)&h[4], st1);
+}
+#endif
+
+/* 1: SHA-NI, 0: portable, -1: not decided yet (tests set it) */
+static int use_ni = -1;
+
+void arb_sha256_portable(bool portable)
+{
+	__atomic_store_n(&use_ni, portable ? 0 : -1, __ATOMIC_RELAXED);
+}
+
+static void sha_blocks(struct arb_sha256 *s, const uint8_t *p, size_t n)
+{
+#ifdef SHA_NI
+	int ni = __atomic_load_n(&use_ni, __ATOMIC_RELAXED);
+
+	if (ni < 0) {
+		__builtin_cpu_init();
+		ni = __builtin_cpu_supports("sha") &&
+		     __builtin_cpu_supports("sse4.1");
+		__atomic_store_n(&use_ni, ni, __ATOMIC_RELAXED);
+	}
+	if (ni) {
+		sha_blocks_ni(s->h, p, n);
+		return;
+	}
+#endif
+	for (; n; n--, p += 64)
+		sha_block(s, p);
+}
+
 void arb_sha256_init(struct arb_sha256 *s)
 {
 	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372,
@@ -99,11 +189,14 @@ void arb_sha256_update(struct arb_sha256 *s, const void *data, size_t n)
 		n -= k;
 		if (s->n < 64)
 			return;
-		sha_block(s, s->buf);
+		sha_blocks(s, s->buf, 1);
 		s->n = 0;
 	}
-	for (; n >= 64; p += 64, n -= 64)
-		sha_block(s, p);
+	if (n >= 64) {
+		sha_blocks(s, p, n / 64);
+		p += n / 64 * 64;
+		n %= 64;
+	}
 	memcpy(s->buf, p, n);
 	s->n = n;
 }
@@ -111,15 +204,19 @@ void arb_sha256_update(struct arb_sha256 *s, const void *data, size_t n)
 void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32])
 {
 	uint64_t bits = s->len * 8;
-	uint8_t pad = 0x80, zero = 0, len[8];
 	int i;
 
-	arb_sha256_update(s, &pad, 1);
-	while (s->n != 56)
-		arb_sha256_update(s, &zero, 1);
+	/* 0x80, zeros to 56 bytes of a block, the length in bits */
+	s->buf[s->n++] = 0x80;
+	if (s->n > 56) {
+		memset(s->buf + s->n, 0, 64 - s->n);
+		sha_blocks(s, s->buf, 1);
+		s->n = 0;
+	}
+	memset(s->buf + s->n, 0, 56 - s->n);
 	for (i = 0; i < 8; i++)
-		len[i] = (uint8_t)(bits >> (56 - 8 * i));
-	arb_sha256_update(s, len, 8);
+		s->buf[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
+	sha_blocks(s, s->buf, 1);
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (uint8_t)(s->h[i] >> 24);
 		out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);

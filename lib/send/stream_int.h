@@ -159,6 +159,9 @@ struct arb_sha256 {
 void arb_sha256_init(struct arb_sha256 *s);
 void arb_sha256_update(struct arb_sha256 *s, const void *p, size_t n);
 void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32]);
+/* tests: the portable compression even where SHA-NI is there (false:
+ * decide by the CPU again) */
+void arb_sha256_portable(bool portable);
 
 /* ---- setdigest.c ---- */
 struct arb_digest_stats {

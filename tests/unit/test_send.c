@@ -1924,6 +1924,59 @@ done:
 }
 END_TEST
 
+/* SHA-256: known answers, and SHA-NI (where the CPU has it) against the
+ * portable code on random lengths */
+START_TEST(test_sha256)
+{
+	static const char *abc =
+		"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	static const char *empty =
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+	static const char *two =
+		"248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
+	uint64_t r = tu_seed("sha256");
+	uint8_t d[32], e[32], *buf = malloc(5000);
+	char hex[65];
+	struct arb_sha256 s;
+
+	ck_assert_ptr_nonnull(buf);
+	for (int portable = 0; portable < 2; portable++) {
+		arb_sha256_portable(portable);
+		arb_sha256_init(&s);
+		arb_sha256_update(&s, "abc", 3);
+		arb_sha256_final(&s, d);
+		arb_digest_hex(d, hex);
+		ck_assert_str_eq(hex, abc);
+		arb_sha256_init(&s);
+		arb_sha256_final(&s, d);
+		arb_digest_hex(d, hex);
+		ck_assert_str_eq(hex, empty);
+		arb_sha256_init(&s);
+		arb_sha256_update(&s, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56);
+		arb_sha256_final(&s, d);
+		arb_digest_hex(d, hex);
+		ck_assert_str_eq(hex, two);
+	}
+	for (int i = 0; i < 300; i++) {
+		size_t n = (size_t)(tu_rand(&r) % 5000), cut = n ? (size_t)(tu_rand(&r) % n) : 0;
+
+		for (size_t j = 0; j < n; j++)
+			buf[j] = (uint8_t)tu_rand(&r);
+		arb_sha256_portable(true);
+		arb_sha256_init(&s);
+		arb_sha256_update(&s, buf, n);
+		arb_sha256_final(&s, d);
+		arb_sha256_portable(false);
+		arb_sha256_init(&s);
+		arb_sha256_update(&s, buf, cut);
+		arb_sha256_update(&s, buf + cut, n - cut);
+		arb_sha256_final(&s, e);
+		ck_assert_msg(!memcmp(d, e, 32), "length %zu cut at %zu", n, cut);
+	}
+	free(buf);
+}
+END_TEST
+
 static Suite *send_suite(void)
 {
 	Suite *s = suite_create("send");
@@ -1941,6 +1994,7 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_compressed);
 	tcase_add_test(tc, test_resume);
 	tcase_add_test(tc, test_digest_v2);
+	tcase_add_test(tc, test_sha256);
 	suite_add_tcase(s, tc);
 	/* a case of its own: CK_RUN_CASE=cost ARBOR_TEST_SCALE=full */
 	tc = tcase_create("cost");
