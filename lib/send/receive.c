@@ -58,6 +58,12 @@ struct rctx {
 	/* the rest of a partial receive: its first part may have applied
 	 * some names, deletions and xattr removals already */
 	bool resuming;
+	/* version 3: the times of the last INODE of a non-directory, set
+	 * once its data commands are done (the next inode's command, the
+	 * names or the end) */
+	bool pend;
+	uint64_t pend_obj;
+	struct timespec pend_atime, pend_mtime;
 };
 
 static uint64_t rino(const struct rctx *c, uint64_t obj)
@@ -319,6 +325,20 @@ static int cmd_clone(struct rctx *c, const struct arb_scmd_dec *d)
 	if (n >= 0 && (uint64_t)n != d->len)
 		n = -EIO;
 	return op_err(c, n < 0 ? (int)n : 0, "cloning");
+}
+
+static int flush_times(struct rctx *c)
+{
+	struct arb_setattr sa = { .atime = c->pend_atime,
+				  .mtime = c->pend_mtime };
+
+	if (!c->pend)
+		return 0;
+	c->pend = false;
+	return op_err(c, arb_fs_setattr(c->fs, rino(c, c->pend_obj), &sa,
+					ARB_SET_ATIME | ARB_SET_MTIME, NULL,
+					NULL),
+		      "setting times");
 }
 
 static int cmd_times(struct rctx *c, const struct arb_scmd_dec *d)
@@ -814,6 +834,17 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 				break;
 			continue;
 		}
+		/* a non-directory's data is done when another inode's
+		 * command, the names or the end come */
+		if (c.pend && (d.obj != c.pend_obj || d.type == ARB_SCMD_END ||
+			       d.type == ARB_SCMD_UNLINK ||
+			       d.type == ARB_SCMD_LINK ||
+			       d.type == ARB_SCMD_DELETE ||
+			       d.type == ARB_SCMD_TIMES)) {
+			ret = flush_times(&c);
+			if (ret)
+				break;
+		}
 		switch (d.type) {
 		case ARB_SCMD_BEGIN:
 			ret = bad(&c, "a second begin command");
@@ -823,6 +854,12 @@ int arb_receive(struct arb_fs *fs, uint64_t dir, int fd, unsigned flags,
 			break;
 		case ARB_SCMD_INODE:
 			ret = cmd_inode(&c, &d);
+			if (!ret && c.h.version >= 3 && !S_ISDIR(d.mode)) {
+				c.pend = true;
+				c.pend_obj = d.obj;
+				c.pend_atime = d.atime;
+				c.pend_mtime = d.mtime;
+			}
 			break;
 		case ARB_SCMD_XATTR:
 		case ARB_SCMD_RMXATTR:

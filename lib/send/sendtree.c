@@ -1047,6 +1047,10 @@ static int send_one_cmds(struct sctx *c, struct sinode *s, struct sinode *p)
 		if (ret)
 			return ret;
 	}
+	/* version 3: a receiver sets a non-directory's times from its
+	 * INODE once its data is in; a directory's names come later */
+	if (c->version >= 3 && !S_ISDIR(s->in.mode))
+		return 0;
 	ret = grow((void **)&c->times, &c->cap_times, c->nr_times,
 		   sizeof(*c->times));
 	if (ret)
