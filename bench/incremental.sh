@@ -43,10 +43,9 @@
 #     receive   untimed `send -p s(K-1) sK > FILE`, then the wall time
 #               of `receive -f FILE DST/recv` plus the destination's commit.
 # The timed send of a snapshot is its first: arborfs computes the digest
-# of the whole snapshot for the stream's END then (and the daemon keeps
-# it, so the untimed second send does not), and receive computes it for
-# the received tree, so both cost what the snapshot holds, not only what
-# changed; `arbor send --estimate` skips it.
+# for the stream's END then, from the parent's kept sum and what differs
+# between the two snapshots (docs/design/send.md, "The digest"), and
+# keeps it; receive does the same for the received tree.
 # "Cold" is what sendrecv.sh does: `sync; echo 3 > /proc/sys/vm/drop_caches`
 # before each timed command, so both read their images from the disk; the
 # arborfs daemons keep their own node cache (cache_size, 64M by default).

@@ -136,11 +136,12 @@ static void draw(const struct cli_progress *p, uint64_t bytes,
 	}
 	tail[0] = 0;
 	if (now_ns() - moved >= 1000000000ull && !p->total) {
-		/* a sender's digest, at the end, reads the whole snapshot */
+		/* a sender's digest, at the end: a walk of what changed, or
+		 * of the whole snapshot's metadata for a full stream */
 		snprintf(tail, sizeof(tail), ", waiting %.0f s",
 			 (double)(now_ns() - moved) / 1e9);
 	} else if (p->total && bytes + 128 >= p->total) {
-		/* the digest at the end reads the whole snapshot */
+		/* the digest at the end */
 		snprintf(tail, sizeof(tail), ", verifying the digest");
 	} else if (p->total && rate > 0) {
 		char eta[32];

@@ -970,14 +970,21 @@ int fs_digest_sum(struct arb_fs *fs, uint64_t id, uint64_t base,
 int arb_subvol_digest(struct arb_fs *fs, uint64_t id,
 		      uint8_t digest[ARB_DIGEST_SIZE])
 {
-	uint8_t sum[32];
-	uint64_t gen;
+	uint8_t sum[32], old[32];
+	uint64_t gen, old_gen = 0;
+	bool had;
 	int ret;
 
 	/* computed anew from the tree: the proof a user asks for does not
-	 * take the kept sum's word; it is kept for the sends to come */
+	 * take the kept sum's word; it is kept for the sends to come, and a
+	 * kept one that disagrees is reported (a bug, or a damaged item) */
+	had = kept(fs, id, old, &old_gen);
 	ret = fs_digest_sum(fs, id, 0, FS_DIGEST_FRESH | FS_DIGEST_KEEP, sum,
 			    &gen, NULL);
+	if (!ret && had && gen == old_gen && memcmp(old, sum, 32))
+		arb_log(ARB_LOG_ERR,
+			"subvolume %llu: its kept digest did not match its content; replaced",
+			(unsigned long long)id);
 	if (!ret)
 		fs_digest_final(sum, digest);
 	return ret;

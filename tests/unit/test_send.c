@@ -1793,7 +1793,7 @@ END_TEST
 START_TEST(test_digest_v2)
 {
 	uint8_t prev[ARB_DIGEST_SIZE], d[ARB_DIGEST_SIZE];
-	struct arb_stat f, g, dir;
+	struct arb_stat f, g, dir, st;
 	uint64_t base = 0, id, rd = 0;
 	char name[32];
 	int step = 0;
@@ -1911,6 +1911,34 @@ START_TEST(test_digest_v2)
 	}
 done:
 	ck_assert_int_eq(arb_fs_release_inode(sfs, g.ino), 0);
+	{
+		/* a wrong kept sum: the stream that ends with it is refused
+		 * (nothing published), and a digest computed anew replaces
+		 * it */
+		uint8_t sum[32], wrong[32] = { 1 };
+		struct arb_recv_result res;
+		struct arb_digest_stats ds;
+		struct arb_stat again;
+		uint64_t gen;
+		int fd;
+
+		ck_assert_int_eq(fs_digest_sum(sfs, base, 0, 0, sum, &gen, &ds), 0);
+		ck_assert(ds.kept);
+		ck_assert_int_eq(fs_digest_keep(sfs, base, gen, wrong), 0);
+		ck_assert_int_eq(arb_fs_mkdir(dfs, ROOT, "again", 0755, NULL,
+					      &again), 0);
+		fd = send_fd(base, 0, NULL);
+		ck_assert_int_eq(arb_receive(dfs, again.ino, fd, 0, &res),
+				 -EBADMSG);
+		close(fd);
+		ck_assert_msg(strstr(res.error, "digest mismatch") != NULL, "%s",
+			      res.error);
+		ck_assert_int_eq(arb_fs_lookup(dfs, again.ino, name, &st), -ENOENT);
+		ck_assert_int_eq(arb_subvol_digest(sfs, base, d), 0);
+		digest_agrees(sfs, base, 0, &ds);
+		ck_assert(ds.kept);
+		ck_assert(memcmp(sum, wrong, sizeof(sum)));
+	}
 	{
 		/* the kept sum goes with its subvolume */
 		struct arb_key k = { base, ARB_DIGEST_ITEM, 0 };
