@@ -624,6 +624,10 @@ int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want);
 /* after an fsync's commit: give files whose size it held back their real
  * size in the tree (see fsync_keep_size in delalloc.c) */
 int fs_fsync_restore_sizes(struct arb_fs *fs);
+/* arb_fs_read; atime false: the inode's atime stays as it is (the
+ * digests, which read a received tree before it is published) */
+ssize_t fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
+		uint64_t off, bool atime);
 /* crc32c of a data sector, as stored in EXTENT_CSUM items */
 static inline uint32_t fs_data_csum(const void *buf, size_t len)
 {

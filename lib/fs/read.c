@@ -421,6 +421,12 @@ static bool relatime_due(const struct arb_inode *in,
 ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 		    uint64_t off)
 {
+	return fs_read(fs, ino, buf, size, off, true);
+}
+
+ssize_t fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
+		uint64_t off, bool atime)
+{
 	struct rd_plan plan = { 0 };
 	struct arb_inode in;
 	struct arb_txn *t;
@@ -450,7 +456,7 @@ ssize_t arb_fs_read(struct arb_fs *fs, uint64_t ino, void *buf, size_t size,
 	}
 	ret = (ssize_t)size;
 	fs_now(&now);
-	if (!fs->opts.noatime && !(in.flags & ARB_INODE_NOATIME) &&
+	if (atime && !fs->opts.noatime && !(in.flags & ARB_INODE_NOATIME) &&
 	    !fs->readonly && relatime_due(&in, &now) &&
 	    fs_op_begin(fs, &t, ino, 0, 0) == 0) {
 		in.atime = now;

@@ -428,7 +428,7 @@ static int digest_data(struct dwalk *w, uint64_t ino, uint64_t size)
 			size_t want = (uint64_t)h - off > ARB_XATTR_SIZE_MAX
 					      ? ARB_XATTR_SIZE_MAX
 					      : (size_t)((uint64_t)h - off);
-			ssize_t r = arb_fs_read(w->fs, ino, w->buf, want, off);
+			ssize_t r = fs_read(w->fs, ino, w->buf, want, off, false);
 
 			if (r < 0)
 				return (int)r;

@@ -688,7 +688,7 @@ static int after_walk(struct dctx *c)
 			size_t want = r->off + r->len - o > 65536
 					      ? 65536
 					      : (size_t)(r->off + r->len - o);
-			ssize_t got = arb_fs_read(c->fs, ino, buf, want, o);
+			ssize_t got = fs_read(c->fs, ino, buf, want, o, false);
 
 			if (got < 0) {
 				ret = (int)got;

@@ -392,6 +392,13 @@ static void cmp_inode(struct pairs *p, uint64_t a, uint64_t b,
 	ck_assert_msg(sa.mtime.tv_sec == sb.mtime.tv_sec &&
 			      sa.mtime.tv_nsec == sb.mtime.tv_nsec,
 		      "%s: mtime", path);
+	/* atime too: the stream carries it, and the receive's own reads
+	 * (the digest's) must not move it */
+	ck_assert_msg(sa.atime.tv_sec == sb.atime.tv_sec &&
+			      sa.atime.tv_nsec == sb.atime.tv_nsec,
+		      "%s: atime %lld.%09ld vs %lld.%09ld", path,
+		      (long long)sa.atime.tv_sec, sa.atime.tv_nsec,
+		      (long long)sb.atime.tv_sec, sb.atime.tv_nsec);
 	if (!S_ISDIR(sa.mode)) {
 		ck_assert_msg(sa.nlink == sb.nlink, "%s: nlink %u vs %u", path,
 			      sa.nlink, sb.nlink);
