@@ -712,9 +712,15 @@ out:
 
 /* ---- the DIGEST_ITEM ------------------------------------------------------ */
 
+/* the generation of tr's root node, 0 when it is not committed yet: a
+ * root written in the running transaction does not change generation
+ * with further changes in that transaction, so no sum is kept for it
+ * (lock held) */
 static uint64_t tree_gen(const struct fs_tree *tr)
 {
-	return arb_node_gen(tr->root->node);
+	uint64_t g = arb_node_gen(tr->root->node);
+
+	return g > tr->root->vol->generation ? 0 : g;
 }
 
 /* the kept sum of tree tr, if it is of its present state (lock held) */
