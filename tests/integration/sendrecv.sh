@@ -83,7 +83,12 @@ same_tree() {
 }
 
 fs_mkfs
-fs_mkfs_b() { rm -f "$IMGB"; "$MKFS" -q "$IMGB" || fail "mkfs B"; }
+# B keeps every received copy (at full scale several of 300 MB and more)
+fs_mkfs_b() {
+	rm -f "$IMGB"
+	"$MKFS" -q -s "$([ "$SCALE" = full ] && echo 4G || echo 1G)" "$IMGB" ||
+		fail "mkfs B"
+}
 fs_mkfs_b
 fs_mount
 mount_b
