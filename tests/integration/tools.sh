@@ -83,6 +83,8 @@ out=$(bash -c '. "$1"; COMP_WORDS=(arbor fs ""); COMP_CWORD=2; _arbor; echo "${C
 grep -qw usage <<<"$out" && grep -qw resize <<<"$out" || fail "completion of 'arbor fs ': '$out'"
 out=$(bash -c '. "$1"; COMP_WORDS=(arbor sc); COMP_CWORD=1; _arbor; echo "${COMPREPLY[*]}"' _ "$SRCDIR/cli/arbor.bash-completion")
 [ "$out" = scrub ] || fail "completion of 'arbor sc': '$out'"
+out=$(bash -c '. "$1"; COMP_WORDS=(arbor subvolume digest --p); COMP_CWORD=3; _arbor; echo "${COMPREPLY[*]}"' _ "$SRCDIR/cli/arbor.bash-completion")
+[ "$out" = --portable ] || fail "completion of 'arbor subvolume digest --p': '$out'"
 
 # send and receive exist: without their arguments, bad usage
 for c in send receive; do
