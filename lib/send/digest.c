@@ -368,25 +368,36 @@ static int str_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int digest_xattrs(struct dwalk *w, uint64_t ino)
+int arb_xattr_names_sorted(struct arb_fs *fs, uint64_t ino, char *list,
+			   char ***names, size_t *nr)
 {
-	ssize_t n = arb_fs_listxattr(w->fs, ino, w->list, 65536);
-	char **names = NULL;
-	size_t nr = 0, i;
-	int ret = 0;
+	ssize_t n = arb_fs_listxattr(fs, ino, list, 65536);
+	size_t i = 0;
 
+	*names = NULL;
+	*nr = 0;
 	if (n < 0)
 		return (int)n;
-	for (char *p = w->list; p < w->list + n; p += strlen(p) + 1)
-		nr++;
-	names = calloc(nr ? nr : 1, sizeof(*names));
-	if (!names)
+	for (char *p = list; p < list + n; p += strlen(p) + 1)
+		(*nr)++;
+	*names = calloc(*nr ? *nr : 1, sizeof(**names));
+	if (!*names)
 		return -ENOMEM;
-	i = 0;
-	for (char *p = w->list; p < w->list + n; p += strlen(p) + 1)
-		names[i++] = p;
-	if (nr)
-		qsort(names, nr, sizeof(*names), str_cmp);
+	for (char *p = list; p < list + n; p += strlen(p) + 1)
+		(*names)[i++] = p;
+	if (*nr)
+		qsort(*names, *nr, sizeof(**names), str_cmp);
+	return 0;
+}
+
+static int digest_xattrs(struct dwalk *w, uint64_t ino)
+{
+	char **names;
+	size_t nr, i;
+	int ret = arb_xattr_names_sorted(w->fs, ino, w->list, &names, &nr);
+
+	if (ret)
+		return ret;
 	put64(w, nr);
 	for (i = 0; i < nr; i++) {
 		ssize_t v = arb_fs_getxattr(w->fs, ino, names[i], w->buf,

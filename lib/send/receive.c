@@ -327,32 +327,32 @@ static int cmd_clone(struct rctx *c, const struct arb_scmd_dec *d)
 	return op_err(c, n < 0 ? (int)n : 0, "cloning");
 }
 
-static int flush_times(struct rctx *c)
+static int set_times(struct rctx *c, uint64_t obj, struct timespec atime,
+		     struct timespec mtime)
 {
-	struct arb_setattr sa = { .atime = c->pend_atime,
-				  .mtime = c->pend_mtime };
+	struct arb_setattr sa = { .atime = atime, .mtime = mtime };
 
-	if (!c->pend)
-		return 0;
-	c->pend = false;
-	return op_err(c, arb_fs_setattr(c->fs, rino(c, c->pend_obj), &sa,
+	return op_err(c, arb_fs_setattr(c->fs, rino(c, obj), &sa,
 					ARB_SET_ATIME | ARB_SET_MTIME, NULL,
 					NULL),
 		      "setting times");
 }
 
+/* version 3: the times a non-directory's INODE gave, once its data is in */
+static int flush_times(struct rctx *c)
+{
+	if (!c->pend)
+		return 0;
+	c->pend = false;
+	return set_times(c, c->pend_obj, c->pend_atime, c->pend_mtime);
+}
+
 static int cmd_times(struct rctx *c, const struct arb_scmd_dec *d)
 {
-	struct arb_setattr sa = { .atime = d->atime, .mtime = d->mtime };
 	struct arb_stat st;
 	int ret = need(c, d->obj, 0, &st);
 
-	if (ret)
-		return ret;
-	return op_err(c, arb_fs_setattr(c->fs, rino(c, d->obj), &sa,
-					ARB_SET_ATIME | ARB_SET_MTIME, NULL,
-					NULL),
-		      "setting times");
+	return ret ? ret : set_times(c, d->obj, d->atime, d->mtime);
 }
 
 /* does objectid obj have a name (an INODE_REF)? lock held */

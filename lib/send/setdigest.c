@@ -612,34 +612,19 @@ static int full_batch(struct dctx *c, struct arb_key *from)
 	return ret ? ret : 1;
 }
 
-static int str_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* the X element of one inode on one side (lock not held) */
 static int xattr_elem(struct dctx *c, uint64_t ino, uint64_t obj, int side,
 		      char *list, uint8_t *val)
 {
-	ssize_t n = arb_fs_listxattr(c->fs, ino, list, 65536);
 	char **names;
-	size_t nr = 0, i;
+	size_t nr, i;
 	struct elem e;
-	int ret = 0;
+	int ret = arb_xattr_names_sorted(c->fs, ino, list, &names, &nr);
 
-	if (n < 0)
-		return (int)n;
-	for (char *p = list; p < list + n; p += strlen(p) + 1)
-		nr++;
-	if (!nr)
-		return 0;
-	names = calloc(nr, sizeof(*names));
-	if (!names)
-		return -ENOMEM;
-	i = 0;
-	for (char *p = list; p < list + n; p += strlen(p) + 1)
-		names[i++] = p;
-	qsort(names, nr, sizeof(*names), str_cmp);
+	if (ret || !nr) {
+		free(names);
+		return ret;
+	}
 	el_begin(&e, 'X', obj);
 	el_u32(&e, (uint32_t)nr);
 	for (i = 0; i < nr; i++) {
@@ -884,20 +869,6 @@ static int diff_sum(struct arb_fs *fs, uint64_t base, uint64_t id,
 	return ret;
 }
 
-/* commit what is pending, so that every extent is in the trees */
-static int settle(struct arb_fs *fs)
-{
-	int ret = 0;
-
-	fs_lock(fs);
-	if (fs->failed)
-		ret = fs->error ? fs->error : -EIO;
-	else if (!fs->readonly && (fs->txn_dirty || fs->dirty_bytes))
-		ret = fs_commit(fs);
-	fs_unlock(fs);
-	return ret;
-}
-
 static bool is_rdonly(struct arb_fs *fs, uint64_t id)
 {
 	struct arb_subvol_info si;
@@ -946,7 +917,8 @@ int fs_digest_sum(struct arb_fs *fs, uint64_t id, uint64_t base,
 
 	if (st)
 		memset(st, 0, sizeof(*st));
-	ret = settle(fs);
+	/* what is pending goes into the trees first (every extent) */
+	ret = arb_fs_commit(fs, NULL);
 	if (ret)
 		return ret;
 	if (!(flags & FS_DIGEST_FRESH) && kept(fs, id, sum, gen)) {

@@ -159,6 +159,11 @@ struct arb_sha256 {
 void arb_sha256_init(struct arb_sha256 *s);
 void arb_sha256_update(struct arb_sha256 *s, const void *p, size_t n);
 void arb_sha256_final(struct arb_sha256 *s, uint8_t out[32]);
+/* the xattr names of ino (listed into list, 65536 bytes) sorted by
+ * their bytes: *names (free it) points into list */
+struct arb_fs;
+int arb_xattr_names_sorted(struct arb_fs *fs, uint64_t ino, char *list,
+			   char ***names, size_t *nr);
 /* tests: the portable compression even where SHA-NI is there (false:
  * decide by the CPU again) */
 void arb_sha256_portable(bool portable);
