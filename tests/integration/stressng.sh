@@ -72,6 +72,9 @@ log "stress-ng left $left entries behind"
 fs_remount
 manifest "$MNT/keep" >"$TMP/keep.after"
 same_manifest "$TMP/keep.before" "$TMP/keep.after"
+# the chattr stressor, stopped at its timeout, may leave a file immutable
+# or append-only: clear the flags, as a user would, before removing
+chattr -R -i -a "$MNT/stress" 2>/dev/null || true
 rm -rf "$MNT/stress"
 fs_umount
 check_fsck
@@ -101,6 +104,7 @@ grep -q "out of system resources\|No space left" "$TMP/stress.out" ||
 	fail "no stressor ran out of space: the full image was not reached"
 log "stressors ran out of space, as intended"
 kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon died on a full image"
+chattr -R -i -a "$MNT/stress" 2>/dev/null || true
 rm -rf "$MNT/stress" || fail "cannot empty the full image"
 fs_remount
 free_after=$(stat -f -c '%a' "$MNT")
