@@ -360,6 +360,17 @@ void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq);
 /* Hint the node at bytenr to the device unless it is cached. */
 void arb_node_hint(struct arb_vol *vol, uint64_t bytenr);
+/*
+ * Reads that must not wait for a disk, in this thread until
+ * arb_node_nowait(false): arb_node_read of a node that is not cached here
+ * and that the device says is not in the host's cache either fails with
+ * -EWOULDBLOCK (nothing logged or counted) and keeps its address for
+ * arb_node_nowait_miss.  For read-only lookups of work that can stop and
+ * fetch (arb_dev_prefetch) what it missed without its lock, then go on:
+ * the cleaner's.  Returns the previous setting.
+ */
+bool arb_node_nowait(bool on);
+uint64_t arb_node_nowait_miss(void);
 /* Hint children from..to of parent (clamped) that are not cached, one
  * request per run of adjacent addresses. */
 void arb_node_hint_children(struct arb_vol *vol, const struct arb_node *parent,
@@ -643,8 +654,16 @@ struct arb_drop_budget {
 	/* when not NULL: also stop once *yield is non-zero (someone waits
 	 * for the lock), after ARB_DROP_MIN_NODES at least */
 	const unsigned *yield;
+	/* when not NULL: a batch that has released something stops before
+	 * it reads a node (of the tree or of the extent tree) that would
+	 * wait for a disk (arb_node_nowait), and puts its address here (0:
+	 * the batch did not stop for that), for the caller to fetch
+	 * (arb_dev_prefetch) once it has let go of its lock.  One node at a
+	 * time: hinting the device of the next ones as well queued the
+	 * reads of everyone else behind a megabyte of the cleaner's. */
+	uint64_t *fetch;
 };
-#define ARB_DROP_MIN_NODES 16
+#define ARB_DROP_MIN_NODES 1
 int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 			const struct arb_drop_budget *b);
 /* the DROP_PROGRESS item of tree id: 0 and *dp, 1 none (not started),

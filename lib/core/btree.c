@@ -1717,6 +1717,8 @@ struct drop_walk {
 	int slots[ARB_MAX_LEVEL];
 	int top, level;
 	uint64_t seen, freed;
+	/* arb_drop_budget.fetch */
+	uint64_t *fetch;
 };
 
 /* last slot of internal node n with a key <= k; -1 when none */
@@ -1844,17 +1846,34 @@ bad:
 	return -EUCLEAN;
 }
 
-/* release the pointer of the walk's lowest node at its slot; enter the
- * child when it is the tree's alone and not a leaf */
+/*
+ * release the pointer of the walk's lowest node at its slot; enter the
+ * child when it is the tree's alone and not a leaf.  1: nothing done, a
+ * node it needs would wait for a disk (w->fetch).  Only where the walk
+ * can stop, at slot > 0, and once it has done something.
+ */
 static int drop_walk_step(struct arb_txn *t, struct drop_walk *w)
 {
 	struct arb_vol *vol = t->vol;
 	struct arb_node *n = w->nodes[w->level], *c;
 	int s = w->slots[w->level], cl = w->level - 1, ret;
 	uint64_t bytenr = arb_child_bytenr(n, s), refs;
+	bool nowait = w->fetch && w->seen && s > 0;
 
-	w->seen++;
+	/* both reads below only read: stopping after either changes
+	 * nothing */
+	if (nowait)
+		arb_node_nowait(true);
 	ret = arb_extent_refs(t, bytenr, &refs);
+	if (!ret && refs == 1)
+		ret = arb_node_read(vol, bytenr, arb_child_mirror(n, s),
+				    arb_child_gen(n, s), cl, &c);
+	if (nowait)
+		arb_node_nowait(false);
+	if (ret == -EWOULDBLOCK && nowait) {
+		*w->fetch = arb_node_nowait_miss();
+		return 1;
+	}
 	if (ret)
 		return ret;
 	if (refs == 0) {
@@ -1862,14 +1881,11 @@ static int drop_walk_step(struct arb_txn *t, struct drop_walk *w)
 			(unsigned long long)bytenr);
 		return -EUCLEAN;
 	}
+	w->seen++;
 	if (refs > 1) {
 		w->slots[w->level]++;
 		return arb_ref_tree_block(t, bytenr, 0, cl, -1);
 	}
-	ret = arb_node_read(vol, bytenr, arb_child_mirror(n, s),
-			    arb_child_gen(n, s), cl, &c);
-	if (ret)
-		return ret;
 	if (cl > 0) {
 		w->level = cl;
 		w->nodes[cl] = c;
@@ -1986,6 +2002,10 @@ int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 		return -EINVAL;
 	memset(&w, 0, sizeof(w));
 	w.top = arb_level(root->node);
+	if (b && b->fetch) {
+		w.fetch = b->fetch;
+		*b->fetch = 0;
+	}
 	ret = arb_root_drop_progress(vol, root->id, &dp);
 	if (ret < 0)
 		return arb_txn_fail(t, ret);
@@ -2023,6 +2043,10 @@ int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 	}
 	for (;;) {
 		ret = drop_walk_step(t, &w);
+		if (ret > 0) {
+			ret = 0;
+			break; /* to be read without the caller's lock */
+		}
 		if (ret)
 			goto out;
 		if (w.slots[w.level] == 0)

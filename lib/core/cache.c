@@ -28,6 +28,10 @@
 
 #include "core.h"
 
+/* arb_node_nowait: this thread's setting, and the node it missed */
+static __thread bool nowait;
+static __thread uint64_t nowait_miss;
+
 static size_t hash_slot(const struct arb_cache *c, uint64_t bytenr)
 {
 	uint64_t h = bytenr * 0x9E3779B97F4A7C15ULL;
@@ -59,6 +63,7 @@ static size_t hash_slot(const struct arb_cache *c, uint64_t bytenr)
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(ARB_BUF_ASAN)
 #include <sanitizer/asan_interface.h>
+
 #define BUF_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define BUF_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else
@@ -517,6 +522,11 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
 			lru_del(c, n);
 		n->pins++;
 	} else {
+		if (nowait &&
+		    arb_dev_resident(vol->dev, bytenr, vol->nodesize) == 0) {
+			nowait_miss = bytenr;
+			return -EWOULDBLOCK;
+		}
 		c->misses++;
 		if (!addr_ok(vol, bytenr)) {
 			arb_log(ARB_LOG_ERR, "node %llu: address out of range",
@@ -633,6 +643,19 @@ void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
 		return;
 	vol->cache.readahead++;
 	arb_dev_readahead(vol->dev, bytenr, vol->nodesize);
+}
+
+bool arb_node_nowait(bool on)
+{
+	bool was = nowait;
+
+	nowait = on;
+	return was;
+}
+
+uint64_t arb_node_nowait_miss(void)
+{
+	return nowait_miss;
 }
 
 /*

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -157,6 +158,27 @@ void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 		dev->ops->readahead(dev, off, len);
 }
 
+int arb_dev_resident(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	if (!dev->ops->resident || !len || !dev_in_bounds(dev, len, off))
+		return -EOPNOTSUPP;
+	return dev->ops->resident(dev, off, len);
+}
+
+void arb_dev_prefetch(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	void *buf;
+
+	/* only a device with a host cache to fill says what is resident */
+	if (!dev->ops->resident || !len || !dev_in_bounds(dev, len, off))
+		return;
+	buf = malloc(len);
+	if (!buf)
+		return;
+	(void)arb_dev_read(dev, buf, len, off, ARB_IO_OTHER);
+	free(buf);
+}
+
 int arb_dev_flush_behind(struct arb_dev *dev, uint64_t limit)
 {
 	int ret;
@@ -238,6 +260,8 @@ struct file_dev {
 	uint32_t dio_mem_align, dio_off_align;
 	/* ARBOR_HOST_CACHE=1: neither of the above (for measuring) */
 	bool keep_cache;
+	/* the host refused RWF_NOWAIT (file_resident; atomic) */
+	bool no_nowait;
 };
 
 /*
@@ -658,6 +682,41 @@ static void file_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 			    POSIX_FADV_WILLNEED);
 }
 
+/*
+ * A read with RWF_NOWAIT fails with EAGAIN instead of waiting for a page
+ * that is not in the host's page cache.  Hosts (or host filesystems) that
+ * refuse the flag cannot tell, from then on.
+ */
+static int file_resident(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	struct file_dev *f = dev->priv;
+	struct iovec iov;
+	ssize_t n;
+	int ret;
+
+	if (__atomic_load_n(&f->no_nowait, __ATOMIC_RELAXED))
+		return -EOPNOTSUPP;
+	iov.iov_base = malloc(len);
+	iov.iov_len = len;
+	if (!iov.iov_base)
+		return -ENOMEM;
+	do
+		n = preadv2(f->fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)len)
+		ret = 1;
+	else if (n >= 0 || errno == EAGAIN)
+		ret = 0; /* a part is not there yet */
+	else if (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS) {
+		__atomic_store_n(&f->no_nowait, true, __ATOMIC_RELAXED);
+		ret = -EOPNOTSUPP;
+	} else {
+		ret = -errno; /* the read itself will say what is wrong */
+	}
+	free(iov.iov_base);
+	return ret;
+}
+
 static const struct arb_dev_ops file_ops = {
 	.pread = file_pread,
 	.pwrite = file_pwrite,
@@ -667,6 +726,7 @@ static const struct arb_dev_ops file_ops = {
 	.readahead = file_readahead,
 	.flush_behind = file_flush_behind,
 	.discard = file_discard,
+	.resident = file_resident,
 };
 
 int arb_dev_discard(struct arb_dev *dev, uint64_t off, uint64_t len)

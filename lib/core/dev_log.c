@@ -361,6 +361,14 @@ static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 	arb_dev_readahead(t->lower, off, len);
 }
 
+/* a question, not an I/O: passed on, not traced */
+static int trace_resident(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	struct trace_dev *t = dev->priv;
+
+	return arb_dev_resident(t->lower, off, len);
+}
+
 /* traced when it ends, and only when it flushed or tried to (the
  * caller cannot know beforehand whether it will) */
 static int trace_flush_behind(struct arb_dev *dev, uint64_t limit)
@@ -389,6 +397,7 @@ static const struct arb_dev_ops trace_ops = {
 	.destroy = trace_destroy,
 	.readahead = trace_readahead,
 	.flush_behind = trace_flush_behind,
+	.resident = trace_resident,
 };
 
 /* f stays the caller's; on failure lower does too. */

@@ -279,11 +279,24 @@ struct arb_fs {
 	 * that the POSIX layer never calls into the checker) */
 	bool (*space_yield)(struct arb_fs *fs);
 
-	/* a deleted subvolume may be ready for the cleaner (commit thread) */
+	/* a deleted subvolume may be ready for the cleaner (fs_clean_kick) */
 	bool clean_pending;
+	/* broadcast (with the lock) when a deleted subvolume is gone */
+	pthread_cond_t clean_cond;
+	/* the cleaner thread (fs.c), and what wakes it */
+	pthread_t cleaner;
+	bool cleaner_running;
+	pthread_cond_t clean_wake;
+	/* the cleaner asks the commit thread for a commit */
+	bool commit_asked;
 	/* threads waiting in fs_lock: a batch of the cleaner ends early
 	 * when one is (atomic) */
 	unsigned lock_waiters;
+	/* times fs_lock was taken (atomic; fs_unlock_handoff) */
+	unsigned lock_seq;
+	/* the node the cleaner's last batch stopped for, to be read into
+	 * the host's cache without the lock (arb_drop_budget.fetch), or 0 */
+	uint64_t clean_fetch;
 
 	/* commit thread */
 	pthread_t thread;
@@ -314,16 +327,26 @@ struct arb_fs {
 
 static inline void fs_lock(struct arb_fs *fs)
 {
-	if (pthread_mutex_trylock(&fs->vol->lock) == 0)
-		return;
-	__atomic_add_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&fs->vol->lock);
-	__atomic_sub_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&fs->vol->lock) != 0) {
+		__atomic_add_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&fs->vol->lock);
+		__atomic_sub_fetch(&fs->lock_waiters, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_add_fetch(&fs->lock_seq, 1, __ATOMIC_RELAXED);
 }
 static inline void fs_unlock(struct arb_fs *fs)
 {
 	pthread_mutex_unlock(&fs->vol->lock);
 }
+/*
+ * fs_unlock between two batches of long work (the cleaner), which takes
+ * the lock again next: when a thread waits for the lock, return once one
+ * has had it (or after ARB_HANDOFF_NS).  A mutex is not fair: the thread
+ * that unlocks can take it again before a woken waiter runs, batch after
+ * batch.
+ */
+#define ARB_HANDOFF_NS (2 * 1000 * 1000)
+void fs_unlock_handoff(struct arb_fs *fs);
 
 /* ---- fs.c ---- */
 enum arb_op_flags {
@@ -385,6 +408,13 @@ int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
 #define ARB_CLEAN_BATCH_NODES 1024
 #define ARB_CLEAN_BATCH_NS (2 * 1000 * 1000)
 int fs_subvol_clean(struct arb_fs *fs);
+/* fs.c: between two batches of the cleaner (lock held: let go of, then
+ * taken again): waiters have the lock first (fs_unlock_handoff), and the
+ * node the batch stopped for (clean_fetch) is read meanwhile */
+void fs_clean_pause(struct arb_fs *fs);
+/* fs.c: a deleted subvolume may be ready for cleaning: wake the cleaner
+ * (lock held) */
+void fs_clean_kick(struct arb_fs *fs);
 int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 			  const struct arb_drop_budget *b);
 /*

@@ -179,8 +179,7 @@ int arb_fs_release_inode(struct arb_fs *fs, uint64_t ino)
 	tr = fs_tree_of(fs, ino);
 	if (--tr->pinned == 0 && tr->deleted) {
 		/* the last inode of a deleted subvolume: clean it now */
-		fs->clean_pending = true;
-		pthread_cond_signal(&fs->cond);
+		fs_clean_kick(fs);
 	}
 	if (!fs->readonly && fs_inode_read(fs, ino, &in) == 0 &&
 	    in.nlink == 0) {

@@ -414,8 +414,7 @@ out_end:
 		ret = fs_commit(fs);
 	if (!ret) {
 		tr->deleted = true;
-		fs->clean_pending = true;
-		pthread_cond_signal(&fs->cond); /* the cleaner */
+		fs_clean_kick(fs);
 	}
 	return ret;
 }
@@ -581,17 +580,18 @@ int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 	ret = fs_commit(fs);
 	if (ret)
 		return ret;
+	pthread_cond_broadcast(&fs->clean_cond);
 	arb_log(ARB_LOG_INFO, "subvolume %llu cleaned", (unsigned long long)id);
 	return 1;
 }
 
 /* the budget of a batch of the cleaner */
-static struct arb_drop_budget clean_budget(const struct arb_fs *fs)
+static struct arb_drop_budget clean_budget(struct arb_fs *fs)
 {
 	return (struct arb_drop_budget){
 		fs->opts.clean_batch_nodes ? fs->opts.clean_batch_nodes
 					   : ARB_CLEAN_BATCH_NODES,
-		ARB_CLEAN_BATCH_NS, &fs->lock_waiters
+		ARB_CLEAN_BATCH_NS, &fs->lock_waiters, &fs->clean_fetch
 	};
 }
 
@@ -602,39 +602,73 @@ int fs_subvol_clean(struct arb_fs *fs)
 	return fs_subvol_clean_batch(fs, 0, &b);
 }
 
+#define WAIT_POLL_NS (20 * 1000 * 1000)
+
+/*
+ * With a cleaner thread (fs.c), it does the cleaning (one cleaner: two
+ * would take turns at the lock with every other thread waiting behind
+ * both) and this waits; without one (an image opened by a tool), this
+ * cleans.
+ */
 int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 {
 	const struct arb_drop_budget b = clean_budget(fs);
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	const struct timespec nap = { 0, WAIT_POLL_NS };
 	uint64_t next, last = arb_mono_ns();
+	bool asked = false;
+	struct timespec ts;
 	int ret;
 
+	fs_lock(fs);
 	for (;;) {
-		fs_lock(fs);
 		ret = next_orphan(fs, id ? id : ARB_FIRST_SUBVOL_ID, &next);
-		if (!ret && next && (!id || next == id))
-			ret = fs_subvol_clean_batch(fs, next, &b);
+		if (ret || !next || (id && next != id))
+			break; /* an error, or nothing left */
+		if (fs->failed || fs->readonly) {
+			ret = fs->failed ? -EIO : -EROFS;
+			break;
+		}
+		if (fs->cleaner_running) {
+			/* woken when a subvolume is gone; asks again now and
+			 * then (the tree may have been pinned) */
+			if (!asked) {
+				fs_clean_kick(fs);
+				asked = true;
+			}
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += WAIT_POLL_NS;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&fs->clean_cond,
+						   &fs->vol->lock, &ts))
+				asked = false;
+			continue;
+		}
+		ret = fs_subvol_clean_batch(fs, next, &b);
+		if (ret < 0)
+			break;
 		/* a long cleaning commits now and then, as the commit
 		 * thread's does */
 		if (ret == 2 && arb_mono_ns() - last >= 1000000000ULL) {
 			ret = fs_commit(fs);
 			last = arb_mono_ns();
-			if (!ret)
-				ret = 2;
+			if (ret)
+				break;
+			ret = 2;
 		}
-		else if (!ret)
-			ret = 3; /* nothing left */
-		if (fs->failed)
-			ret = -EIO;
-		fs_unlock(fs);
-		if (ret < 0)
-			return ret;
-		if (ret == 3)
-			return 0;
-		if (ret == 0)
-			nanosleep(&ts, NULL); /* pinned: wait for releases */
-		/* 2: a batch; others had the lock between the two */
+		if (ret == 2) {
+			fs_clean_pause(fs);
+		} else if (ret == 0) {
+			/* pinned: wait for its inodes to be let go */
+			fs_unlock(fs);
+			nanosleep(&nap, NULL);
+			fs_lock(fs);
+		}
 	}
+	fs_unlock(fs);
+	return ret < 0 ? ret : 0;
 }
 
 /* ---- receive: a subvolume built unlinked, linked at its end ----------- */
@@ -805,8 +839,7 @@ void fs_subvol_recv_abandon(struct arb_fs *fs, struct fs_tree *tr)
 			(unsigned long long)tr->id, strerror(-ret));
 	tr->receiving = false;
 	tr->deleted = true;
-	fs->clean_pending = true;
-	pthread_cond_signal(&fs->cond); /* the cleaner */
+	fs_clean_kick(fs);
 	fs_unlock(fs);
 }
 

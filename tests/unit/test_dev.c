@@ -203,6 +203,67 @@ static const char *tmpfile_path(const char *name)
 	return path;
 }
 
+/*
+ * arb_dev_resident and arb_dev_prefetch (the cleaner reads what it would
+ * wait for without its lock): bytes dropped from the host's cache are not
+ * resident, a prefetch brings them back (counted as ARB_IO_OTHER), and a
+ * device without a host cache (memory) cannot tell.
+ */
+START_TEST(test_file_resident)
+{
+	const char *path = tmpfile_path("resident.img");
+	struct arb_dev *dev, *m;
+	uint8_t buf[16384];
+	uint64_t off = 1 * MiB, other;
+	int fd, r0, r1;
+
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_int_eq(arb_dev_open_file(path, false, 8 * MiB, &dev), 0);
+	ck_assert_int_eq(arb_dev_write(dev, buf, sizeof(buf), off,
+				       ARB_IO_NODE),
+			 0);
+	ck_assert_int_eq(arb_dev_flush(dev), 0);
+	ck_assert_int_eq(arb_dev_resident(dev, off, sizeof(buf)) != 0, 1);
+	/* out of bounds, or nothing: cannot tell */
+	ck_assert_int_eq(arb_dev_resident(dev, 8 * MiB, 4096), -EOPNOTSUPP);
+	ck_assert_int_eq(arb_dev_resident(dev, off, 0), -EOPNOTSUPP);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	r0 = arb_dev_resident(dev, off, sizeof(buf));
+	other = dev->bytes_read[ARB_IO_OTHER];
+	arb_dev_prefetch(dev, off, sizeof(buf));
+	r1 = arb_dev_resident(dev, off, sizeof(buf));
+	if (r0 == -EOPNOTSUPP) {
+		/* a host without RWF_NOWAIT: says so from then on */
+		ck_assert_int_eq(r1, -EOPNOTSUPP);
+	} else {
+		/* 1 before only where the host keeps everything (tmpfs) */
+		ck_assert(r0 == 0 || r0 == 1);
+		ck_assert_int_eq(r1, 1);
+		ck_assert_uint_eq(dev->bytes_read[ARB_IO_OTHER],
+				  other + sizeof(buf));
+		fprintf(stderr, "resident: %d after dropping, %d after "
+				"the prefetch\n", r0, r1);
+	}
+	/* the bytes themselves are untouched */
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(arb_dev_read(dev, buf, sizeof(buf), off, ARB_IO_NODE),
+			 0);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], 0x5a);
+	arb_dev_destroy(dev);
+
+	ck_assert_int_eq(arb_dev_open_mem(1 * MiB, &m), 0);
+	ck_assert_int_eq(arb_dev_resident(m, 0, 4096), -EOPNOTSUPP);
+	other = m->bytes_read[ARB_IO_OTHER];
+	arb_dev_prefetch(m, 0, 4096); /* nothing to fill: nothing read */
+	ck_assert_uint_eq(m->bytes_read[ARB_IO_OTHER], other);
+	arb_dev_destroy(m);
+}
+END_TEST
+
 START_TEST(test_file_create_sparse)
 {
 	const char *path = tmpfile_path("sparse.img");
@@ -1398,6 +1459,7 @@ static Suite *dev_suite(void)
 	tc = tcase_create("file");
 	tcase_add_unchecked_fixture(tc, file_setup, file_teardown);
 	tcase_add_test(tc, test_file_create_sparse);
+	tcase_add_test(tc, test_file_resident);
 	tcase_add_test(tc, test_file_extend);
 	tcase_add_test(tc, test_file_host_alloc);
 	tcase_add_test(tc, test_file_lock);
