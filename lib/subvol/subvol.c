@@ -505,12 +505,13 @@ static void drop_tree_data(struct arb_fs *fs, struct arb_imem *im, void *arg)
 /*
  * One batch of the cleaning of a deleted subvolume (only want when want
  * != 0) whose inodes are not pinned, at most b's budget (NULL: all of
- * it): 1 it is gone (committed), 2 a batch was dropped and more remains
- * (in the running transaction: the commit that writes it writes the
- * progress with it), 0 nothing to do now, <0 error.  Lock held.
+ * it): 1 it is gone (committed, or with ask: the commit thread asked for
+ * the commit), 2 a batch was dropped and more remains (in the running
+ * transaction: the commit that writes it writes the progress with it), 0
+ * nothing to do now, <0 error.  Lock held.
  */
-int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
-			  const struct arb_drop_budget *b)
+static int clean_batch(struct arb_fs *fs, uint64_t want,
+		       const struct arb_drop_budget *b, bool ask)
 {
 	struct arb_key k;
 	struct arb_root *r;
@@ -577,12 +578,24 @@ int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
 	if (tr)
 		fs_tree_forget(fs, tr);
 	fs->txn_dirty = true;
+	arb_log(ARB_LOG_INFO, "subvolume %llu cleaned", (unsigned long long)id);
+	if (ask) {
+		/* the commit thread broadcasts clean_cond after it */
+		fs->commit_asked = true;
+		pthread_cond_signal(&fs->cond);
+		return 1;
+	}
 	ret = fs_commit(fs);
 	if (ret)
 		return ret;
 	pthread_cond_broadcast(&fs->clean_cond);
-	arb_log(ARB_LOG_INFO, "subvolume %llu cleaned", (unsigned long long)id);
 	return 1;
+}
+
+int fs_subvol_clean_batch(struct arb_fs *fs, uint64_t want,
+			  const struct arb_drop_budget *b)
+{
+	return clean_batch(fs, want, b, false);
 }
 
 /* the budget of a batch of the cleaner */
@@ -599,7 +612,8 @@ int fs_subvol_clean(struct arb_fs *fs)
 {
 	const struct arb_drop_budget b = clean_budget(fs);
 
-	return fs_subvol_clean_batch(fs, 0, &b);
+	/* the cleaner thread's commits are the commit thread's (fs.c) */
+	return clean_batch(fs, 0, &b, fs->thread_running);
 }
 
 #define WAIT_POLL_NS (20 * 1000 * 1000)
@@ -622,10 +636,17 @@ int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 	fs_lock(fs);
 	for (;;) {
 		ret = next_orphan(fs, id ? id : ARB_FIRST_SUBVOL_ID, &next);
-		if (ret || !next || (id && next != id))
-			break; /* an error, or nothing left */
-		if (fs->failed || fs->readonly) {
-			ret = fs->failed ? -EIO : -EROFS;
+		if (!ret && fs->failed)
+			ret = -EIO;
+		if (ret)
+			break;
+		if (!next || (id && next != id)) {
+			/* nothing left once the cleaner's last commit is
+			 * made (the commit thread's: it broadcasts) */
+			if (!fs->commit_asked || !fs->thread_running)
+				break;
+		} else if (fs->readonly) {
+			ret = -EROFS;
 			break;
 		}
 		if (fs->cleaner_running) {

@@ -1228,6 +1228,57 @@ START_TEST(test_clean_nowait)
 }
 END_TEST
 
+/*
+ * With the daemon's threads (a commit thread and a cleaner thread): the
+ * cleaner cleans, arb_subvol_wait only waits, and returns once the
+ * commit that ends the cleaning is on the device: an image copied at
+ * that instant (a crash then) has neither the subvolume nor its orphan,
+ * and its space is back.
+ */
+START_TEST(test_cleaner_thread)
+{
+	struct arb_fs_opts o = fopts;
+	struct arb_fs_usage u0, u1;
+	struct arb_dev *copy;
+	struct arb_fs *f2;
+	struct counts c = { 0 };
+	const char *why = NULL;
+	uint64_t id;
+
+	small_nodes_fs(64 * MiB, NULL);
+	fill_tree(ROOT, TU_SCALE(800, 4000));
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
+	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
+	touch_files(lookup(ROOT, "s"), 0, 8, TU_SCALE(800, 4000), "own");
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	o.commit_interval = 30;
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(mem), &o, &fs, &why), 0);
+	ck_assert(fs->thread_running && fs->cleaner_running);
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, id), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), 0);
+
+	ck_assert_int_eq(arb_dev_open_mem(mem->size, &copy), 0);
+	memcpy(arb_dev_mem_data(copy), arb_dev_mem_data(mem), mem->size);
+	ck_assert_int_eq(arb_fs_open(copy, &fopts, &f2, &why), 0);
+	ck_assert_int_eq(arb_subvol_list(f2, count_fn, &c), 0);
+	ck_assert_int_eq(c.n, 1);
+	ck_assert_int_eq(c.deleted, 0);
+	ck_assert_int_eq(arb_fs_check(f2, stderr), 0);
+	ck_assert_int_eq(arb_fs_usage(f2, &u1), 0);
+	ck_assert_msg(USED(u1) <= USED(u0) + 256 * 1024,
+		      "used %llu after, %llu before the snapshot",
+		      (unsigned long long)USED(u1),
+		      (unsigned long long)USED(u0));
+	ck_assert_int_eq(arb_fs_close(f2), 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	check_clean();
+}
+END_TEST
+
 /* a DROP_PROGRESS naming a key that is not in the tree (a hostile
  * image): the check says so, the cleaner refuses (-EUCLEAN), no crash */
 START_TEST(test_clean_bad_progress)
@@ -1690,6 +1741,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_clean_crash_points);
 	tcase_add_test(tc, test_clean_bad_progress);
 	tcase_add_test(tc, test_clean_nowait);
+	tcase_add_test(tc, test_cleaner_thread);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
 	tcase_add_test(tc, test_usage);
