@@ -63,7 +63,6 @@ static size_t hash_slot(const struct arb_cache *c, uint64_t bytenr)
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(ARB_BUF_ASAN)
 #include <sanitizer/asan_interface.h>
-
 #define BUF_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define BUF_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else

@@ -361,7 +361,8 @@ static void *clean_thread(void *arg)
 		if (fs->clean_pending && !fs->readonly)
 			r = fs_subvol_clean(fs);
 		if (r == 1) {
-			last = arb_mono_ns(); /* it committed */
+			/* gone: its last batch asked for the commit */
+			last = arb_mono_ns();
 			continue;
 		}
 		if (r == 2) {
