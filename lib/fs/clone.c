@@ -264,7 +264,7 @@ static int clone_locked(struct arb_fs *fs, uint64_t src, uint64_t sa,
 /* copy [soff, soff + len) of src to doff of dst as bytes; the bytes
  * copied, or <0 if none */
 static ssize_t copy_bytes(struct arb_fs *fs, uint64_t src, uint64_t soff,
-			  uint64_t dst, uint64_t doff, uint64_t len)
+			  uint64_t dst, uint64_t doff, uint64_t len, bool atime)
 {
 	uint64_t done = 0;
 	uint8_t *buf;
@@ -279,7 +279,7 @@ static ssize_t copy_bytes(struct arb_fs *fs, uint64_t src, uint64_t soff,
 		size_t want = len - done < COPY_CHUNK ? len - done : COPY_CHUNK;
 		ssize_t w;
 
-		r = arb_fs_read(fs, src, buf, want, soff + done);
+		r = fs_read(fs, src, buf, want, soff + done, atime);
 		if (r <= 0)
 			break;
 		w = arb_fs_write(fs, dst, buf, (size_t)r, doff + done);
@@ -326,10 +326,11 @@ ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 	struct arb_inode sin, din;
 	uint64_t a, b, shared = 0, bs, head;
 	bool eof, share_only = flags & ARB_COPY_SHARE_ONLY;
+	bool atime = !(flags & ARB_COPY_KEEP_ATIME);
 	ssize_t r;
 	int ret;
 
-	if (flags & ~ARB_COPY_SHARE_ONLY)
+	if (flags & ~(ARB_COPY_SHARE_ONLY | ARB_COPY_KEEP_ATIME))
 		return -EINVAL;
 	if (soff >= ARB_MAX_FILE_SIZE || doff >= ARB_MAX_FILE_SIZE)
 		return -EFBIG;
@@ -388,12 +389,13 @@ ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 	fs_unlock(fs);
 	/* the unaligned head and tail as bytes (the whole range when the
 	 * offsets are not congruent) */
-	r = copy_bytes(fs, src, soff, dst, doff, head);
+	r = copy_bytes(fs, src, soff, dst, doff, head, atime);
 	if (r < 0 || (uint64_t)r < head)
 		return r;
 	if (b >= soff + len)
 		return (ssize_t)len;
-	r = copy_bytes(fs, src, b, dst, doff + (b - soff), soff + len - b);
+	r = copy_bytes(fs, src, b, dst, doff + (b - soff), soff + len - b,
+		       atime);
 	if (r < 0)
 		return (ssize_t)(b - soff);
 	return (ssize_t)(b - soff + (uint64_t)r);

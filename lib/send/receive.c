@@ -321,7 +321,8 @@ static int cmd_clone(struct rctx *c, const struct arb_scmd_dec *d)
 		return bad(c, "clone of inode %llu onto an overlapping range of itself",
 			   (unsigned long long)d->obj);
 	n = arb_fs_copy_range(c->fs, rino(c, d->src_obj), d->src_off,
-			      rino(c, d->obj), d->off, d->len, 0);
+			      rino(c, d->obj), d->off, d->len,
+			      ARB_COPY_KEEP_ATIME);
 	if (n >= 0 && (uint64_t)n != d->len)
 		n = -EIO;
 	return op_err(c, n < 0 ? (int)n : 0, "cloning");

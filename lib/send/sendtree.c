@@ -861,11 +861,25 @@ static bool same_map(const struct sext *a, const struct sext *b)
 	       a->off - a->ext_off == b->off - b->ext_off;
 }
 
-static uint64_t ext_end(const struct sinode *si)
+/*
+ * Where extent e's range ends, for comparing two files' maps: an inline
+ * extent holds its block whole (the bytes past its data are zeros on
+ * both sides), so a hole that replaces it is punched to the block's end.
+ * Its own length would punch part of a block on the receiving side,
+ * which zeroes bytes and leaves data where the snapshot has a hole.
+ */
+static uint64_t sext_end(const struct sctx *c, const struct sext *e)
 {
-	return si->nr_ext ? si->ext[si->nr_ext - 1].off +
-				    si->ext[si->nr_ext - 1].len
-			  : 0;
+	uint64_t end = e->off + e->len, bs = c->fs->bs;
+
+	if (e->type == ARB_FILE_EXTENT_INLINE && end % bs)
+		end += bs - end % bs;
+	return end;
+}
+
+static uint64_t ext_end(const struct sctx *c, const struct sinode *si)
+{
+	return si->nr_ext ? sext_end(c, &si->ext[si->nr_ext - 1]) : 0;
 }
 
 /* the snapshot's content of [x, y), a range whose mapping changed */
@@ -908,7 +922,8 @@ static int send_segment(struct sctx *c, const struct sinode *s,
 static int send_changed(struct sctx *c, const struct sinode *s,
 			const struct sinode *p)
 {
-	uint64_t end = ext_end(s) > ext_end(p) ? ext_end(s) : ext_end(p);
+	uint64_t end = ext_end(c, s) > ext_end(c, p) ? ext_end(c, s)
+						    : ext_end(c, p);
 	uint64_t pos = 0;
 	size_t i = 0, j = 0;
 	int ret = 0;
@@ -917,14 +932,14 @@ static int send_changed(struct sctx *c, const struct sinode *s,
 		const struct sext *a = NULL, *b = NULL;
 		uint64_t next = end;
 
-		while (i < s->nr_ext && s->ext[i].off + s->ext[i].len <= pos)
+		while (i < s->nr_ext && sext_end(c, &s->ext[i]) <= pos)
 			i++;
-		while (j < p->nr_ext && p->ext[j].off + p->ext[j].len <= pos)
+		while (j < p->nr_ext && sext_end(c, &p->ext[j]) <= pos)
 			j++;
 		if (i < s->nr_ext) {
 			if (s->ext[i].off <= pos) {
 				a = &s->ext[i];
-				next = a->off + a->len;
+				next = sext_end(c, a);
 			} else {
 				next = s->ext[i].off;
 			}
@@ -932,8 +947,8 @@ static int send_changed(struct sctx *c, const struct sinode *s,
 		if (j < p->nr_ext) {
 			if (p->ext[j].off <= pos) {
 				b = &p->ext[j];
-				if (b->off + b->len < next)
-					next = b->off + b->len;
+				if (sext_end(c, b) < next)
+					next = sext_end(c, b);
 			} else if (p->ext[j].off < next) {
 				next = p->ext[j].off;
 			}

@@ -579,6 +579,24 @@ START_TEST(test_edges)
 				 -EPERM);
 		ck_assert_int_eq(arb_fs_set_flags(fs, b, 0), 0);
 	}
+	/* the copied (unaligned) bytes are a read of the source: a relatime
+	 * atime moves, unless the caller keeps it (receive does) */
+	{
+		struct arb_setattr sa = { .atime = { 1000, 0 },
+					  .mtime = { 2000, 0 } };
+		struct arb_stat as;
+
+		ck_assert_int_eq(arb_fs_setattr(fs, a, &sa,
+						ARB_SET_ATIME | ARB_SET_MTIME,
+						&cred, &as), 0);
+		ck_assert_int_eq(arb_fs_copy_range(fs, a, 1, b, 3, 100,
+						   ARB_COPY_KEEP_ATIME), 100);
+		ck_assert_int_eq(arb_fs_getattr(fs, a, &as), 0);
+		ck_assert_int_eq(as.atime.tv_sec, 1000);
+		ck_assert_int_eq(arb_fs_copy_range(fs, a, 1, b, 3, 100, 0), 100);
+		ck_assert_int_eq(arb_fs_getattr(fs, a, &as), 0);
+		ck_assert_int_gt(as.atime.tv_sec, 2000);
+	}
 	reopen();
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	arb_dev_destroy(mem);

@@ -1283,6 +1283,85 @@ START_TEST(test_incremental_chain)
 }
 END_TEST
 
+/*
+ * A small file stored inline in the parent, changed into every other map
+ * in the snapshot, and back: an inline extent holds its block whole, so
+ * a hole that replaces it must come out a hole, not a block of zeros
+ * (CI at 34a7937: a punch of the inline bytes only zeroed them, and the
+ * receive refused its own tree by the digest).
+ */
+static void set_size(uint64_t ino, uint64_t size)
+{
+	struct arb_setattr sa = { .size = size };
+
+	ck_assert_int_eq(arb_fs_setattr(sfs, ino, &sa, ARB_SET_SIZE, NULL,
+					NULL), 0);
+}
+
+START_TEST(test_inline_maps)
+{
+	enum { NF = 8 };
+	uint64_t r = tu_seed("send inline"), ino[NF], s1, s2, s3, d;
+	struct arb_stat st;
+	char name[16];
+	int fd;
+
+	for (int i = 0; i < NF; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(arb_fs_mknod(sfs, ROOT, name, S_IFREG | 0644,
+					      0, NULL, &st), 0);
+		ino[i] = st.ino;
+		/* inline in the parent, except the last (a block's worth) */
+		write_at(ino[i], 0, i == NF - 1 ? 4096 : 673, &r);
+	}
+	s1 = snap("s1");
+	fd = send_fd(s1, 0, NULL);
+	recv_fd(fd);
+	close(fd);
+	/* a hole at the start, data far on (the case CI met) */
+	set_size(ino[0], 0);
+	write_at(ino[0], 294912, 895, &r);
+	/* all hole */
+	set_size(ino[1], 0);
+	set_size(ino[2], 1 * MiB);
+	/* grown: data after the inline block */
+	write_at(ino[2], 4096, 1, &r);
+	/* its block punched, the size kept */
+	set_size(ino[3], 10000);
+	ck_assert_int_eq(arb_fs_fallocate(sfs, ino[3],
+					  FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+					  0, 4096), 0);
+	/* preallocated where it was inline */
+	set_size(ino[4], 0);
+	ck_assert_int_eq(arb_fs_fallocate(sfs, ino[4], 0, 0, 8192), 0);
+	/* rewritten past what fits inline */
+	write_at(ino[5], 0, 5000, &r);
+	/* shorter, still inline */
+	set_size(ino[6], 100);
+	/* a block of data made inline */
+	set_size(ino[7], 0);
+	write_at(ino[7], 0, 300, &r);
+	s2 = snap("s2");
+	fd = send_fd(s2, s1, NULL);
+	d = recv_fd(fd);
+	close(fd);
+	compare(s2, d);
+	/* and back to small inline files */
+	for (int i = 0; i < NF - 1; i++) {
+		set_size(ino[i], 0);
+		write_at(ino[i], 0, 200 + 50 * (uint64_t)i, &r);
+	}
+	s3 = snap("s3");
+	fd = send_fd(s3, s2, NULL);
+	d = recv_fd(fd);
+	close(fd);
+	compare(s3, d);
+	reopen_dst();
+	compare(s3, d);
+}
+END_TEST
+
 /* the parent is not on the receiving side, or was changed there */
 START_TEST(test_parent_missing)
 {
@@ -2033,6 +2112,7 @@ static Suite *send_suite(void)
 	tcase_add_test(tc, test_truncate_and_flip);
 	tcase_add_test(tc, test_crafted);
 	tcase_add_test(tc, test_incremental_chain);
+	tcase_add_test(tc, test_inline_maps);
 	tcase_add_test(tc, test_parent_missing);
 	tcase_add_test(tc, test_dump_and_estimate);
 	tcase_add_test(tc, test_shares_and_ranges);

@@ -448,6 +448,10 @@ enum arb_copy_flags {
 	 * len is, or the range ends at src's end and reaches dst's (a
 	 * small inline src is still copied: it has no blocks to share) */
 	ARB_COPY_SHARE_ONLY = 1 << 0,
+	/* src's atime stays: the bytes copied (not shared) are read as
+	 * copy_file_range's fallback reads them, which moves a relatime
+	 * atime; a receive must not (the stream gave the times) */
+	ARB_COPY_KEEP_ATIME = 1 << 1,
 };
 ssize_t arb_fs_copy_range(struct arb_fs *fs, uint64_t src, uint64_t soff,
 			  uint64_t dst, uint64_t doff, uint64_t len,
