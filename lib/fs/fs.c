@@ -334,10 +334,11 @@ void fs_clean_kick(struct arb_fs *fs)
 
 /*
  * The cleaner: drops deleted subvolumes, one batch at a time, at a low CPU
- * priority.  Measured with 10^6 files cleaned on 2 CPUs
- * (bench/snapshot.sh): as an equal of the FUSE threads, its CPU time
- * delayed their wake-ups by milliseconds (stat p99 1.7 ms, idle 0.25
- * ms); at nice 19, 0.7 ms.  The cost is priority inversion: a batch
+ * priority.  Measured with 10^6 files cleaned on 2 CPUs (the probe of
+ * bench/snapshot.sh's latency part, run by hand with and without the
+ * nice value): as an equal of the FUSE threads, its CPU time delayed
+ * their wake-ups by milliseconds (stat p99 1.7 ms, idle 0.25 ms); at
+ * nice 19, 0.7-1.0 ms.  The cost is priority inversion: a batch
  * holds the lock at that priority, and on a machine whose CPUs other work
  * keeps busy it gets a small share of one, while the threads waiting for
  * the lock wait for it.  So its batches stop at the first waiter, it

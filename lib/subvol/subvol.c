@@ -681,6 +681,11 @@ int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 		}
 		if (ret == 2) {
 			fs_clean_pause(fs);
+		} else if (ret == 0 && !fs->thread_running) {
+			/* pinned, and no thread of the library's: the caller
+			 * holds its files, waiting would be for itself */
+			ret = -EBUSY;
+			break;
 		} else if (ret == 0) {
 			/* pinned: wait for its inodes to be let go */
 			fs_unlock(fs);

@@ -434,6 +434,26 @@ START_TEST(test_delete_and_clean)
 	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), 0);
 	ck_assert_uint_eq(st.size, 256 * 4096);
 	check_clean();
+	/* no thread of the library's: waiting would be for ourselves */
+	ck_assert_int_eq(arb_subvol_wait(fs, id), -EBUSY);
+	ck_assert_int_eq(arb_subvol_wait(fs, 0), -EBUSY);
+	{
+		/* read-only, a deleted subvolume cannot be cleaned: said so,
+		 * not waited for */
+		struct arb_fs_opts ro = fopts;
+		struct arb_dev *copy;
+		struct arb_fs *f2;
+		const char *why = NULL;
+
+		ck_assert_int_eq(arb_fs_sync(fs), 0);
+		ck_assert_int_eq(arb_dev_open_mem(mem->size, &copy), 0);
+		memcpy(arb_dev_mem_data(copy), arb_dev_mem_data(mem),
+		       mem->size);
+		ro.readonly = true;
+		ck_assert_int_eq(arb_fs_open(copy, &ro, &f2, &why), 0);
+		ck_assert_int_eq(arb_subvol_wait(f2, id), -EROFS);
+		ck_assert_int_eq(arb_fs_close(f2), 0);
+	}
 	ck_assert_int_eq(arb_fs_release_inode(fs, f), 0);
 	ck_assert_int_eq(arb_subvol_wait(fs, id), 0);
 	ck_assert_int_eq(arb_fs_getattr(fs, f, &st), -ENOENT);
@@ -1151,6 +1171,32 @@ static const struct arb_dev_ops cold_ops = {
 	.resident = cold_resident,
 };
 
+/* a snapshot of nfiles files, each with a block of its own; *u0: the
+ * usage before it (what cleaning it gives back to) */
+static uint64_t own_snapshot(int nfiles, struct arb_fs_usage *u0)
+{
+	uint64_t id;
+
+	small_nodes_fs(64 * MiB, NULL);
+	fill_tree(ROOT, nfiles);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_usage(fs, u0), 0);
+	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
+	touch_files(lookup(ROOT, "s"), 0, 8, nfiles, "own");
+	return id;
+}
+
+static void space_back(struct arb_fs *f, const struct arb_fs_usage *u0)
+{
+	struct arb_fs_usage u1;
+
+	ck_assert_int_eq(arb_fs_usage(f, &u1), 0);
+	ck_assert_msg(USED(u1) <= USED(*u0) + 256 * 1024,
+		      "used %llu after, %llu before the snapshot",
+		      (unsigned long long)USED(u1),
+		      (unsigned long long)USED(*u0));
+}
+
 /*
  * The cleaner's batches do not wait for a disk: with a cold host cache, a
  * batch stops before any node (of the dropped tree or of the extent tree)
@@ -1164,16 +1210,11 @@ START_TEST(test_clean_nowait)
 {
 	uint64_t fetch = 0, id;
 	const struct arb_drop_budget b = { 0, 0, NULL, &fetch };
-	struct arb_fs_usage u0, u1;
-	int batches = 0, ret = 2, nfiles = TU_SCALE(1500, 6000);
+	struct arb_fs_usage u0;
+	int batches = 0, ret = 2;
 	const char *why = NULL;
 
-	small_nodes_fs(64 * MiB, NULL);
-	fill_tree(ROOT, nfiles);
-	ck_assert_int_eq(arb_fs_sync(fs), 0);
-	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
-	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
-	touch_files(lookup(ROOT, "s"), 0, 8, nfiles, "own");
+	id = own_snapshot(TU_SCALE(1500, 6000), &u0);
 	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
@@ -1216,11 +1257,7 @@ START_TEST(test_clean_nowait)
 		      (unsigned long long)cold.fetches);
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
 	check_clean();
-	ck_assert_int_eq(arb_fs_usage(fs, &u1), 0);
-	ck_assert_msg(USED(u1) <= USED(u0) + 256 * 1024,
-		      "used %llu after, %llu before the snapshot",
-		      (unsigned long long)USED(u1),
-		      (unsigned long long)USED(u0));
+	space_back(fs, &u0);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	fs = NULL;
 	fs_open_now();
@@ -1238,19 +1275,14 @@ END_TEST
 START_TEST(test_cleaner_thread)
 {
 	struct arb_fs_opts o = fopts;
-	struct arb_fs_usage u0, u1;
+	struct arb_fs_usage u0;
 	struct arb_dev *copy;
 	struct arb_fs *f2;
 	struct counts c = { 0 };
 	const char *why = NULL;
 	uint64_t id;
 
-	small_nodes_fs(64 * MiB, NULL);
-	fill_tree(ROOT, TU_SCALE(800, 4000));
-	ck_assert_int_eq(arb_fs_sync(fs), 0);
-	ck_assert_int_eq(arb_fs_usage(fs, &u0), 0);
-	id = arb_inum_tree(snap(ROOT, ROOT, "s", 0));
-	touch_files(lookup(ROOT, "s"), 0, 8, TU_SCALE(800, 4000), "own");
+	id = own_snapshot(TU_SCALE(800, 4000), &u0);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	o.commit_interval = 30;
 	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(mem), &o, &fs, &why), 0);
@@ -1266,11 +1298,7 @@ START_TEST(test_cleaner_thread)
 	ck_assert_int_eq(c.n, 1);
 	ck_assert_int_eq(c.deleted, 0);
 	ck_assert_int_eq(arb_fs_check(f2, stderr), 0);
-	ck_assert_int_eq(arb_fs_usage(f2, &u1), 0);
-	ck_assert_msg(USED(u1) <= USED(u0) + 256 * 1024,
-		      "used %llu after, %llu before the snapshot",
-		      (unsigned long long)USED(u1),
-		      (unsigned long long)USED(u0));
+	space_back(f2, &u0);
 	ck_assert_int_eq(arb_fs_close(f2), 0);
 	ck_assert_int_eq(arb_fs_close(fs), 0);
 	fs = NULL;

@@ -153,8 +153,13 @@ int arb_subvol_usage(struct arb_fs *fs, uint64_t ino,
 
 /*
  * Wait until the deleted subvolume id (0: every deleted one) has been
- * cleaned; its space is free then.  -ENOENT: no such deleted subvolume
- * (already cleaned counts as done: 0).
+ * cleaned and that is committed; its space is free then (already cleaned
+ * counts as done: 0).  With the library's threads (commit_interval > 0)
+ * the cleaner thread cleans and this waits, also for files of it still
+ * open to be released.  Without them this cleans, and a subvolume whose
+ * files are still open gives -EBUSY (the caller holds them; a later call
+ * cleans it once they are released).  -EROFS: a read-only filesystem
+ * cannot clean; -EIO after a failed commit.
  */
 int arb_subvol_wait(struct arb_fs *fs, uint64_t id);
 
