@@ -297,6 +297,10 @@ struct arb_fs {
 	/* the node the cleaner's last batch stopped for, to be read into
 	 * the host's cache without the lock (arb_drop_budget.fetch), or 0 */
 	uint64_t clean_fetch;
+	/* when the cleaner last took the lock, and lock_seq then: whether
+	 * others had it since (fs_clean_pause) */
+	uint64_t clean_lock_ns;
+	unsigned clean_seq;
 
 	/* commit thread */
 	pthread_t thread;
@@ -409,9 +413,12 @@ int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
 #define ARB_CLEAN_BATCH_NS (2 * 1000 * 1000)
 int fs_subvol_clean(struct arb_fs *fs);
 /* fs.c: between two batches of the cleaner (lock held: let go of, then
- * taken again): waiters have the lock first (fs_unlock_handoff), and the
- * node the batch stopped for (clean_fetch) is read meanwhile */
+ * taken again): waiters have the lock first (fs_unlock_handoff), the
+ * node the batch stopped for (clean_fetch) is read meanwhile, and while
+ * other threads use the filesystem the cleaner rests (ARB_CLEAN_REST_NS) */
 void fs_clean_pause(struct arb_fs *fs);
+/* fs.c: the cleaner took the lock (fs_clean_pause's measure starts) */
+void fs_clean_locked(struct arb_fs *fs);
 /* fs.c: a deleted subvolume may be ready for cleaning: wake the cleaner
  * (lock held) */
 void fs_clean_kick(struct arb_fs *fs);

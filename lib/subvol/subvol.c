@@ -634,6 +634,7 @@ int arb_subvol_wait(struct arb_fs *fs, uint64_t id)
 	int ret;
 
 	fs_lock(fs);
+	fs_clean_locked(fs);
 	for (;;) {
 		ret = next_orphan(fs, id ? id : ARB_FIRST_SUBVOL_ID, &next);
 		if (!ret && fs->failed)
