@@ -423,18 +423,13 @@ bad:
 	return -EUCLEAN;
 }
 
-int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
-		       uint64_t bytenr, uint64_t expect_gen, int expect_level,
-		       const char **why)
+/* the checks of a copy read into buf */
+static int copy_check(struct arb_vol *vol, const uint8_t *buf,
+		      uint64_t bytenr, uint64_t expect_gen, int expect_level,
+		      const char **why)
 {
-	int ret;
+	int ret = arb_node_validate(vol, buf, bytenr, why);
 
-	ret = arb_dev_read(vol->dev, buf, vol->nodesize, addr, ARB_IO_NODE);
-	if (ret) {
-		*why = "read error";
-		return ret;
-	}
-	ret = arb_node_validate(vol, buf, bytenr, why);
 	if (ret)
 		return ret;
 	if ((expect_gen != (uint64_t)-1 &&
@@ -446,6 +441,20 @@ int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
 		return -EUCLEAN;
 	}
 	return 0;
+}
+
+int arb_node_read_copy(struct arb_vol *vol, uint8_t *buf, uint64_t addr,
+		       uint64_t bytenr, uint64_t expect_gen, int expect_level,
+		       const char **why)
+{
+	int ret;
+
+	ret = arb_dev_read(vol->dev, buf, vol->nodesize, addr, ARB_IO_NODE);
+	if (ret) {
+		*why = "read error";
+		return ret;
+	}
+	return copy_check(vol, buf, bytenr, expect_gen, expect_level, why);
 }
 
 static bool addr_ok(const struct arb_vol *vol, uint64_t a)
@@ -521,13 +530,10 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
 			lru_del(c, n);
 		n->pins++;
 	} else {
-		if (nowait &&
-		    arb_dev_resident(vol->dev, bytenr, vol->nodesize) == 0) {
-			nowait_miss = bytenr;
-			return -EWOULDBLOCK;
-		}
-		c->misses++;
+		int cached = -1;
+
 		if (!addr_ok(vol, bytenr)) {
+			c->misses++;
 			arb_log(ARB_LOG_ERR, "node %llu: address out of range",
 				(unsigned long long)bytenr);
 			vol->nr_unrecoverable++;
@@ -536,8 +542,25 @@ int arb_node_read(struct arb_vol *vol, uint64_t bytenr, uint64_t mirror,
 		n = node_alloc(vol, bytenr);
 		if (!n)
 			return -ENOMEM;
-		ret = arb_node_read_copy(vol, n->data, bytenr, bytenr,
-					 expect_gen, expect_level, &why);
+		if (nowait) {
+			/* one read: from the host's cache, or none */
+			cached = arb_dev_read_cached(vol->dev, n->data,
+						     vol->nodesize, bytenr,
+						     ARB_IO_NODE);
+			if (cached == 0) {
+				node_free(vol, n);
+				nowait_miss = bytenr;
+				return -EWOULDBLOCK;
+			}
+		}
+		c->misses++;
+		if (cached == 1)
+			ret = copy_check(vol, n->data, bytenr, expect_gen,
+					 expect_level, &why);
+		else
+			ret = arb_node_read_copy(vol, n->data, bytenr, bytenr,
+						 expect_gen, expect_level,
+						 &why);
 		if (ret && mirror)
 			ret = read_mirror(vol, n->data, bytenr, mirror,
 					  expect_gen, expect_level, ret, why);

@@ -158,11 +158,21 @@ void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 		dev->ops->readahead(dev, off, len);
 }
 
-int arb_dev_resident(struct arb_dev *dev, uint64_t off, size_t len)
+int arb_dev_read_cached(struct arb_dev *dev, void *buf, size_t len,
+			uint64_t off, enum arb_io_kind kind)
 {
-	if (!dev->ops->resident || !len || !dev_in_bounds(dev, len, off))
+	int ret;
+
+	if (!dev->ops->read_cached || !len || !buf ||
+	    (unsigned)kind > ARB_IO_OTHER || !dev_in_bounds(dev, len, off))
 		return -EOPNOTSUPP;
-	return dev->ops->resident(dev, off, len);
+	ret = dev->ops->read_cached(dev, buf, len, off, kind);
+	if (ret == 1) {
+		__atomic_fetch_add(&dev->nr_reads, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&dev->bytes_read[kind], len,
+				   __ATOMIC_RELAXED);
+	}
+	return ret;
 }
 
 void arb_dev_prefetch(struct arb_dev *dev, uint64_t off, size_t len)
@@ -170,7 +180,7 @@ void arb_dev_prefetch(struct arb_dev *dev, uint64_t off, size_t len)
 	void *buf;
 
 	/* only a device with a host cache to fill says what is resident */
-	if (!dev->ops->resident || !len || !dev_in_bounds(dev, len, off))
+	if (!dev->ops->read_cached || !len || !dev_in_bounds(dev, len, off))
 		return;
 	buf = malloc(len);
 	if (!buf)
@@ -260,7 +270,7 @@ struct file_dev {
 	uint32_t dio_mem_align, dio_off_align;
 	/* ARBOR_HOST_CACHE=1: neither of the above (for measuring) */
 	bool keep_cache;
-	/* the host refused RWF_NOWAIT (file_resident; atomic) */
+	/* the host refused RWF_NOWAIT (file_read_cached; atomic) */
 	bool no_nowait;
 };
 
@@ -687,19 +697,17 @@ static void file_readahead(struct arb_dev *dev, uint64_t off, size_t len)
  * that is not in the host's page cache.  Hosts (or host filesystems) that
  * refuse the flag cannot tell, from then on.
  */
-static int file_resident(struct arb_dev *dev, uint64_t off, size_t len)
+static int file_read_cached(struct arb_dev *dev, void *buf, size_t len,
+			    uint64_t off, enum arb_io_kind kind)
 {
 	struct file_dev *f = dev->priv;
-	struct iovec iov;
+	struct iovec iov = { buf, len };
 	ssize_t n;
 	int ret;
 
+	(void)kind;
 	if (__atomic_load_n(&f->no_nowait, __ATOMIC_RELAXED))
 		return -EOPNOTSUPP;
-	iov.iov_base = malloc(len);
-	iov.iov_len = len;
-	if (!iov.iov_base)
-		return -ENOMEM;
 	do
 		n = preadv2(f->fd, &iov, 1, (off_t)off, RWF_NOWAIT);
 	while (n < 0 && errno == EINTR);
@@ -713,7 +721,6 @@ static int file_resident(struct arb_dev *dev, uint64_t off, size_t len)
 	} else {
 		ret = -errno; /* the read itself will say what is wrong */
 	}
-	free(iov.iov_base);
 	return ret;
 }
 
@@ -726,7 +733,7 @@ static const struct arb_dev_ops file_ops = {
 	.readahead = file_readahead,
 	.flush_behind = file_flush_behind,
 	.discard = file_discard,
-	.resident = file_resident,
+	.read_cached = file_read_cached,
 };
 
 int arb_dev_discard(struct arb_dev *dev, uint64_t off, uint64_t len)

@@ -361,12 +361,16 @@ static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 	arb_dev_readahead(t->lower, off, len);
 }
 
-/* a question, not an I/O: passed on, not traced */
-static int trace_resident(struct arb_dev *dev, uint64_t off, size_t len)
+/* traced when it read (a read that would have waited did nothing) */
+static int trace_read_cached(struct arb_dev *dev, void *buf, size_t len,
+			     uint64_t off, enum arb_io_kind kind)
 {
 	struct trace_dev *t = dev->priv;
+	int ret = arb_dev_read_cached(t->lower, buf, len, off, kind);
 
-	return arb_dev_resident(t->lower, off, len);
+	if (ret == 1)
+		trace_op(t, 'R', off, len, kind);
+	return ret;
 }
 
 /* traced when it ends, and only when it flushed or tried to (the
@@ -397,7 +401,7 @@ static const struct arb_dev_ops trace_ops = {
 	.destroy = trace_destroy,
 	.readahead = trace_readahead,
 	.flush_behind = trace_flush_behind,
-	.resident = trace_resident,
+	.read_cached = trace_read_cached,
 };
 
 /* f stays the caller's; on failure lower does too. */

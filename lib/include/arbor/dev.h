@@ -52,10 +52,12 @@ struct arb_dev_ops {
 	 * back (an image file: punch a hole; reads then return zeros); may
 	 * be NULL (-EOPNOTSUPP) */
 	int (*discard)(struct arb_dev *dev, uint64_t off, uint64_t len);
-	/* would a read of [off, off+len) be served from the host's cache,
-	 * without waiting for a disk: 1 yes, 0 no, <0 cannot tell; may be
-	 * NULL (a device without such a cache, or one that cannot say) */
-	int (*resident)(struct arb_dev *dev, uint64_t off, size_t len);
+	/* read [off, off+len) into buf only if the host's cache holds all
+	 * of it, without waiting for a disk: 1 read, 0 not all there (buf's
+	 * content undefined), <0 cannot tell; may be NULL (a device without
+	 * such a cache, or one that cannot say) */
+	int (*read_cached)(struct arb_dev *dev, void *buf, size_t len,
+			   uint64_t off, enum arb_io_kind kind);
 };
 
 struct arb_dev {
@@ -106,15 +108,18 @@ int arb_dev_unflushed(struct arb_dev *dev, const struct arb_dev_wrec **recs);
 void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len);
 /*
  * For a thread about to read [off, off+len) while holding a lock others
- * wait for: arb_dev_resident says whether the read would be served from
- * the host's cache (1), would wait for a disk (0), or cannot tell (<0:
- * no such op, out of bounds); arb_dev_prefetch reads the range into the
- * host's cache and waits for it, so that the read made later under the
- * lock does not wait.  Neither changes anything a read returns;
- * prefetched bytes count as ARB_IO_OTHER.  Both are safe without any
- * lock of the caller (reads run concurrently with everything else).
+ * wait for: arb_dev_read_cached reads it only if that waits for no disk
+ * (1: read, counted as kind; 0: it would wait, nothing counted, buf's
+ * content undefined; <0: cannot tell: no such op, out of bounds, an
+ * error the plain read will report); arb_dev_prefetch reads the range
+ * into the host's cache and waits for it, so that the read made later
+ * under the lock does not wait.  Neither changes anything a read
+ * returns; prefetched bytes count as ARB_IO_OTHER.  Both are safe
+ * without any lock of the caller (reads run concurrently with
+ * everything else).
  */
-int arb_dev_resident(struct arb_dev *dev, uint64_t off, size_t len);
+int arb_dev_read_cached(struct arb_dev *dev, void *buf, size_t len,
+			uint64_t off, enum arb_io_kind kind);
 void arb_dev_prefetch(struct arb_dev *dev, uint64_t off, size_t len);
 /*
  * Flush-behind: when more than limit bytes of bulk file data (writes of
