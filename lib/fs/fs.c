@@ -322,13 +322,16 @@ void fs_unlock_handoff(struct arb_fs *fs)
  * ARB_CLEAN_REST_MAX_NS.  Alone, it does not rest (cleaning 10^6 files
  * took 2.4-3.0 s with and without this).  Measured with the probe of
  * bench/snapshot.sh at 10^6 files on 2 CPUs, run by hand (two runs
- * each; p99 while cleaning over idle): no rest: stat x3.1-3.7, 4 KiB
- * read x5.2-5.7, cleaning 1.9-2.1 s; this (400 us): x1.5, x2.5-2.7,
- * 3.6-3.7 s; 1 ms after every batch: x0.8-1.0, x1.8-2.0, 5.7-6.2 s.
- * The requests served meanwhile grow with it (3,900 in 2 s without a
- * rest, 14,000 in 3.7 s with it).  The reads' rest of the ratio is not
- * the lock: a gentler cleaner stays near x2 (the cleaner's own reads
- * and commits share the disk).
+ * each; p99 while cleaning over idle; the probe as it was before its
+ * idle and busy runs took different directories): no rest: stat
+ * x3.1-3.7, 4 KiB read x5.2-5.7, cleaning 1.9-2.1 s; this (400 us):
+ * x1.5, x2.5-2.7, 3.6-3.7 s; 1 ms after every batch: x0.8-1.0,
+ * x1.8-2.0, 5.7-6.2 s.  The requests served meanwhile grow with it
+ * (3,900 in 2 s without a rest, 14,000 in 3.7 s with it).  Neither the
+ * cleaner's own disk reads (as many beside an idle probe: read p99
+ * +25-40%) nor its commits (one per 20 s instead of per second: no
+ * change) explain the reads' ratio; a request that comes while a batch
+ * runs waits for it, and a few batches hold the lock 0.2-1 ms.
  */
 #define ARB_CLEAN_REST_NS (400 * 1000)
 #define ARB_CLEAN_REST_MAX_NS (2 * 1000 * 1000)
