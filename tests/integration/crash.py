@@ -42,6 +42,11 @@ def worker(mnt, journal_path, seed, round_no):
     j = open(journal_path, "a", buffering=1)
     d = os.path.join(mnt, "d")
     os.makedirs(d, exist_ok=True)
+    # d's own name is durable once its parent is fsynced
+    rfd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(rfd)
+    os.close(rfd)
+    j.write("DIRSYNCED d\n")
     dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     n = 0
     logs = {}
@@ -141,12 +146,15 @@ def read_journal(path):
     state = {}      # name -> ("sha", h) | ("any",) | ("either", old, h)
     created = set()
     if not os.path.exists(path):
-        return state, created
+        return state, created, False
+    dir_synced = False
     for line in open(path):
         p = line.split()
         if not p:
             continue
-        if p[0] == "CREATE":
+        if p[0] == "DIRSYNCED":
+            dir_synced = True
+        elif p[0] == "CREATE":
             created.add(p[1])
             state[p[1]] = ("any",)
         elif p[0] == "SYNCED":
@@ -165,16 +173,21 @@ def read_journal(path):
             state[p[1]] = ("sha", p[2])
         elif p[0] == "APPENDED":
             state[p[1]] = ("prefix", int(p[2]), p[3])
-    return state, created
+    return state, created, dir_synced
 
 
 def verify(mnt, journal_path):
-    state, created = read_journal(journal_path)
+    state, created, dir_synced = read_journal(journal_path)
     d = os.path.join(mnt, "d")
-    if not os.path.isdir(d):
-        return ["directory d missing"] if created else []
     errors = []
-    present = set(os.listdir(d))
+    if os.path.isdir(d):
+        present = set(os.listdir(d))
+    elif dir_synced:
+        return ["directory d missing after its parent's fsync returned"]
+    else:
+        # killed before d was made durable: every name in it may be gone,
+        # and the checks below still require what was fsynced
+        present = set()
     for name in present - created:
         errors.append("unexpected name %s" % name)
     for name, st in state.items():
@@ -302,7 +315,7 @@ def main():
     if errs:
         print("final verify:\n  %s" % "\n  ".join(errs[:20]))
         return 1
-    state, _ = read_journal(args.journal)
+    state, _, _ = read_journal(args.journal)
     nsync = sum(1 for v in state.values() if v[0] == "sha")
     logb = sum(v[1] for v in state.values() if v[0] == "prefix")
     print("crash.py: %d kills survived, fsck clean after each; %d fsynced "
