@@ -360,6 +360,8 @@ void arb_node_readahead(struct arb_vol *vol, const struct arb_node *parent,
 			int slot, bool seq);
 /* Hint the node at bytenr to the device unless it is cached. */
 void arb_node_hint(struct arb_vol *vol, uint64_t bytenr);
+/* whether the node at bytenr is in the node cache (vol's lock held) */
+bool arb_node_is_cached(struct arb_vol *vol, uint64_t bytenr);
 /*
  * Reads that must not wait for a disk, in this thread until
  * arb_node_nowait(false): arb_node_read of a node that is not cached here
@@ -656,12 +658,25 @@ struct arb_drop_budget {
 	const unsigned *yield;
 	/* when not NULL: a batch that has released something stops before
 	 * it reads a node (of the tree or of the extent tree) that would
-	 * wait for a disk (arb_node_nowait), and puts its address here (0:
-	 * the batch did not stop for that), for the caller to fetch
-	 * (arb_dev_prefetch) once it has let go of its lock.  One node at a
-	 * time: hinting the device of the next ones as well queued the
-	 * reads of everyone else behind a megabyte of the cleaner's. */
-	uint64_t *fetch;
+	 * wait for a disk (arb_node_nowait), and names it here, for the
+	 * caller to fetch (arb_dev_prefetch) once it has let go of its
+	 * lock; nr 0: the batch did not stop for that */
+	struct arb_drop_fetch *fetch;
+};
+/*
+ * What a batch stopped for: the node it missed, then, when that was a
+ * node of the dropped tree, the next of its siblings the walk will visit
+ * that are not in the node cache, in walk order, ARB_DROP_FETCH in all
+ * (256 KiB of 16 KiB nodes).  The walk knows which nodes come next where
+ * the host's read-ahead can only guess from addresses: the nodes of a
+ * tree are seldom in address order, and read-ahead that guessed grew to
+ * megabytes that everyone else's reads queued behind (lib/core/dev.c,
+ * file_prefetch).
+ */
+#define ARB_DROP_FETCH 16
+struct arb_drop_fetch {
+	uint64_t addr[ARB_DROP_FETCH];
+	unsigned nr;
 };
 #define ARB_DROP_MIN_NODES 1
 int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,

@@ -1718,7 +1718,7 @@ struct drop_walk {
 	int top, level;
 	uint64_t seen, freed;
 	/* arb_drop_budget.fetch */
-	uint64_t *fetch;
+	struct arb_drop_fetch *fetch;
 };
 
 /* last slot of internal node n with a key <= k; -1 when none */
@@ -1871,7 +1871,20 @@ static int drop_walk_step(struct arb_txn *t, struct drop_walk *w)
 	if (nowait)
 		arb_node_nowait(false);
 	if (ret == -EWOULDBLOCK && nowait) {
-		*w->fetch = arb_node_nowait_miss();
+		struct arb_drop_fetch *f = w->fetch;
+		uint64_t miss = arb_node_nowait_miss();
+
+		f->addr[0] = miss;
+		f->nr = 1;
+		/* the child itself: its siblings are next */
+		for (int i = s + 1; miss == bytenr && i < (int)arb_nritems(n) &&
+				    f->nr < ARB_DROP_FETCH;
+		     i++) {
+			uint64_t b = arb_child_bytenr(n, i);
+
+			if (!arb_node_is_cached(vol, b))
+				f->addr[f->nr++] = b;
+		}
 		return 1;
 	}
 	if (ret)
@@ -2004,7 +2017,7 @@ int arb_root_drop_batch(struct arb_txn *t, struct arb_root *root,
 	w.top = arb_level(root->node);
 	if (b && b->fetch) {
 		w.fetch = b->fetch;
-		*b->fetch = 0;
+		b->fetch->nr = 0;
 	}
 	ret = arb_root_drop_progress(vol, root->id, &dp);
 	if (ret < 0)

@@ -659,6 +659,11 @@ void arb_node_hint_children(struct arb_vol *vol, const struct arb_node *parent,
 	ra_issue(vol, parent, from, to);
 }
 
+bool arb_node_is_cached(struct arb_vol *vol, uint64_t bytenr)
+{
+	return hash_find(&vol->cache, bytenr) != NULL;
+}
+
 void arb_node_hint(struct arb_vol *vol, uint64_t bytenr)
 {
 	if (!vol->dev->ops->readahead || hash_find(&vol->cache, bytenr))

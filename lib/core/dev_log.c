@@ -361,6 +361,15 @@ static void trace_readahead(struct arb_dev *dev, uint64_t off, size_t len)
 	arb_dev_readahead(t->lower, off, len);
 }
 
+/* a fetch into the host's cache, not a read of the caller's: not traced */
+static int trace_prefetch(struct arb_dev *dev, uint64_t off, size_t len)
+{
+	struct trace_dev *t = dev->priv;
+
+	arb_dev_prefetch(t->lower, off, len);
+	return 0;
+}
+
 /* traced when it read (a read that would have waited did nothing) */
 static int trace_read_cached(struct arb_dev *dev, void *buf, size_t len,
 			     uint64_t off, enum arb_io_kind kind)
@@ -402,6 +411,7 @@ static const struct arb_dev_ops trace_ops = {
 	.readahead = trace_readahead,
 	.flush_behind = trace_flush_behind,
 	.read_cached = trace_read_cached,
+	.prefetch = trace_prefetch,
 };
 
 /* f stays the caller's; on failure lower does too. */

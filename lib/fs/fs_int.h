@@ -294,9 +294,9 @@ struct arb_fs {
 	unsigned lock_waiters;
 	/* times fs_lock was taken (atomic; fs_unlock_handoff) */
 	unsigned lock_seq;
-	/* the node the cleaner's last batch stopped for, to be read into
-	 * the host's cache without the lock (arb_drop_budget.fetch), or 0 */
-	uint64_t clean_fetch;
+	/* the nodes the cleaner's last batch stopped for, to be read into
+	 * the host's cache without the lock (arb_drop_budget.fetch) */
+	struct arb_drop_fetch clean_fetch;
 	/* when the cleaner last took the lock, and lock_seq then: whether
 	 * others had it since (fs_clean_pause) */
 	uint64_t clean_lock_ns;
@@ -414,7 +414,7 @@ int fs_subvol_unlink(struct arb_fs *fs, uint64_t dir, const char *name,
 int fs_subvol_clean(struct arb_fs *fs);
 /* fs.c: between two batches of the cleaner (lock held: let go of, then
  * taken again): waiters have the lock first (fs_unlock_handoff), the
- * node the batch stopped for (clean_fetch) is read meanwhile, and while
+ * nodes the batch stopped for (clean_fetch) are read meanwhile, and while
  * other threads use the filesystem the cleaner rests (ARB_CLEAN_REST_NS) */
 void fs_clean_pause(struct arb_fs *fs);
 /* fs.c: the cleaner took the lock (fs_clean_pause's measure starts) */

@@ -715,6 +715,74 @@ static size_t resident_pages(const char *path, uint64_t off, size_t len)
 	return n;
 }
 
+/*
+ * Tree nodes and the cleaner's fetches without the host's read-ahead
+ * (lib/core/dev.c, file_prefetch): a node read, a prefetch and a read
+ * that may not wait bring into the host's cache what they read and
+ * nothing after it (through a descriptor with the host's read-ahead, a
+ * 16 KiB read of a cold file brought in 64 KiB or more); a prefetch past
+ * the device's end is cut at the end.  A data read keeps the read-ahead.
+ */
+START_TEST(test_node_no_readahead)
+{
+	const char *path = tmpfile_path("noreadahead.img");
+	uint64_t size = 8 * MiB, other;
+	static uint8_t buf[1 * MiB];
+	struct arb_dev *dev;
+	int fd;
+
+	memset(buf, 0x3c, sizeof(buf));
+	ck_assert_int_eq(arb_dev_open_file(path, false, size, &dev), 0);
+	for (uint64_t o = 0; o < size; o += sizeof(buf))
+		ck_assert_int_eq(arb_dev_write(dev, buf, sizeof(buf), o,
+					       ARB_IO_DATA),
+				 0);
+	ck_assert_int_eq(arb_dev_flush(dev), 0);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	if (resident_pages(path, 0, 4 * MiB) != 0) {
+		/* a host that keeps everything (tmpfs): nothing to see */
+		fprintf(stderr, "no_readahead: the host keeps the file cached, "
+				"skipped\n");
+		goto out;
+	}
+	ck_assert_int_eq(arb_dev_read(dev, buf, 16384, 1 * MiB, ARB_IO_NODE),
+			 0);
+	ck_assert_uint_eq(resident_pages(path, 1 * MiB, 16384), 4);
+	ck_assert_uint_eq(resident_pages(path, 1 * MiB + 16384, 1 * MiB), 0);
+	/* the next node too: no sequential read-ahead either */
+	ck_assert_int_eq(arb_dev_read(dev, buf, 16384, 1 * MiB + 16384,
+				      ARB_IO_NODE),
+			 0);
+	ck_assert_uint_eq(resident_pages(path, 1 * MiB + 32768, 1 * MiB), 0);
+	other = dev->bytes_read[ARB_IO_OTHER];
+	arb_dev_prefetch(dev, 3 * MiB, 65536);
+	ck_assert_uint_eq(dev->bytes_read[ARB_IO_OTHER], other + 65536);
+	ck_assert_uint_eq(resident_pages(path, 3 * MiB, 65536), 16);
+	ck_assert_uint_eq(resident_pages(path, 3 * MiB + 65536, 1 * MiB), 0);
+	ck_assert_int_eq(arb_dev_read_cached(dev, buf, 16384, 3 * MiB + 49152,
+					     ARB_IO_NODE) != 0, 1);
+	ck_assert_uint_eq(resident_pages(path, 3 * MiB + 65536, 1 * MiB), 0);
+	/* cut at the end of the device */
+	other = dev->bytes_read[ARB_IO_OTHER];
+	arb_dev_prefetch(dev, size - 4096, 65536);
+	ck_assert_uint_eq(dev->bytes_read[ARB_IO_OTHER], other + 4096);
+	arb_dev_prefetch(dev, size, 4096);
+	ck_assert_uint_eq(dev->bytes_read[ARB_IO_OTHER], other + 4096);
+	/* small data reads in a row: the host's read-ahead as before */
+	ck_assert_int_eq(arb_dev_read(dev, buf, 4096, 5 * MiB, ARB_IO_DATA),
+			 0);
+	ck_assert_int_eq(arb_dev_read(dev, buf, 4096, 5 * MiB + 4096,
+				      ARB_IO_DATA),
+			 0);
+	ck_assert_uint_gt(resident_pages(path, 5 * MiB + 8192, 1 * MiB), 0);
+out:
+	close(fd);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
 /* A flush-behind drops the bulk data it made durable from the host's
  * cache (drop-behind); other writes, and everything with
  * ARBOR_HOST_CACHE=1, stay cached. */
@@ -1477,6 +1545,7 @@ static Suite *dev_suite(void)
 	tcase_add_unchecked_fixture(tc, file_setup, file_teardown);
 	tcase_add_test(tc, test_file_create_sparse);
 	tcase_add_test(tc, test_file_resident);
+	tcase_add_test(tc, test_node_no_readahead);
 	tcase_add_test(tc, test_file_extend);
 	tcase_add_test(tc, test_file_host_alloc);
 	tcase_add_test(tc, test_file_lock);

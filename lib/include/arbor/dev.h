@@ -58,6 +58,11 @@ struct arb_dev_ops {
 	 * such a cache, or one that cannot say) */
 	int (*read_cached)(struct arb_dev *dev, void *buf, size_t len,
 			   uint64_t off, enum arb_io_kind kind);
+	/* read [off, off+len) into the host's cache and wait for it, and
+	 * no more than that (none of the host's own read-ahead beyond it):
+	 * 0 or -errno; may be NULL (arb_dev_prefetch then reads with
+	 * pread) */
+	int (*prefetch)(struct arb_dev *dev, uint64_t off, size_t len);
 };
 
 struct arb_dev {
@@ -113,8 +118,10 @@ void arb_dev_readahead(struct arb_dev *dev, uint64_t off, size_t len);
  * content undefined; <0: cannot tell: no such op, out of bounds, an
  * error the plain read will report); arb_dev_prefetch reads the range
  * into the host's cache and waits for it, so that the read made later
- * under the lock does not wait.  Neither changes anything a read
- * returns; prefetched bytes count as ARB_IO_OTHER.  Both are safe
+ * under the lock does not wait; it reads that range only (a range past
+ * the device's end is cut short), so the caller decides how far ahead
+ * to read.  Neither changes anything a read returns; prefetched bytes
+ * count as ARB_IO_OTHER.  Both are safe
  * without any lock of the caller (reads run concurrently with
  * everything else).
  */
