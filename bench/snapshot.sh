@@ -30,9 +30,11 @@
 # alternating stat(2) of a file not looked up before and a 4 KiB pread at
 # a random offset of the big file (its page cache dropped first with
 # POSIX_FADV_DONTNEED, so each read reaches the filesystem), for
-# --idle-secs on the idle filesystem, then from the delete of the
-# snapshot until `subvolume sync` returns.  Reported: stat and read p50
-# and p99, idle and while cleaning, their ratio, and the cleaner's
+# --idle-secs (default 8) on the idle filesystem, then from the delete of
+# the snapshot until `subvolume sync` returns.  Reported: stat and read
+# p50 and p99, idle and while cleaning, over the first n operations of
+# each run (n the smaller count: a longer run finds more of its lookups
+# cached by its own earlier ones), their ratio, and the cleaner's
 # throughput (files and MiB of space given back per second, from df),
 # each against btrfs.
 # Output: a table with arborfs/btrfs ratios, and snapshot.json in the
@@ -47,7 +49,7 @@ OUT=
 SIZE=4G
 RUNS=5
 LATN=100000
-IDLE_SECS=3
+IDLE_SECS=8
 while [ $# -gt 0 ]; do
 	case $1 in
 	--full) FILES="1000 10000 100000 1000000"; LATN=1000000; SIZE=16G ;;
@@ -128,13 +130,14 @@ latency() {
 	if [ "$fs" = arbor ]; then "$ARBOR" filesystem sync "$MNT" >/dev/null; fi
 	echo 3 >/proc/sys/vm/drop_caches
 	python3 "$PROBE" --root "$MNT" --files "$LATN" --big "$MNT/big.dat" \
-		--secs "$IDLE_SECS" --seed 1 >"$sn.idle"
+		--secs "$IDLE_SECS" --seed 1 --samples >"$sn.idle"
 	echo 3 >/proc/sys/vm/drop_caches
 	local u0 u1 t0 t1 ppid
 	u0=$(used_bytes)
 	rm -f "$sn.done" "$sn.ready"
 	python3 "$PROBE" --root "$MNT" --files "$LATN" --big "$MNT/big.dat" \
-		--until "$sn.done" --ready "$sn.ready" --seed 2 >"$sn.clean" &
+		--until "$sn.done" --ready "$sn.ready" --seed 2 --samples \
+		>"$sn.clean" &
 	ppid=$!
 	while [ ! -e "$sn.ready" ]; do sleep 0.05; done
 	sleep 0.1
@@ -151,11 +154,18 @@ latency() {
 import json, sys
 idle, clean = (json.load(open(p)) for p in sys.argv[1:3])
 t0, t1, u0, u1, n = (float(x) for x in sys.argv[3:8])
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p / 100))] if v else 0.0
+
 for op in ("stat", "read"):
-    for p in ("p50", "p99"):
-        print("%s_%s_idle=%.1f" % (op, p, idle[op][p]))
-        print("%s_%s_clean=%.1f" % (op, p, clean[op][p]))
+    m = min(len(idle[op]["samples"]), len(clean[op]["samples"]))
+    for p in (50, 99):
+        print("%s_p%d_idle=%.1f" % (op, p, pct(idle[op]["samples"][:m], p)))
+        print("%s_p%d_clean=%.1f" % (op, p, pct(clean[op]["samples"][:m], p)))
     print("%s_n_clean=%d" % (op, clean[op]["n"]))
+    print("%s_n_compared=%d" % (op, m))
 dt = max(t1 - t0, 1e-6)
 print("clean_ms=%.1f" % (dt * 1000))
 print("clean_files_s=%.0f" % (n / dt))
@@ -300,6 +310,8 @@ fi
 			done
 			printf '%-22s %10s %10s\n' "$op ops while cleaning" \
 				"${L[arbor,${op}_n_clean]}" "${L[btrfs,${op}_n_clean]}"
+			printf '%-22s %10s %10s\n' "$op ops compared" \
+				"${L[arbor,${op}_n_compared]}" "${L[btrfs,${op}_n_compared]}"
 		done
 		for m in clean_ms clean_files_s clean_mib_s; do
 			a=${L[arbor,$m]} b=${L[btrfs,$m]}

@@ -11,7 +11,10 @@ pread at a random 4 KiB-aligned offset of --big, its page cache dropped
 first (POSIX_FADV_DONTNEED) so that the read reaches the filesystem.
 Runs for --secs, or until the file --until exists (--ready: a file it
 makes when it starts).  Prints JSON: per
-operation n, p50, p99, max (microseconds)."""
+operation n, p50, p99, max (microseconds), and with --samples every
+latency in the order measured ("samples"), so that two runs can be
+compared over their first n operations each: the later operations of a
+longer run find more of what they look up cached by the earlier ones."""
 import argparse
 import json
 import os
@@ -35,6 +38,7 @@ def main():
     ap.add_argument("--until")
     ap.add_argument("--ready", help="a file made once the probe runs")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--samples", action="store_true")
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     perm = list(range(a.files))
@@ -67,10 +71,14 @@ def main():
         lat["read"].append((time.perf_counter() - t0) * 1e6)
         i += 1
     os.close(fd)
-    print(json.dumps({k: {"n": len(v), "p50": round(pct(v, 50), 1),
-                          "p99": round(pct(v, 99), 1),
-                          "max": round(max(v), 1) if v else 0.0}
-                      for k, v in lat.items()}))
+    out = {k: {"n": len(v), "p50": round(pct(v, 50), 1),
+               "p99": round(pct(v, 99), 1),
+               "max": round(max(v), 1) if v else 0.0}
+           for k, v in lat.items()}
+    if a.samples:
+        for k, v in lat.items():
+            out[k]["samples"] = [round(x, 1) for x in v]
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
