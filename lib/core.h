@@ -382,6 +382,14 @@ int arb_node_create(struct arb_vol *vol, uint64_t bytenr,
 		    struct arb_node **out);
 void arb_node_pin(struct arb_node *n);
 void arb_node_put(struct arb_vol *vol, struct arb_node *n);
+/*
+ * arb_node_put of a node no one will read again (one the snapshot cleaner
+ * freed): when clean and unpinned it goes first in line for eviction, not
+ * last, so that a cleaning does not push everyone else's nodes out of the
+ * cache.  (Freed nodes leave the cache when their delayed reference is
+ * applied; until then they would have stood in front of every other.)
+ */
+void arb_node_put_cold(struct arb_vol *vol, struct arb_node *n);
 void arb_node_mark_dirty(struct arb_vol *vol, struct arb_node *n);
 /* The block was freed: drop a cached copy (it must not be written). */
 void arb_node_forget(struct arb_vol *vol, uint64_t bytenr);

@@ -1908,7 +1908,7 @@ static int drop_walk_step(struct arb_txn *t, struct drop_walk *w)
 	ret = arb_leaf_data_refs(t, c, arb_node_owner(c), -1);
 	if (!ret)
 		ret = free_node(t, c);
-	arb_node_put(vol, c);
+	arb_node_put_cold(vol, c);
 	w->freed++;
 	w->slots[w->level]++;
 	return ret;
@@ -1923,7 +1923,7 @@ static int drop_walk_pop(struct arb_txn *t, struct drop_walk *w, bool *done)
 	*done = false;
 	while (w->slots[w->level] >= (int)arb_nritems(w->nodes[w->level])) {
 		ret = free_node(t, w->nodes[w->level]);
-		arb_node_put(vol, w->nodes[w->level]);
+		arb_node_put_cold(vol, w->nodes[w->level]);
 		w->nodes[w->level] = NULL;
 		w->freed++;
 		if (ret)

@@ -300,6 +300,28 @@ void arb_node_put(struct arb_vol *vol, struct arb_node *n)
 	}
 }
 
+void arb_node_put_cold(struct arb_vol *vol, struct arb_node *n)
+{
+	struct arb_cache *c = &vol->cache;
+
+	if (!n)
+		return;
+	ARB_ASSERT(n->pins > 0);
+	if (n->pins > 1 || (n->flags & (ARB_NODE_STALE | ARB_NODE_DIRTY))) {
+		arb_node_put(vol, n);
+		return;
+	}
+	n->pins = 0;
+	n->lru_prev = NULL;
+	n->lru_next = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lru_prev = n;
+	else
+		c->lru_tail = n;
+	c->lru_head = n;
+	arb_cache_shrink(vol);
+}
+
 void arb_node_mark_dirty(struct arb_vol *vol, struct arb_node *n)
 {
 	struct arb_cache *c = &vol->cache;

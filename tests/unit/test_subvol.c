@@ -48,7 +48,9 @@ static void setup(void)
 	struct arb_dev *d;
 
 	arb_log_level = ARB_LOG_WARN;
-	ck_assert_int_eq(arb_dev_open_mem(256 * MiB, &mem), 0);
+	/* at full scale test_many_snapshots keeps 3,000 snapshots, each
+	 * with nodes and a block of its own */
+	ck_assert_int_eq(arb_dev_open_mem(TU_SCALE(256, 1024) * MiB, &mem), 0);
 	arb_mkfs_opts_default(&mo);
 	d = tu_dev_borrow(mem);
 	ck_assert_int_eq(arb_mkfs(d, &mo), 0);
@@ -1001,8 +1003,9 @@ START_TEST(test_clean_batches)
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
 	ck_assert_int_eq(arb_fs_usage(fs, &u2), 0);
 	/* src holds what it held (a few leaves rewritten, the extents of
-	 * the files written to) */
-	ck_assert_msg(USED(u2) <= USED(u0) + 512 * 1024,
+	 * the files written to: a block per batch at most) */
+	ck_assert_msg(USED(u2) <= USED(u0) + 512 * 1024 +
+					  (uint64_t)batches * 4096,
 		      "used %llu after, %llu before the snapshots",
 		      (unsigned long long)USED(u2),
 		      (unsigned long long)USED(u0));
@@ -1289,6 +1292,63 @@ START_TEST(test_clean_nowait)
 	fs = NULL;
 	fs_open_now();
 	check_clean();
+}
+END_TEST
+
+/* look up every file fill_tree made under dir */
+static void lookup_files(uint64_t dir, int nfiles)
+{
+	char name[32];
+
+	for (int d = 0; d < 8; d++) {
+		uint64_t dd;
+
+		snprintf(name, sizeof(name), "d%d", d);
+		dd = lookup(dir, name);
+		ck_assert_uint_ne(dd, 0);
+		for (int i = d; i < nfiles; i += 8) {
+			snprintf(name, sizeof(name), "file-%06d", i);
+			ck_assert_uint_ne(lookup(dd, name), 0);
+		}
+	}
+}
+
+/*
+ * Cleaning does not push everyone else's nodes out of the node cache:
+ * the nodes it frees go first in line for eviction (arb_node_put_cold).
+ * A cache twice the size of what the lookups of the source's files read
+ * holds them through the cleaning of a snapshot as large as the source;
+ * without that, the cleaner's nodes, each read once, evicted them all.
+ */
+START_TEST(test_clean_keeps_cache)
+{
+	int n = TU_SCALE(1500, 6000);
+	uint64_t id, m0, cold, after;
+	struct arb_fs_usage u0;
+
+	id = own_snapshot(n, &u0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fs_open_now();
+	m0 = fs->vol->cache.misses;
+	lookup_files(ROOT, n);
+	cold = fs->vol->cache.misses - m0;
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	fopts.cache_bytes = 2 * cold * 4096;
+	fs_open_now();
+	lookup_files(ROOT, n);
+	ck_assert_int_eq(arb_subvol_delete(fs, ROOT, "s"), 0);
+	ck_assert_int_eq(arb_subvol_wait(fs, id), 0);
+	m0 = fs->vol->cache.misses;
+	lookup_files(ROOT, n);
+	after = fs->vol->cache.misses - m0;
+	fprintf(stderr, "clean keeps cache: %llu nodes read cold, %llu after "
+			"the cleaning\n",
+		(unsigned long long)cold, (unsigned long long)after);
+	ck_assert_msg(after * 10 <= cold,
+		      "%llu of the source's %llu nodes evicted by the cleaning",
+		      (unsigned long long)after, (unsigned long long)cold);
+	space_back(fs, &u0);
 }
 END_TEST
 
@@ -1796,6 +1856,7 @@ static Suite *subvol_suite(void)
 	tcase_add_test(tc, test_clean_crash_points);
 	tcase_add_test(tc, test_clean_bad_progress);
 	tcase_add_test(tc, test_clean_nowait);
+	tcase_add_test(tc, test_clean_keeps_cache);
 	tcase_add_test(tc, test_cleaner_thread);
 	tcase_add_test(tc, test_full_with_snapshot);
 	tcase_add_test(tc, test_check_subvols);
