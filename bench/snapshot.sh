@@ -31,7 +31,8 @@
 # a random offset of the big file (its page cache dropped first with
 # POSIX_FADV_DONTNEED, so each read reaches the filesystem), for
 # --idle-secs (default 8) on the idle filesystem, then from the delete of
-# the snapshot until `subvolume sync` returns.  Reported: stat and read
+# the snapshot until `subvolume sync` returns, each run with cold caches
+# (arborfs remounted, the kernel's dropped).  Reported: stat and read
 # p50 and p99, idle and while cleaning, over the first n operations of
 # each run (n the smaller count: a longer run finds more of its lookups
 # cached by its own earlier ones), their ratio, and the cleaner's
@@ -107,6 +108,23 @@ EOF
 PROBE=$HERE/lib/latprobe.py
 used_bytes() { df -B1 --output=used "$MNT" | tail -1 | tr -d ' '; }
 
+# caches cold before a probe: the kernel's, and for arborfs the daemon's
+# (a remount of $img): drop_caches does not empty a daemon's node cache,
+# and what the touch of the source or the idle probe left in it favoured
+# one run over the other
+cold_caches() {
+	if [ "$1" = arbor ]; then
+		fusermount3 -u "$MNT"
+		wait "$DPID" || true
+		"$BUILD/fuse/arborfs" "$img" "$MNT" -f -o commit=30 &
+		DPID=$!
+		for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+		mountpoint -q "$MNT"
+	fi
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
 # latency FS: the phases on the filesystem mounted at MNT (tree and big
 # file in it); results in L[FS,...]
 declare -A L
@@ -128,10 +146,10 @@ latency() {
 		xargs -0 touch
 	sync -f "$MNT"
 	if [ "$fs" = arbor ]; then "$ARBOR" filesystem sync "$MNT" >/dev/null; fi
-	echo 3 >/proc/sys/vm/drop_caches
+	cold_caches "$fs"
 	python3 "$PROBE" --root "$MNT" --files "$LATN" --big "$MNT/big.dat" \
 		--secs "$IDLE_SECS" --seed 1 --samples >"$sn.idle"
-	echo 3 >/proc/sys/vm/drop_caches
+	cold_caches "$fs"
 	local u0 u1 t0 t1 ppid
 	u0=$(used_bytes)
 	rm -f "$sn.done" "$sn.ready"
