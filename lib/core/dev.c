@@ -279,13 +279,13 @@ struct file_dev {
 	 * alignment its reads need of memory and of offset and length */
 	int dfd;
 	uint32_t dio_mem_align, dio_off_align;
-	/* a descriptor of the same file without the host's read-ahead
-	 * (POSIX_FADV_RANDOM), for tree nodes (see file_prefetch), or -1 */
-	int rfd;
 	/* ARBOR_HOST_CACHE=1: neither of the above (for measuring) */
 	bool keep_cache;
 	/* the host refused RWF_NOWAIT (file_read_cached; atomic) */
 	bool no_nowait;
+	/* a descriptor of the same file without the host's read-ahead
+	 * (POSIX_FADV_RANDOM), for tree nodes (see file_prefetch), or -1 */
+	int rfd;
 };
 
 /*
