@@ -169,6 +169,12 @@ struct arb_imem {
 	/* the file's real size while an fsync's commit writes a smaller one
 	 * to the tree (its appended blocks stay in memory); 0 otherwise */
 	uint64_t held_size;
+	/* a write that began past the end of the file left [gap_start,
+	 * gap_end) unwritten, at gap_ns; 0 when none or filled since
+	 * (fs_gap_note, write.c).  With the kernel's writeback cache that is
+	 * mostly writeback sent out of order: a snapshot waits a moment for
+	 * it (make_subvol, subvol.c) */
+	uint64_t gap_start, gap_end, gap_ns;
 	/* an fsync that joined a group commit wants this file written */
 	bool fsync_want;
 	/* chunks of the dirty blocks compressed by their writers */
@@ -326,6 +332,9 @@ struct arb_fs {
 	 * write or an fsync then waits behind at most one of them */
 	pthread_mutex_t bulk_lock;
 };
+/* write.c: a write of [off, end) to a file of size bytes (im's gap) */
+void fs_gap_note(struct arb_imem *im, uint64_t size, uint64_t off,
+		 uint64_t end);
 /* writes of at least this many bytes take fs->bulk_lock */
 #define ARB_BULK_WRITE (128u << 10)
 

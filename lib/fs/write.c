@@ -121,6 +121,34 @@ static void zpre_free(struct zpre *v, size_t n)
 	free(v);
 }
 
+/*
+ * Writes that leave a gap.  A write that begins past the end of the file
+ * leaves [size, off) unwritten; one that begins at or before the start of
+ * the gap and goes past it fills it from there.  With the kernel's
+ * writeback cache the daemon sees writeback, not write(2): the pages of
+ * one file go out in several WRITE requests that daemon threads may run
+ * in any order, and a snapshot taken between them held a file whose size
+ * covered a range not yet written (zeros where the application never
+ * wrote any: snapstress.sh, "NUL byte at 0 of 16749").  One interval per
+ * file: the union of the gaps, filled from its start.
+ */
+void fs_gap_note(struct arb_imem *im, uint64_t size, uint64_t off,
+		 uint64_t end)
+{
+	if (off > size) {
+		if (!im->gap_end || size < im->gap_start)
+			im->gap_start = size;
+		if (off > im->gap_end)
+			im->gap_end = off;
+		im->gap_ns = arb_mono_ns();
+	} else if (im->gap_end && off <= im->gap_start &&
+		   end > im->gap_start) {
+		im->gap_start = end;
+	}
+	if (im->gap_end && im->gap_start >= im->gap_end)
+		im->gap_start = im->gap_end = 0;
+}
+
 ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 		     size_t size, uint64_t off)
 {
@@ -186,6 +214,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 			goto out_cancel;
 	}
 	old_size = in.size;
+	fs_gap_note(im, old_size, off, end);
 	for (idx = first, pos = off; idx <= last; idx++) {
 		uint64_t bstart = idx * bs, n;
 		bool whole = pos == bstart && end >= bstart + bs;

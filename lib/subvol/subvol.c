@@ -221,6 +221,41 @@ static int root_dir_insert(struct arb_txn *t, struct arb_root *r,
 	return arb_insert_item(t, r, &k, &d, sizeof(d));
 }
 
+/*
+ * How long a snapshot waits for the gaps in its source's files to fill
+ * (fs_gap_note, write.c): writeback the kernel sent out of order arrives
+ * within milliseconds; a gap older than this is taken for a sparse write
+ * and not waited for.  The wait lets go of the lock.
+ */
+#define ARB_SNAP_GAP_WAIT_NS (50ULL * 1000 * 1000)
+#define ARB_SNAP_GAP_NAP_NS (250 * 1000)
+
+/* a file of the tree of inode number src (the same slot) has a young gap */
+static bool src_gap_young(struct arb_fs *fs, uint64_t src, uint64_t now)
+{
+	for (struct arb_imem *im = fs->dirty_list; im; im = im->dirty_next)
+		if (im->gap_end && now - im->gap_ns < ARB_SNAP_GAP_WAIT_NS &&
+		    im->ino >> ARB_INUM_SHIFT == src >> ARB_INUM_SHIFT)
+			return true;
+	return false;
+}
+
+/* lock held: wait (without it) while a file of src's tree has a young
+ * gap */
+static void wait_src_gaps(struct arb_fs *fs, uint64_t src)
+{
+	const struct timespec nap = { 0, ARB_SNAP_GAP_NAP_NS };
+	uint64_t t0 = arb_mono_ns(), now = t0;
+
+	while (now - t0 < ARB_SNAP_GAP_WAIT_NS &&
+	       src_gap_young(fs, src, now)) {
+		fs_unlock(fs);
+		nanosleep(&nap, NULL);
+		fs_lock(fs);
+		now = arb_mono_ns();
+	}
+}
+
 /* create (src 0) or snapshot (src: the source's root directory) */
 static int make_subvol(struct arb_fs *fs, uint64_t src, uint64_t dir,
 		       const char *name, uint32_t mode, unsigned flags,
@@ -245,6 +280,8 @@ static int make_subvol(struct arb_fs *fs, uint64_t src, uint64_t dir,
 	    (len == 2 && name[0] == '.' && name[1] == '.'))
 		return -EEXIST;
 	fs_lock(fs);
+	if (src)
+		wait_src_gaps(fs, src);
 	if (src) {
 		ret = fs_inode_read(fs, src, &sin);
 		if (ret)
