@@ -176,6 +176,18 @@ static void lru_add_tail(struct arb_cache *c, struct arb_node *n)
 	c->lru_tail = n;
 }
 
+/* first in line for eviction (arb_cache_shrink takes the head) */
+static void lru_add_head(struct arb_cache *c, struct arb_node *n)
+{
+	n->lru_prev = NULL;
+	n->lru_next = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lru_prev = n;
+	else
+		c->lru_tail = n;
+	c->lru_head = n;
+}
+
 static void dirty_del(struct arb_cache *c, struct arb_node *n)
 {
 	if (!(n->flags & ARB_NODE_DIRTY))
@@ -302,8 +314,6 @@ void arb_node_put(struct arb_vol *vol, struct arb_node *n)
 
 void arb_node_put_cold(struct arb_vol *vol, struct arb_node *n)
 {
-	struct arb_cache *c = &vol->cache;
-
 	if (!n)
 		return;
 	ARB_ASSERT(n->pins > 0);
@@ -312,13 +322,7 @@ void arb_node_put_cold(struct arb_vol *vol, struct arb_node *n)
 		return;
 	}
 	n->pins = 0;
-	n->lru_prev = NULL;
-	n->lru_next = c->lru_head;
-	if (c->lru_head)
-		c->lru_head->lru_prev = n;
-	else
-		c->lru_tail = n;
-	c->lru_head = n;
+	lru_add_head(&vol->cache, n);
 	arb_cache_shrink(vol);
 }
 

@@ -772,27 +772,15 @@ static int file_read_cached(struct arb_dev *dev, void *buf, size_t len,
  */
 static int file_prefetch(struct arb_dev *dev, uint64_t off, size_t len)
 {
-	struct file_dev *f = dev->priv;
-	int fd = f->rfd >= 0 ? f->rfd : f->fd;
-	uint8_t *buf = malloc(len);
-	size_t done = 0;
-	ssize_t n;
-	int ret = 0;
+	void *buf = malloc(len);
+	int ret;
 
 	if (!buf)
 		return -ENOMEM;
-	while (done < len) {
-		n = pread(fd, buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO;
-			break;
-		}
-		done += (size_t)n;
-	}
+	/* a node read: on the descriptor without read-ahead */
+	ret = file_pread(dev, buf, len, off, ARB_IO_NODE);
 	free(buf);
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 static void prefetch_open(struct file_dev *f)
