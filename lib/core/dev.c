@@ -25,12 +25,163 @@
 
 #include "core.h"
 
-/* ---- wrappers ---------------------------------------------------------- */
-
 static bool dev_in_bounds(const struct arb_dev *dev, size_t len, uint64_t off)
 {
 	return off <= dev->size && len <= dev->size - off;
 }
+
+/* ---- deferred writes (dev.h) ------------------------------------------ */
+
+enum { PEND_WAITING, PEND_RUNNING, PEND_DONE };
+
+struct arb_dev_pendq {
+	pthread_mutex_t lock;
+	pthread_cond_t done; /* a write finished */
+	struct arb_dev_pend *head;
+	unsigned nr;         /* on the list; read without the lock */
+	int err;             /* the first failed write's, sticky */
+};
+
+int arb_dev_pend_add(struct arb_dev *dev, struct arb_dev_pend *p)
+{
+	struct arb_dev_pendq *q = dev->pendq;
+
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		pthread_mutex_init(&q->lock, NULL);
+		pthread_cond_init(&q->done, NULL);
+		__atomic_store_n(&dev->pendq, q, __ATOMIC_RELEASE);
+	}
+	p->state = PEND_WAITING;
+	p->result = 0;
+	pthread_mutex_lock(&q->lock);
+	p->next = q->head;
+	q->head = p;
+	__atomic_add_fetch(&q->nr, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+/*
+ * With q->lock held (held again on return): run p if it waits, or wait
+ * for the thread running it.  Only p's owner (arb_dev_pend_run) may look
+ * at p after waiting: once done, the owner frees it.  Anyone else waits
+ * for one write to finish and looks for what is pending again.
+ */
+static void pend_finish(struct arb_dev_pendq *q, struct arb_dev_pend *p,
+			bool owner)
+{
+	struct arb_dev_pend **pp;
+	int ret;
+
+	if (p->state == PEND_RUNNING) {
+		if (!owner) {
+			pthread_cond_wait(&q->done, &q->lock);
+			return;
+		}
+		while (p->state != PEND_DONE)
+			pthread_cond_wait(&q->done, &q->lock);
+		return;
+	}
+	if (p->state == PEND_DONE)
+		return;
+	p->state = PEND_RUNNING;
+	pthread_mutex_unlock(&q->lock);
+	ret = p->run(p);
+	pthread_mutex_lock(&q->lock);
+	if (ret && !q->err) {
+		q->err = ret;
+		arb_log(ARB_LOG_ERR, "a deferred data write of %llu bytes at "
+			"%llu failed: %s; no later commit can succeed",
+			(unsigned long long)p->len,
+			(unsigned long long)p->off, strerror(-ret));
+	}
+	for (pp = &q->head; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	__atomic_sub_fetch(&q->nr, 1, __ATOMIC_RELAXED);
+	p->result = ret;
+	p->state = PEND_DONE;
+	pthread_cond_broadcast(&q->done);
+}
+
+int arb_dev_pend_run(struct arb_dev *dev, struct arb_dev_pend *p)
+{
+	struct arb_dev_pendq *q = dev->pendq;
+	int ret;
+
+	pthread_mutex_lock(&q->lock);
+	pend_finish(q, p, true);
+	ret = p->result;
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
+/* Finish every pending write overlapping [off, off+len), or all. */
+static int pend_settle(struct arb_dev *dev, uint64_t off, uint64_t len,
+		       bool all)
+{
+	struct arb_dev_pendq *q =
+		__atomic_load_n(&dev->pendq, __ATOMIC_ACQUIRE);
+	struct arb_dev_pend *p;
+	int ret;
+
+	if (!q || (!__atomic_load_n(&q->nr, __ATOMIC_RELAXED) && !all))
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		for (p = q->head; p; p = p->next)
+			if (all || (p->off < off + len && off < p->off + p->len))
+				break;
+		if (!p)
+			break;
+		pend_finish(q, p, false); /* drops the lock: look again */
+	}
+	ret = q->err;
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
+int arb_dev_drain(struct arb_dev *dev)
+{
+	return pend_settle(dev, 0, 0, true);
+}
+
+/* a read of [off, off+len) overlaps a write not done yet */
+static bool pend_overlaps(struct arb_dev *dev, uint64_t off, uint64_t len)
+{
+	struct arb_dev_pendq *q =
+		__atomic_load_n(&dev->pendq, __ATOMIC_ACQUIRE);
+	struct arb_dev_pend *p;
+	bool yes = false;
+
+	if (!q || !__atomic_load_n(&q->nr, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&q->lock);
+	for (p = q->head; p && !yes; p = p->next)
+		yes = p->off < off + len && off < p->off + p->len;
+	pthread_mutex_unlock(&q->lock);
+	return yes;
+}
+
+static void pend_free(struct arb_dev *dev)
+{
+	struct arb_dev_pendq *q = dev->pendq;
+
+	if (!q)
+		return;
+	(void)arb_dev_drain(dev);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->done);
+	free(q);
+	dev->pendq = NULL;
+}
+
+/* ---- wrappers ---------------------------------------------------------- */
 
 int arb_dev_read(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		 enum arb_io_kind kind)
@@ -51,6 +202,9 @@ int arb_dev_read_op(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 		return -EINVAL;
 	if (!len)
 		return 0;
+	/* a deferred write's range: its bytes, not what was there before
+	 * (its error, if it fails, goes to the commit) */
+	(void)pend_settle(dev, off, len, false);
 	ret = dev->ops->pread(dev, buf, len, off, kind);
 	if (ret < 0)
 		return ret;
@@ -147,8 +301,9 @@ int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		track_write(dev->track, buf, ret ? SIZE_MAX : len, off);
 	if (ret)
 		return ret;
-	dev->nr_writes++;
-	dev->bytes_written[kind] += len;
+	/* deferred writes run outside the caller's lock */
+	__atomic_fetch_add(&dev->nr_writes, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&dev->bytes_written[kind], len, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -166,6 +321,8 @@ int arb_dev_read_cached(struct arb_dev *dev, void *buf, size_t len,
 	if (!dev->ops->read_cached || !len || !buf ||
 	    (unsigned)kind > ARB_IO_OTHER || !dev_in_bounds(dev, len, off))
 		return -EOPNOTSUPP;
+	if (pend_overlaps(dev, off, len))
+		return 0;
 	ret = dev->ops->read_cached(dev, buf, len, off, kind);
 	if (ret == 1) {
 		__atomic_fetch_add(&dev->nr_reads, 1, __ATOMIC_RELAXED);
@@ -241,6 +398,7 @@ int arb_dev_flush(struct arb_dev *dev)
 void arb_dev_destroy(struct arb_dev *dev)
 {
 	if (dev) {
+		pend_free(dev);
 		arb_dev_track(dev, 0, 0);
 		dev->ops->destroy(dev);
 	}

@@ -40,11 +40,14 @@ static struct fault_dev *to_fault(struct arb_dev *dev)
 /* Count one operation of kind op; returns the error to fail it with, or 0. */
 static int fault_hit(struct fault_dev *f, unsigned op)
 {
-	f->seen[__builtin_ctz(op)]++;
+	uint64_t hits;
+
+	/* atomic: reads and deferred writes run outside the volume lock */
+	__atomic_add_fetch(&f->seen[__builtin_ctz(op)], 1, __ATOMIC_RELAXED);
 	if (!(f->mask & op))
 		return 0;
-	f->hits++;
-	if (f->hits == f->n || (f->sticky && f->hits > f->n))
+	hits = __atomic_add_fetch(&f->hits, 1, __ATOMIC_RELAXED);
+	if (hits == f->n || (f->sticky && hits > f->n))
 		return f->err;
 	return 0;
 }

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +38,9 @@ struct log_entry {
 struct log_dev {
 	struct arb_dev dev;
 	struct arb_dev *lower;
+	/* deferred data writes (arb_dev_pend_add) may run beside the
+	 * writes of the thread holding the volume lock */
+	pthread_mutex_t lock;
 	/* lower's contents at wrap time, dev.size bytes */
 	uint8_t *base;
 	struct log_entry *ents;
@@ -85,20 +89,20 @@ static int log_pwrite(struct arb_dev *dev, const void *buf, size_t len,
 	uint8_t *copy;
 	int ret;
 
-	ret = log_reserve(l);
-	if (ret)
-		return ret;
 	copy = malloc(len);
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, buf, len);
-	ret = arb_dev_write(l->lower, buf, len, off, kind);
-	if (ret) {
+	pthread_mutex_lock(&l->lock);
+	ret = log_reserve(l);
+	if (!ret)
+		ret = arb_dev_write(l->lower, buf, len, off, kind);
+	if (!ret)
+		l->ents[l->nr_ents++] = (struct log_entry){ off, copy, len };
+	pthread_mutex_unlock(&l->lock);
+	if (ret)
 		free(copy);
-		return ret;
-	}
-	l->ents[l->nr_ents++] = (struct log_entry){ off, copy, len };
-	return 0;
+	return ret;
 }
 
 static int log_flush(struct arb_dev *dev)
@@ -106,14 +110,14 @@ static int log_flush(struct arb_dev *dev)
 	struct log_dev *l = dev->priv;
 	int ret;
 
+	pthread_mutex_lock(&l->lock);
 	ret = log_reserve(l);
-	if (ret)
-		return ret;
-	ret = arb_dev_flush(l->lower);
-	if (ret)
-		return ret;
-	l->ents[l->nr_ents++] = (struct log_entry){ 0, NULL, 0 };
-	return 0;
+	if (!ret)
+		ret = arb_dev_flush(l->lower);
+	if (!ret)
+		l->ents[l->nr_ents++] = (struct log_entry){ 0, NULL, 0 };
+	pthread_mutex_unlock(&l->lock);
+	return ret;
 }
 
 static void log_destroy(struct arb_dev *dev)
@@ -122,6 +126,7 @@ static void log_destroy(struct arb_dev *dev)
 	size_t i;
 
 	arb_dev_destroy(l->lower);
+	pthread_mutex_destroy(&l->lock);
 	for (i = 0; i < l->nr_ents; i++)
 		free(l->ents[i].data);
 	free(l->ents);
@@ -160,6 +165,7 @@ int arb_dev_log_wrap(struct arb_dev *lower, struct arb_dev **out)
 	if (ret)
 		goto out_free_base;
 	l->lower = lower;
+	pthread_mutex_init(&l->lock, NULL);
 	l->dev.ops = &log_ops;
 	l->dev.size = lower->size;
 	l->dev.priv = l;

@@ -7,7 +7,9 @@
  * image:
  *
  *   1. vol->pre_commit (the fs layer writes delayed file data and turns it
- *      into tree items)
+ *      into tree items), then every deferred data write (arb_dev_drain:
+ *      data the fs layer pointed the tree at earlier and wrote after
+ *      letting go of the lock) is waited for
  *   2. repeat until nothing changes: write the ROOT_ITEM of every tree whose
  *      root moved; apply the delayed reference counts to the extent tree
  *   3. write every dirty node, both copies when metadata is duplicated (new
@@ -130,6 +132,11 @@ static int do_commit(struct arb_txn *t, uint64_t magic)
 		if (ret)
 			return arb_txn_fail(t, ret);
 	}
+	/* the data that the tree points at, written outside the lock
+	 * (arb_dev_pend_add), lands before any node that points at it */
+	ret = arb_dev_drain(vol->dev);
+	if (ret)
+		return arb_txn_fail(t, ret);
 	if (t->error)
 		return t->error;
 	if (!txn_has_changes(vol))
@@ -316,6 +323,8 @@ static void txn_drop(struct arb_txn *t, bool warn)
 	if (warn)
 		arb_log(ARB_LOG_WARN, "aborting transaction %llu",
 			(unsigned long long)t->transid);
+	/* deferred writes land before their space can be handed out again */
+	(void)arb_dev_drain(vol->dev);
 	arb_delayed_refs_drop(vol);
 	arb_cache_drop_dirty(vol);
 	vol->running = NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "file_int.h"
@@ -73,6 +74,128 @@ static int extend_prev(struct arb_fs *fs, struct arb_txn *t,
 	return ret ? arb_txn_fail(t, ret) : 1;
 }
 
+/* ---- deferred data writes ---------------------------------------------- */
+
+/*
+ * A writer's share of the flush (fs_flush_some) used to write its data
+ * into the image holding the volume lock: 4 MiB copied, then pwrite into
+ * the host's cache (page allocation, a second copy, at times the host's
+ * dirty throttling), 2-7 ms per step while a 512 MiB `dd` ran, and every
+ * other request waited behind it (stat p99 4.4 ms against btrfs's 0.09).
+ * Now the flush decides under the lock what it always did (extents
+ * allocated, items, checksums) and hands the dirty blocks themselves to a
+ * deferred write of the device (arb_dev_pend_add), which the writer
+ * issues once it let go of the lock.  Until it is done a read of those
+ * bytes waits for it (or issues it itself), and a commit or an abort
+ * issues or waits for all of them first, so no tree that points at the
+ * bytes is ever durable before them.
+ */
+struct fs_wb {
+	struct arb_dev_pend p;
+	struct arb_dev *dev;
+	struct fs_wb *next;    /* the writer's list (fs->wb_list) */
+	uint8_t *buf;          /* the bytes in one piece, or NULL and */
+	uint32_t bs;
+	size_t nblk;
+	uint8_t *blk[];        /* nblk dirty blocks of bs bytes, in order */
+};
+
+static int wb_write(struct arb_dev_pend *p)
+{
+	struct fs_wb *w = (struct fs_wb *)((char *)p - offsetof(struct fs_wb, p));
+	size_t chunk = w->nblk < WRITE_CHUNK_BLOCKS ? w->nblk : WRITE_CHUNK_BLOCKS;
+	uint8_t *tmp;
+	int ret = 0;
+
+	if (w->buf) {
+		ret = arb_dev_write(w->dev, w->buf, (size_t)p->len, p->off,
+				    ARB_IO_DATA);
+		free(w->buf);
+		w->buf = NULL;
+		return ret;
+	}
+	/* gathered, so that the device sees large writes (bulk data) */
+	tmp = chunk > 1 ? malloc(chunk * w->bs) : NULL;
+	if (!tmp)
+		chunk = 1;
+	for (size_t i = 0; i < w->nblk && !ret; i += chunk) {
+		size_t n = w->nblk - i < chunk ? w->nblk - i : chunk;
+		const uint8_t *src = w->blk[i];
+
+		if (tmp) {
+			for (size_t j = 0; j < n; j++)
+				memcpy(tmp + j * w->bs, w->blk[i + j], w->bs);
+			src = tmp;
+		}
+		ret = arb_dev_write(w->dev, src, n * w->bs,
+				    p->off + i * (uint64_t)w->bs, ARB_IO_DATA);
+	}
+	free(tmp);
+	for (size_t i = 0; i < w->nblk; i++) {
+		free(w->blk[i]);
+		w->blk[i] = NULL;
+	}
+	return ret;
+}
+
+/* Defer the write of nblk dirty blocks (taken from their map: the
+ * caller drops their entries) or of buf (taken), at bytenr.  0, or
+ * -ENOMEM with nothing taken. */
+static int wb_add(struct arb_fs *fs, uint64_t bytenr, struct arb_dblock *b,
+		  size_t nblk, uint8_t **buf, size_t len)
+{
+	struct fs_wb *w = malloc(sizeof(*w) + nblk * sizeof(w->blk[0]));
+
+	if (!w)
+		return -ENOMEM;
+	memset(w, 0, sizeof(*w));
+	w->p.off = bytenr;
+	w->p.len = buf ? len : nblk * (uint64_t)fs->bs;
+	w->p.run = wb_write;
+	w->dev = fs->dev;
+	w->bs = fs->bs;
+	if (arb_dev_pend_add(fs->dev, &w->p)) {
+		free(w);
+		return -ENOMEM;
+	}
+	if (buf) {
+		w->buf = *buf;
+		*buf = NULL;
+	} else {
+		w->nblk = nblk;
+		for (size_t i = 0; i < nblk; i++) {
+			w->blk[i] = b[i].buf;
+			b[i].buf = NULL;
+		}
+	}
+	w->next = fs->wb_list;
+	fs->wb_list = w;
+	return 0;
+}
+
+int fs_wb_run(struct arb_fs *fs, struct fs_wb *list)
+{
+	struct fs_wb *w, *rev = NULL;
+	int ret = 0, r;
+
+	/* in the order they were added: ascending on disk, mostly */
+	while (list) {
+		w = list;
+		list = w->next;
+		w->next = rev;
+		rev = w;
+	}
+	while (rev) {
+		w = rev;
+		rev = w->next;
+		r = arb_dev_pend_run(fs->dev, &w->p);
+		if (r && !ret)
+			ret = r;
+		free(w);
+	}
+	return ret;
+}
+
 /* Write blocks [first, first+count) (consecutive indexes) as plain
  * extents. */
 static int flush_raw(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
@@ -82,13 +205,10 @@ static int flush_raw(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 	uint64_t obj = fs_obj(in->ino);
 	uint32_t bs = fs->bs;
 	uint32_t *sums = NULL;
-	uint8_t *tmp;
+	uint8_t *tmp = NULL;
 	size_t pos = 0;
 	int ret = 0;
 
-	tmp = malloc((size_t)WRITE_CHUNK_BLOCKS * bs);
-	if (!tmp)
-		return -ENOMEM;
 	while (pos < count) {
 		uint64_t want = (uint64_t)(count - pos) * bs, bytenr, got;
 		uint64_t foff = im->blocks[first + pos].idx * bs;
@@ -113,20 +233,35 @@ static int flush_raw(struct arb_fs *fs, struct arb_txn *t, struct arb_inode *in,
 			ret = -ENOMEM;
 			break;
 		}
-		for (i = 0; i < nsec; i += j) {
-			size_t n = nsec - i;
-			if (n > WRITE_CHUNK_BLOCKS)
-				n = WRITE_CHUNK_BLOCKS;
-			for (j = 0; j < n; j++) {
-				const uint8_t *b = im->blocks[first + pos + i + j].buf;
-				memcpy(tmp + j * bs, b, bs);
-				sums[i + j] = data_csum(b, bs);
+		for (i = 0; i < nsec; i++) {
+			const struct arb_dblock *b = &im->blocks[first + pos + i];
+
+			sums[i] = b->csum_ok ? b->csum : data_csum(b->buf, bs);
+		}
+		if (!fs->wb_defer ||
+		    wb_add(fs, bytenr, &im->blocks[first + pos], nsec, NULL,
+			   0)) {
+			/* written now, with the lock held */
+			if (!tmp)
+				tmp = malloc((size_t)WRITE_CHUNK_BLOCKS * bs);
+			if (!tmp) {
+				ret = -ENOMEM;
+				break;
 			}
-			ret = arb_dev_write(fs->dev, tmp, n * bs,
-					    bytenr + i * (uint64_t)bs,
-					    ARB_IO_DATA);
-			if (ret)
-				goto out;
+			for (i = 0; i < nsec; i += j) {
+				size_t n = nsec - i;
+				if (n > WRITE_CHUNK_BLOCKS)
+					n = WRITE_CHUNK_BLOCKS;
+				for (j = 0; j < n; j++)
+					memcpy(tmp + j * bs,
+					       im->blocks[first + pos + i + j].buf,
+					       bs);
+				ret = arb_dev_write(fs->dev, tmp, n * bs,
+						    bytenr + i * (uint64_t)bs,
+						    ARB_IO_DATA);
+				if (ret)
+					goto out;
+			}
 		}
 		ret = fs_drop_extents(fs, t, in, foff, foff + got);
 		if (ret)
@@ -218,7 +353,10 @@ static int zbatch_write(struct arb_fs *fs, struct zbatch *zb)
 {
 	int ret = 0;
 
-	if (zb->len)
+	/* deferred: the batch's buffer goes with it, the next add makes a
+	 * new one */
+	if (zb->len && (!fs->wb_defer ||
+			wb_add(fs, zb->start, NULL, 0, &zb->buf, zb->len)))
 		ret = arb_dev_write(fs->dev, zb->buf, zb->len, zb->start,
 				    ARB_IO_DATA);
 	zb->len = 0;
@@ -230,15 +368,18 @@ static int zbatch_add(struct arb_fs *fs, struct zbatch *zb, uint64_t bytenr,
 {
 	int ret;
 
-	if (!zb->buf)
-		zb->buf = malloc(ZBATCH_MAX);
-	if (stored > ZBATCH_MAX || !zb->buf)
-		return arb_dev_write(fs->dev, z, stored, bytenr, ARB_IO_DATA);
 	if (zb->len && (zb->start + zb->len != bytenr ||
 			zb->len + stored > ZBATCH_MAX)) {
 		ret = zbatch_write(fs, zb);
 		if (ret)
 			return ret;
+	}
+	if (!zb->buf && stored <= ZBATCH_MAX)
+		zb->buf = malloc(ZBATCH_MAX);
+	if (stored > ZBATCH_MAX || !zb->buf) {
+		ret = zbatch_write(fs, zb);
+		return ret ? ret : arb_dev_write(fs->dev, z, stored, bytenr,
+						 ARB_IO_DATA);
 	}
 	if (!zb->len)
 		zb->start = bytenr;

@@ -46,11 +46,13 @@ uint8_t *fs_dmap_find(const struct arb_imem *im, uint64_t idx)
 
 uint8_t *fs_dmap_find_w(struct arb_imem *im, uint64_t idx)
 {
-	uint8_t *b = fs_dmap_find(im, idx);
+	size_t i = fs_dmap_lower(im, idx);
 
-	if (b)
-		fs_zc_forget(im, idx, idx + 1);
-	return b;
+	if (i == im->nr || im->blocks[i].idx != idx)
+		return NULL;
+	fs_zc_forget(im, idx, idx + 1);
+	im->blocks[i].csum_ok = false;
+	return im->blocks[i].buf;
 }
 
 int fs_dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
@@ -72,6 +74,7 @@ int fs_dmap_insert(struct arb_fs *fs, struct arb_imem *im, uint64_t idx,
 	im->blocks[i].idx = idx;
 	im->blocks[i].buf = buf;
 	im->blocks[i].covered = covered;
+	im->blocks[i].csum_ok = false;
 	im->nr++;
 	im->nr_covered += covered;
 	fs->dirty_bytes += fs->bs;

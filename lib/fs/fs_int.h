@@ -138,6 +138,10 @@ struct arb_dblock {
 	/* a regular or preallocated extent held the block when it became
 	 * dirty: its flush replaces bytes that i_nbytes counts already */
 	bool covered;
+	/* csum is the data checksum of buf, computed by its writer before
+	 * the lock (arb_fs_write); cleared by every change (fs_dmap_find_w) */
+	bool csum_ok;
+	uint32_t csum;
 };
 
 /* a chunk of delayed data compressed by its writer (compress.c) */
@@ -222,6 +226,12 @@ struct arb_fs {
 	 * worth looking up for extend_prev (delalloc.c); a hint, never
 	 * trusted */
 	uint64_t ext_hint_ino, ext_hint_foff, ext_hint_disk;
+	/* set by a writer around its share of the flush (arb_fs_write):
+	 * the data writes of that flush are deferred (struct fs_wb,
+	 * delalloc.c) and listed in wb_list, which the writer takes and
+	 * issues once it let go of the lock */
+	bool wb_defer;
+	struct fs_wb *wb_list;
 	/* bytes only unlink/rmdir/truncate/rename may use */
 	uint64_t reserve;
 	/* something changed since the last commit */
@@ -667,6 +677,10 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
 /* write at least want bytes (at least ARB_FLUSH_STEP) of delayed data,
  * oldest dirty files first */
 int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want);
+/* Issue the deferred data writes of list (fs->wb_list as a writer took
+ * it, under the lock) and free them; no lock needed.  0 or the first
+ * error (which also fails the next commit: arb_dev_drain). */
+int fs_wb_run(struct arb_fs *fs, struct fs_wb *list);
 /* after an fsync's commit: give files whose size it held back their real
  * size in the tree (see fsync_keep_size in delalloc.c) */
 int fs_fsync_restore_sizes(struct arb_fs *fs);

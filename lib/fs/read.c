@@ -331,6 +331,15 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		       const struct arb_inode *in, uint64_t idx, bool load,
 		       struct fs_ext *e, int *e_ret, uint8_t **out)
 {
+	return fs_dirty_block_give(fs, im, in, idx, load, e, e_ret, NULL, 0,
+				   out);
+}
+
+int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
+			const struct arb_inode *in, uint64_t idx, bool load,
+			struct fs_ext *e, int *e_ret, uint8_t **give,
+			uint32_t csum, uint8_t **out)
+{
 	uint8_t *buf = fs_dmap_find_w(im, idx);
 	struct fs_ext e1;
 	int e1_ret = -1;
@@ -338,6 +347,13 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 	int ret;
 
 	if (buf) {
+		if (give) {
+			size_t i = fs_dmap_lower(im, idx);
+
+			memcpy(buf, *give, fs->bs);
+			im->blocks[i].csum = csum;
+			im->blocks[i].csum_ok = true;
+		}
 		*out = buf;
 		return 0;
 	}
@@ -348,7 +364,7 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 	ret = block_covered(fs, in, idx, e, e_ret, &covered);
 	if (ret)
 		return ret;
-	buf = malloc(fs->bs);
+	buf = give ? *give : malloc(fs->bs);
 	if (!buf)
 		return -ENOMEM;
 	if (!im->nr) {
@@ -356,7 +372,9 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		im->disk_size = in->size;
 		im->force_flush = false;
 	}
-	if (load && idx * (uint64_t)fs->bs < in->size) {
+	if (give) {
+		load = false;
+	} else if (load && idx * (uint64_t)fs->bs < in->size) {
 		ret = read_tree(fs, in->ino, idx * (uint64_t)fs->bs, fs->bs,
 				buf, NULL);
 		if (ret) {
@@ -368,8 +386,16 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 	} /* else the caller writes the whole block */
 	ret = fs_dmap_insert(fs, im, idx, buf, covered);
 	if (ret) {
-		free(buf);
+		if (!give)
+			free(buf);
 		return ret;
+	}
+	if (give) {
+		size_t i = fs_dmap_lower(im, idx);
+
+		im->blocks[i].csum = csum;
+		im->blocks[i].csum_ok = true;
+		*give = NULL;
 	}
 	*out = buf;
 	return 0;

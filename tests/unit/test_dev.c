@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,179 @@ static struct arb_dev *open_mem(uint64_t size)
 }
 
 /* ---- memory device ----------------------------------------------------- */
+
+/* ---- deferred writes ---------------------------------------------------- */
+
+struct tpend {
+	struct arb_dev_pend p;
+	struct arb_dev *dev;
+	uint8_t fill;
+	int ret;          /* what run returns (after writing, if 0) */
+	int runs;         /* atomic */
+	pthread_t by;     /* the thread that ran it */
+	bool hold;        /* run waits until released (pend_mu) */
+};
+static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
+static int pend_in_run, pend_release;
+
+static int tpend_run(struct arb_dev_pend *p)
+{
+	struct tpend *t = (struct tpend *)p;
+	uint8_t buf[4096];
+	int ret;
+
+	__atomic_add_fetch(&t->runs, 1, __ATOMIC_RELAXED);
+	t->by = pthread_self();
+	if (t->hold) {
+		pthread_mutex_lock(&pend_mu);
+		pend_in_run = 1;
+		pthread_cond_broadcast(&pend_cv);
+		while (!pend_release)
+			pthread_cond_wait(&pend_cv, &pend_mu);
+		pthread_mutex_unlock(&pend_mu);
+	}
+	if (t->ret)
+		return t->ret;
+	memset(buf, t->fill, sizeof(buf));
+	for (uint64_t o = 0; o < p->len; o += sizeof(buf)) {
+		ret = arb_dev_write(t->dev, buf, sizeof(buf), p->off + o,
+				    ARB_IO_DATA);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void tpend_init(struct tpend *t, struct arb_dev *dev, uint64_t off,
+		       uint64_t len, uint8_t fill)
+{
+	memset(t, 0, sizeof(*t));
+	t->p.off = off;
+	t->p.len = len;
+	t->p.run = tpend_run;
+	t->dev = dev;
+	t->fill = fill;
+}
+
+/* a read of a pending range runs the write first (in the reader's
+ * thread, when nobody started it), once; other ranges are left alone */
+START_TEST(test_pend_read_runs)
+{
+	struct arb_dev *dev = open_mem(1024 * 1024);
+	struct tpend a, b;
+	uint8_t buf[8192];
+
+	tpend_init(&a, dev, 4096, 8192, 0xaa);
+	tpend_init(&b, dev, 65536, 4096, 0xbb);
+	ck_assert_int_eq(arb_dev_pend_add(dev, &a.p), 0);
+	ck_assert_int_eq(arb_dev_pend_add(dev, &b.p), 0);
+	ck_assert_int_eq(arb_dev_read(dev, buf, 4096, 0, ARB_IO_DATA), 0);
+	ck_assert_int_eq(a.runs + b.runs, 0);
+	ck_assert_int_eq(arb_dev_read(dev, buf, 8192, 8192, ARB_IO_DATA), 0);
+	ck_assert_int_eq(a.runs, 1);
+	ck_assert(pthread_equal(a.by, pthread_self()));
+	ck_assert_uint_eq(buf[0], 0xaa);
+	ck_assert_uint_eq(buf[4095], 0xaa);
+	ck_assert_uint_eq(buf[4096], 0);
+	ck_assert_int_eq(b.runs, 0);
+	ck_assert_int_eq(arb_dev_drain(dev), 0);
+	ck_assert_int_eq(b.runs, 1);
+	ck_assert_int_eq(arb_dev_pend_run(dev, &a.p), 0);
+	ck_assert_int_eq(arb_dev_pend_run(dev, &b.p), 0);
+	ck_assert_int_eq(a.runs, 1);
+	ck_assert_int_eq(b.runs, 1);
+	ck_assert_int_eq(arb_dev_read(dev, buf, 4096, 65536, ARB_IO_DATA), 0);
+	ck_assert_uint_eq(buf[0], 0xbb);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
+/* a failed deferred write: its owner gets the error, and every drain
+ * after it, so that no commit passes over it */
+START_TEST(test_pend_error_sticky)
+{
+	struct arb_dev *dev = open_mem(1024 * 1024);
+	struct tpend a, b;
+
+	tpend_init(&a, dev, 0, 4096, 1);
+	a.ret = -EIO;
+	ck_assert_int_eq(arb_dev_pend_add(dev, &a.p), 0);
+	ck_assert_int_eq(arb_dev_pend_run(dev, &a.p), -EIO);
+	ck_assert_int_eq(arb_dev_drain(dev), -EIO);
+	tpend_init(&b, dev, 8192, 4096, 2);
+	ck_assert_int_eq(arb_dev_pend_add(dev, &b.p), 0);
+	ck_assert_int_eq(arb_dev_pend_run(dev, &b.p), 0);
+	ck_assert_int_eq(arb_dev_drain(dev), -EIO);
+	arb_dev_destroy(dev);
+}
+END_TEST
+
+struct pend_reader {
+	struct arb_dev *dev;
+	uint8_t buf[4096];
+	int ret, done; /* done under pend_mu */
+};
+
+static void *pend_reader_fn(void *arg)
+{
+	struct pend_reader *r = arg;
+
+	r->ret = arb_dev_read(r->dev, r->buf, sizeof(r->buf), 4096,
+			      ARB_IO_DATA);
+	pthread_mutex_lock(&pend_mu);
+	r->done = 1;
+	pthread_cond_broadcast(&pend_cv);
+	pthread_mutex_unlock(&pend_mu);
+	return NULL;
+}
+
+static void *pend_owner_fn(void *arg)
+{
+	struct tpend *t = arg;
+
+	t->ret = arb_dev_pend_run(t->dev, &t->p);
+	return NULL;
+}
+
+/* a read of a range whose write is running waits for it, and does not
+ * run it a second time */
+START_TEST(test_pend_read_waits)
+{
+	struct arb_dev *dev = open_mem(1024 * 1024);
+	struct pend_reader r = { .dev = dev };
+	pthread_t to, tr;
+	struct tpend a;
+	bool early;
+
+	pend_in_run = pend_release = 0;
+	tpend_init(&a, dev, 0, 16384, 0xcc);
+	a.hold = true;
+	ck_assert_int_eq(arb_dev_pend_add(dev, &a.p), 0);
+	ck_assert_int_eq(pthread_create(&to, NULL, pend_owner_fn, &a), 0);
+	pthread_mutex_lock(&pend_mu);
+	while (!pend_in_run)
+		pthread_cond_wait(&pend_cv, &pend_mu);
+	pthread_mutex_unlock(&pend_mu);
+	ck_assert_int_eq(pthread_create(&tr, NULL, pend_reader_fn, &r), 0);
+	usleep(100 * 1000);
+	pthread_mutex_lock(&pend_mu);
+	early = r.done;
+	pend_release = 1;
+	pthread_cond_broadcast(&pend_cv);
+	pthread_mutex_unlock(&pend_mu);
+	pthread_join(tr, NULL);
+	pthread_join(to, NULL);
+	ck_assert_msg(!early, "the read did not wait for the write");
+	ck_assert_int_eq(r.ret, 0);
+	ck_assert_uint_eq(r.buf[0], 0xcc);
+	ck_assert_uint_eq(r.buf[4095], 0xcc);
+	ck_assert_int_eq(a.runs, 1);
+	ck_assert_int_eq(a.ret, 0);
+	ck_assert_int_eq(arb_dev_drain(dev), 0);
+	arb_dev_destroy(dev);
+}
+END_TEST
 
 START_TEST(test_mem_rw)
 {
@@ -1542,6 +1716,9 @@ static Suite *dev_suite(void)
 
 	tc = tcase_create("mem");
 	tcase_add_test(tc, test_mem_rw);
+	tcase_add_test(tc, test_pend_read_runs);
+	tcase_add_test(tc, test_pend_error_sticky);
+	tcase_add_test(tc, test_pend_read_waits);
 	tcase_add_test(tc, test_mem_bounds);
 	tcase_add_test(tc, test_mem_resize);
 	tcase_add_test(tc, test_mem_data_other);

@@ -2437,6 +2437,203 @@ START_TEST(test_read_during_reuse)
 }
 END_TEST
 
+/*
+ * A writer's share of the flush (past 16 MiB of delayed data) writes its
+ * data into the image after letting go of the volume lock (struct fs_wb,
+ * delalloc.c).  A device that holds up the first large data write shows
+ * both halves: meanwhile another thread gets the lock (a getattr
+ * completes), and a read of the bytes being written waits for them
+ * instead of reading what the image held before.
+ */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+/* 0 off, 1 armed: the next data write of 64 KiB or more waits, 2 one
+ * waits, 3 open */
+static int gate_state;
+
+static void gate_write(enum arb_io_kind kind, size_t len)
+{
+	if (kind != ARB_IO_DATA || len < 64 * 1024)
+		return;
+	pthread_mutex_lock(&gate_mu);
+	if (gate_state == 1) {
+		gate_state = 2;
+		pthread_cond_broadcast(&gate_cv);
+		while (gate_state == 2)
+			pthread_cond_wait(&gate_cv, &gate_mu);
+	}
+	pthread_mutex_unlock(&gate_mu);
+}
+
+static void gate_set(int v)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_state = v;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* wait until *flag (under gate_mu) is set, at most secs: whether it was */
+static bool gate_wait_for(const int *flag, int want, int secs)
+{
+	struct timespec ts;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += secs;
+	pthread_mutex_lock(&gate_mu);
+	while (*flag != want &&
+	       pthread_cond_timedwait(&gate_cv, &gate_mu, &ts) == 0)
+		;
+	ok = *flag == want;
+	pthread_mutex_unlock(&gate_mu);
+	return ok;
+}
+
+#define GATE_TOTAL (24 * MiB)
+struct gate_job {
+	uint64_t ino;
+	int done; /* under gate_mu */
+	ssize_t ret;
+	uint8_t *buf;
+};
+
+static void *gate_writer(void *arg)
+{
+	struct gate_job *j = arg;
+	uint8_t *b = malloc(MiB);
+
+	for (uint64_t off = 0; off < GATE_TOTAL && j->ret >= 0; off += MiB) {
+		pattern(b, MiB, off, 21);
+		j->ret = arb_fs_write(fs, j->ino, b, MiB, off);
+	}
+	free(b);
+	pthread_mutex_lock(&gate_mu);
+	j->done = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	return NULL;
+}
+
+static void *gate_getattr(void *arg)
+{
+	struct gate_job *j = arg;
+	struct arb_stat st;
+
+	j->ret = arb_fs_getattr(fs, j->ino, &st);
+	pthread_mutex_lock(&gate_mu);
+	j->done = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	return NULL;
+}
+
+static void *gate_reader(void *arg)
+{
+	struct gate_job *j = arg;
+
+	j->buf = malloc(MiB);
+	j->ret = arb_fs_read(fs, j->ino, j->buf, MiB, 0);
+	pthread_mutex_lock(&gate_mu);
+	j->done = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	return NULL;
+}
+
+START_TEST(test_flush_outside_lock)
+{
+	struct gate_job w = { 0 }, g = { 0 }, r = { 0 };
+	pthread_t tw, tg, tr;
+	bool got_lock, waited;
+	const char *why;
+	uint8_t *e;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow_hooks(mem, NULL,
+							  gate_write),
+				     &fopts, &fs, &why),
+			 0);
+	w.ino = g.ino = r.ino = mkfile(ROOT, "big");
+	gate_set(1);
+	ck_assert_int_eq(pthread_create(&tw, NULL, gate_writer, &w), 0);
+	ck_assert_msg(gate_wait_for(&gate_state, 2, 60),
+		      "no large data write came");
+	/* the writer waits inside its deferred write */
+	ck_assert_int_eq(pthread_create(&tg, NULL, gate_getattr, &g), 0);
+	got_lock = gate_wait_for(&g.done, 1, 20);
+	/* the first MiB went out in the first step of the flush */
+	ck_assert_int_eq(pthread_create(&tr, NULL, gate_reader, &r), 0);
+	usleep(200 * 1000);
+	pthread_mutex_lock(&gate_mu);
+	waited = !r.done;
+	pthread_mutex_unlock(&gate_mu);
+	gate_set(3);
+	pthread_join(tg, NULL);
+	pthread_join(tr, NULL);
+	pthread_join(tw, NULL);
+	gate_set(0);
+	ck_assert_msg(got_lock, "the volume lock was held during the "
+				"flush's data write");
+	ck_assert_int_eq(g.ret, 0);
+	ck_assert_msg(waited, "a read of the bytes in flight did not wait");
+	ck_assert_int_eq(w.ret, (ssize_t)MiB);
+	ck_assert_int_eq(r.ret, (ssize_t)MiB);
+	e = malloc(MiB);
+	pattern(e, MiB, 0, 21);
+	ck_assert_msg(memcmp(r.buf, e, MiB) == 0,
+		      "the read returned other bytes than those written");
+	free(e);
+	free(r.buf);
+	expect_pattern(w.ino, 0, GATE_TOTAL, 21);
+	reopen();
+	expect_pattern(w.ino, 0, GATE_TOTAL, 21);
+}
+END_TEST
+
+/*
+ * A deferred data write that fails: the write(2) that had it deferred
+ * returned long ago, so the failure must fail the next commit (no tree
+ * pointing at bytes that are not there becomes durable), and the image
+ * keeps the commit before.
+ */
+START_TEST(test_deferred_write_error)
+{
+	struct arb_dev *fault;
+	struct arb_fs_stats s;
+	const char *why;
+	uint64_t f, good, off;
+	int ret;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	ck_assert_int_eq(arb_dev_fault_wrap(tu_dev_borrow(mem), &fault), 0);
+	ck_assert_int_eq(arb_fs_open(fault, &fopts, &fs, &why), 0);
+	f = mkfile(ROOT, "f");
+	write_pattern(f, 0, 2 * MiB, 1);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	good = s.generation;
+	/* 16 MiB of delayed data, no write to the image yet */
+	for (off = 0; off < 16 * MiB; off += MiB)
+		write_pattern(f, off, MiB, 2);
+	ck_assert_uint_eq(arb_dev_fault_count(fault, ARB_FAULT_WRITE) > 0, 1);
+	/* the next write defers a step of the flush, which fails */
+	arb_dev_fault_arm(fault, ARB_FAULT_WRITE, 1, -EIO, false);
+	write_pattern(f, off, MiB, 2);
+	arb_dev_fault_disarm(fault);
+	ret = arb_fs_sync(fs);
+	ck_assert_int_ne(ret, 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &s), 0);
+	ck_assert(s.state & ARB_FS_STATE_FAILED);
+	ck_assert_uint_eq(s.generation, good);
+	ck_assert_int_ne(arb_fs_close(fs), 0);
+	fs = NULL;
+	fs_open_now();
+	expect_pattern(f, 0, 2 * MiB, 1);
+	ck_assert_uint_eq(getattr(f).size, 2 * MiB);
+}
+END_TEST
+
 /* a write error during a commit: the filesystem turns read-only and the
  * image keeps the previous commit */
 START_TEST(test_io_error)
@@ -3637,6 +3834,8 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_read_during_reuse);
 	tcase_add_test(tc, test_io_error);
+	tcase_add_test(tc, test_flush_outside_lock);
+	tcase_add_test(tc, test_deferred_write_error);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_append_extends_extent);

@@ -97,6 +97,7 @@ struct borrow {
 	struct arb_dev dev;
 	struct arb_dev *lower;
 	void (*before_read)(enum arb_io_kind kind);
+	void (*before_write)(enum arb_io_kind kind, size_t len);
 };
 
 static int borrow_pread(struct arb_dev *d, void *buf, size_t len,
@@ -113,7 +114,11 @@ static int borrow_pread(struct arb_dev *d, void *buf, size_t len,
 static int borrow_pwrite(struct arb_dev *d, const void *buf, size_t len,
 			 uint64_t off, enum arb_io_kind kind)
 {
-	struct arb_dev *l = ((struct borrow *)d->priv)->lower;
+	struct borrow *b = d->priv;
+	struct arb_dev *l = b->lower;
+
+	if (b->before_write)
+		b->before_write(kind, len);
 	return l->ops->pwrite(l, buf, len, off, kind);
 }
 
@@ -145,6 +150,14 @@ static const struct arb_dev_ops borrow_ops = {
 struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,
 				     void (*before_read)(enum arb_io_kind kind))
 {
+	return tu_dev_borrow_hooks(lower, before_read, NULL);
+}
+
+struct arb_dev *tu_dev_borrow_hooks(struct arb_dev *lower,
+				    void (*before_read)(enum arb_io_kind kind),
+				    void (*before_write)(enum arb_io_kind kind,
+							 size_t len))
+{
 	struct borrow *b = calloc(1, sizeof(*b));
 
 	ck_assert_ptr_nonnull(b);
@@ -153,6 +166,7 @@ struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,
 	b->dev.priv = b;
 	b->lower = lower;
 	b->before_read = before_read;
+	b->before_write = before_write;
 	return &b->dev;
 }
 

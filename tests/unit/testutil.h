@@ -48,3 +48,9 @@ struct arb_dev *tu_dev_borrow(struct arb_dev *lower);
  * make reads slow. */
 struct arb_dev *tu_dev_borrow_hooked(struct arb_dev *lower,
 				     void (*before_read)(enum arb_io_kind kind));
+/* ... and before_write (may be NULL) before each write, e.g. to hold one
+ * up. */
+struct arb_dev *tu_dev_borrow_hooks(struct arb_dev *lower,
+				    void (*before_read)(enum arb_io_kind kind),
+				    void (*before_write)(enum arb_io_kind kind,
+							 size_t len));

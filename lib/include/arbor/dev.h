@@ -81,6 +81,8 @@ struct arb_dev {
 	uint64_t bytes_read_direct;
 	/* writes since the last flush, when tracked (arb_dev_track) */
 	struct arb_dev_track *track;
+	/* deferred writes (arb_dev_pend_add), made by the first add */
+	struct arb_dev_pendq *pendq;
 };
 
 /* Wrappers that also count. */
@@ -93,6 +95,37 @@ int arb_dev_read_op(struct arb_dev *dev, void *buf, size_t len, uint64_t off,
 int arb_dev_write(struct arb_dev *dev, const void *buf, size_t len,
 		  uint64_t off, enum arb_io_kind kind);
 int arb_dev_flush(struct arb_dev *dev);
+
+/*
+ * Deferred writes.  A caller that decided under its own lock what a range
+ * of the device will hold (allocated it, pointed the tree at it) adds a
+ * pending write for it, lets go of the lock, and then issues it with
+ * arb_dev_pend_run; run writes the bytes (arb_dev_write) and returns 0 or
+ * -errno.  Until the write is done, every read overlapping the range
+ * waits for it (arb_dev_read; arb_dev_read_cached answers 0), and
+ * arb_dev_drain, which a commit and an abort call first, waits for every
+ * pending write.  A thread that needs a write nobody started yet runs it
+ * itself, so nothing waits on the adding thread being scheduled: the
+ * write may run in any thread, at most once.
+ *
+ * arb_dev_pend_add needs exclusion against other adds and drains (the
+ * caller's lock, which the volume lock is); reads, runs and drains are
+ * safe in any thread.  arb_dev_pend_run returns run's result once the
+ * write is done, by whichever thread; after it returns the device no
+ * longer refers to p, and the caller frees it.  A failed deferred write
+ * is logged and sticks: every later arb_dev_drain returns it, so no
+ * commit can make a tree that points at the bytes durable.
+ */
+struct arb_dev_pend {
+	uint64_t off, len;
+	int (*run)(struct arb_dev_pend *p);
+	/* the device's: */
+	int state, result;
+	struct arb_dev_pend *next;
+};
+int arb_dev_pend_add(struct arb_dev *dev, struct arb_dev_pend *p);
+int arb_dev_pend_run(struct arb_dev *dev, struct arb_dev_pend *p);
+int arb_dev_drain(struct arb_dev *dev);
 
 /*
  * Tracking the writes since the last successful flush, for commits that
