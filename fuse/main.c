@@ -109,6 +109,7 @@ struct afs_config {
 	unsigned grace, grace_commits;
 	uint64_t generation;
 	bool have_fsname;
+	bool have_max_threads;
 	bool have_subtype;
 	bool have_allow_other;
 	bool bad;
@@ -144,6 +145,7 @@ enum {
 	KEY_NO_URING,
 	KEY_URING_SCHED,
 	KEY_FSNAME,
+	KEY_MAX_THREADS,
 	KEY_SUBTYPE,
 	KEY_ALLOW_OTHER,
 	KEY_DISCARD,
@@ -195,6 +197,7 @@ static const struct fuse_opt afs_opt_spec[] = {
 	FUSE_OPT_KEY("no_uring", KEY_NO_URING),
 	FUSE_OPT_KEY("uring_sched=", KEY_URING_SCHED),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("allow_root", KEY_ALLOW_OTHER),
@@ -548,6 +551,9 @@ static int afs_opt_proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_FSNAME:
 		c->have_fsname = true;
+		return 1;
+	case KEY_MAX_THREADS: /* libfuse's, noted */
+		c->have_max_threads = true;
 		return 1;
 	case KEY_SUBTYPE:
 		c->have_subtype = true;
@@ -1315,7 +1321,9 @@ int main(int argc, char *argv[])
 			ret = -1;
 		} else {
 			fuse_loop_cfg_set_clone_fd(lc, 1);
-			fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
+			fuse_loop_cfg_set_max_threads(
+				lc, conf.have_max_threads ? opts.max_threads
+							  : AFS_MAX_THREADS);
 			if (opts.max_idle_threads != UINT_MAX)
 				fuse_loop_cfg_set_idle_threads(
 					lc, opts.max_idle_threads);
