@@ -162,7 +162,7 @@ struct arb_imem {
 	size_t nr_covered;
 	struct arb_imem *hash_next;
 	/* on fs->dirty_list while it may hold dirty blocks (nr > 0 at some
-	 * point since the last flush) */
+	 * point since the last flush), or holds a young gap (fs_gap_young) */
 	struct arb_imem *dirty_next, *dirty_prev;
 	bool on_dirty;
 	/* i_size when the first of the current dirty blocks was made, and
@@ -345,6 +345,13 @@ struct arb_fs {
 /* write.c: a write of [off, end) to a file of size bytes (im's gap) */
 void fs_gap_note(struct arb_imem *im, uint64_t size, uint64_t off,
 		 uint64_t end);
+/* a gap this young may be writeback sent out of order, still to come (a
+ * snapshot waits for it, make_subvol); older, a sparse write */
+#define ARB_GAP_YOUNG_NS (50ULL * 1000 * 1000)
+static inline bool fs_gap_young(const struct arb_imem *im, uint64_t now)
+{
+	return im->gap_end && now - im->gap_ns < ARB_GAP_YOUNG_NS;
+}
 /* writes of at least this many bytes take fs->bulk_lock */
 #define ARB_BULK_WRITE (128u << 10)
 

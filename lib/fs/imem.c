@@ -110,10 +110,12 @@ void fs_imem_put_if_idle(struct arb_fs *fs, struct arb_imem *im)
 {
 	struct arb_imem **pp;
 
-	if (im->nr == 0)
-		imem_unmark_dirty(fs, im);
-	if (im->nr)
+	/* flushed, but with a young gap: kept on the dirty list, where a
+	 * snapshot looks for gaps, until a later put finds it old (each
+	 * commit puts every entry on the list) */
+	if (im->nr || fs_gap_young(im, arb_mono_ns()))
 		return;
+	imem_unmark_dirty(fs, im);
 	for (pp = &fs->imem[imem_bucket(fs, im->ino)]; *pp;
 	     pp = &(*pp)->hash_next) {
 		if (*pp == im) {

@@ -223,18 +223,18 @@ static int root_dir_insert(struct arb_txn *t, struct arb_root *r,
 
 /*
  * How long a snapshot waits for the gaps in its source's files to fill
- * (fs_gap_note, write.c): writeback the kernel sent out of order arrives
- * within milliseconds; a gap older than this is taken for a sparse write
- * and not waited for.  The wait lets go of the lock.
+ * (fs_gap_note, write.c; ARB_GAP_YOUNG_NS): writeback the kernel sent out
+ * of order arrives within milliseconds; a gap older than that is taken
+ * for a sparse write and not waited for.  The wait lets go of the lock.
  */
-#define ARB_SNAP_GAP_WAIT_NS (50ULL * 1000 * 1000)
 #define ARB_SNAP_GAP_NAP_NS (250 * 1000)
 
-/* a file of the tree of inode number src (the same slot) has a young gap */
+/* a file of the tree of inode number src (the same slot) has a young gap:
+ * its entry is on the dirty list, flushed or not (fs_imem_put_if_idle) */
 static bool src_gap_young(struct arb_fs *fs, uint64_t src, uint64_t now)
 {
 	for (struct arb_imem *im = fs->dirty_list; im; im = im->dirty_next)
-		if (im->gap_end && now - im->gap_ns < ARB_SNAP_GAP_WAIT_NS &&
+		if (fs_gap_young(im, now) &&
 		    im->ino >> ARB_INUM_SHIFT == src >> ARB_INUM_SHIFT)
 			return true;
 	return false;
@@ -247,7 +247,7 @@ static void wait_src_gaps(struct arb_fs *fs, uint64_t src)
 	const struct timespec nap = { 0, ARB_SNAP_GAP_NAP_NS };
 	uint64_t t0 = arb_mono_ns(), now = t0;
 
-	while (now - t0 < ARB_SNAP_GAP_WAIT_NS &&
+	while (now - t0 < ARB_GAP_YOUNG_NS &&
 	       src_gap_young(fs, src, now)) {
 		fs_unlock(fs);
 		nanosleep(&nap, NULL);

@@ -1338,6 +1338,21 @@ START_TEST(test_snapshot_waits_for_gap)
 		ck_assert_msg(buf[i] == (i < 16384 ? 'a' : 'b'),
 			      "snapshot's g: byte %zu is %d", i, buf[i]);
 
+	/* the same with a commit between the tail and the snapshot: the
+	 * commit wrote the tail out, the gap is still young and waited for */
+	f = mkfile(ROOT, "g2", NULL);
+	ck_assert_int_eq(arb_fs_write(fs, f, tail, sizeof(tail), 16384),
+			 (ssize_t)sizeof(tail));
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, late_head, &f), 0);
+	s = snap(ROOT, ROOT, "s1", 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(arb_fs_read(fs, lookup(s, "g2"), buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_msg(buf[i] == (i < 16384 ? 'a' : 'b'),
+			      "snapshot's g2: byte %zu is %d", i, buf[i]);
+
 	/* a sparse file: its hole stays, the snapshot is taken anyway */
 	sp = mkfile(ROOT, "sparse", NULL);
 	ck_assert_int_eq(arb_fs_write(fs, sp, tail, sizeof(tail), 1 << 20),
