@@ -94,10 +94,12 @@ struct fs_wb {
 	struct arb_dev_pend p;
 	struct arb_dev *dev;
 	struct fs_wb *next;    /* the writer's list (fs->wb_list) */
+	bool added;            /* given to the device (fs_wb_register) */
+	bool written;          /* the device would not take it: written */
 	uint8_t *buf;          /* the bytes in one piece, or NULL and */
 	uint32_t bs;
-	size_t nblk;
-	uint8_t *blk[];        /* nblk dirty blocks of bs bytes, in order */
+	size_t nblk, cap;
+	uint8_t **blk;         /* nblk dirty blocks of bs bytes, in order */
 };
 
 static int wb_write(struct arb_dev_pend *p)
@@ -138,39 +140,91 @@ static int wb_write(struct arb_dev_pend *p)
 	return ret;
 }
 
-/* Defer the write of nblk dirty blocks (taken from their map: the
- * caller drops their entries) or of buf (taken), at bytenr.  0, or
- * -ENOMEM with nothing taken. */
+static void wb_free(struct fs_wb *w)
+{
+	if (w->buf)
+		free(w->buf);
+	for (size_t i = 0; i < w->nblk; i++)
+		free(w->blk[i]);
+	free(w->blk);
+	free(w);
+}
+
+/*
+ * Defer the write of nblk dirty blocks (taken from their map: the caller
+ * drops their entries) or of buf (taken), at bytenr.  Blocks that go on
+ * where the last deferred blocks end on disk join that write: a step of
+ * random 4 KiB rewrites makes as many one-block extents, mostly next to
+ * each other, and the device gets them as one write.  The writes are
+ * given to the device at the end of the step (fs_wb_register, before
+ * the lock is let go): nothing reads them before.  0, or -ENOMEM with
+ * nothing taken.
+ */
 static int wb_add(struct arb_fs *fs, uint64_t bytenr, struct arb_dblock *b,
 		  size_t nblk, uint8_t **buf, size_t len)
 {
-	struct fs_wb *w = malloc(sizeof(*w) + nblk * sizeof(w->blk[0]));
+	struct fs_wb *w = fs->wb_list;
 
-	if (!w)
-		return -ENOMEM;
-	memset(w, 0, sizeof(*w));
-	w->p.off = bytenr;
-	w->p.len = buf ? len : nblk * (uint64_t)fs->bs;
-	w->p.run = wb_write;
-	w->dev = fs->dev;
-	w->bs = fs->bs;
-	if (arb_dev_pend_add(fs->dev, &w->p)) {
-		free(w);
-		return -ENOMEM;
+	if (buf || !w || w->added || w->buf ||
+	    w->p.off + w->p.len != bytenr) {
+		w = calloc(1, sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		w->p.off = bytenr;
+		w->p.run = wb_write;
+		w->dev = fs->dev;
+		w->bs = fs->bs;
+		w->next = fs->wb_list;
+		fs->wb_list = w;
 	}
 	if (buf) {
 		w->buf = *buf;
 		*buf = NULL;
-	} else {
-		w->nblk = nblk;
-		for (size_t i = 0; i < nblk; i++) {
-			w->blk[i] = b[i].buf;
-			b[i].buf = NULL;
+		w->p.len = len;
+		return 0;
+	}
+	if (w->nblk + nblk > w->cap) {
+		size_t cap = w->cap ? w->cap : 64;
+		uint8_t **nb;
+
+		while (cap < w->nblk + nblk)
+			cap *= 2;
+		nb = realloc(w->blk, cap * sizeof(*nb));
+		if (!nb) {
+			if (!w->nblk) { /* the new one: nothing in it */
+				fs->wb_list = w->next;
+				free(w);
+			}
+			return -ENOMEM;
+		}
+		w->blk = nb;
+		w->cap = cap;
+	}
+	for (size_t i = 0; i < nblk; i++) {
+		w->blk[w->nblk++] = b[i].buf;
+		b[i].buf = NULL;
+	}
+	w->p.len += nblk * (uint64_t)fs->bs;
+	return 0;
+}
+
+/* Give the writes of this step to the device; 0 or the error of one the
+ * device would not take, written at once */
+static int wb_register(struct arb_fs *fs)
+{
+	int ret = 0;
+
+	for (struct fs_wb *w = fs->wb_list; w && !w->added; w = w->next) {
+		w->added = true;
+		if (arb_dev_pend_add(fs->dev, &w->p)) {
+			/* no memory for the device's list: now, locked */
+			w->written = true;
+			w->p.result = wb_write(&w->p);
+			if (w->p.result && !ret)
+				ret = w->p.result;
 		}
 	}
-	w->next = fs->wb_list;
-	fs->wb_list = w;
-	return 0;
+	return ret;
 }
 
 int fs_wb_run(struct arb_fs *fs, struct fs_wb *list)
@@ -188,10 +242,10 @@ int fs_wb_run(struct arb_fs *fs, struct fs_wb *list)
 	while (rev) {
 		w = rev;
 		rev = w->next;
-		r = arb_dev_pend_run(fs->dev, &w->p);
+		r = w->written ? w->p.result : arb_dev_pend_run(fs->dev, &w->p);
 		if (r && !ret)
 			ret = r;
-		free(w);
+		wb_free(w);
 	}
 	return ret;
 }
@@ -849,6 +903,19 @@ int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want)
 		/* not put_if_idle: the caller may hold this entry */
 	}
 	return 0;
+}
+
+int fs_flush_some_deferred(struct arb_fs *fs, struct arb_txn *t,
+			   uint64_t want)
+{
+	int ret, rret;
+
+	fs->wb_defer = true;
+	ret = fs_flush_some(fs, t, want);
+	fs->wb_defer = false;
+	/* even after an error: the abort that follows waits for them */
+	rret = wb_register(fs);
+	return ret ? ret : rret;
 }
 
 int fs_flush_all(struct arb_fs *fs, struct arb_txn *t)

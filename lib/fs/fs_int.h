@@ -684,6 +684,12 @@ int fs_flush_inode(struct arb_fs *fs, struct arb_txn *t, struct arb_imem *im);
 /* write at least want bytes (at least ARB_FLUSH_STEP) of delayed data,
  * oldest dirty files first */
 int fs_flush_some(struct arb_fs *fs, struct arb_txn *t, uint64_t want);
+/* The same, with the data writes deferred (delalloc.c, struct fs_wb):
+ * listed in fs->wb_list and given to the device before it returns; the
+ * caller takes the list before letting go of the lock and issues them
+ * with fs_wb_run after. */
+int fs_flush_some_deferred(struct arb_fs *fs, struct arb_txn *t,
+			   uint64_t want);
 /* Issue the deferred data writes of list (fs->wb_list as a writer took
  * it, under the lock) and free them; no lock needed.  0 or the first
  * error (which also fails the next commit: arb_dev_drain). */

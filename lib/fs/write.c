@@ -328,11 +328,8 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	r = fs_inode_write(fs, t, &in);
 	/* after the inode item: a flush of this inode reads its size.
 	 * Its data writes are deferred: issued below, without the lock */
-	if (!r && fs->dirty_bytes > ARB_FLUSH_BATCH) {
-		fs->wb_defer = true;
-		r = fs_flush_some(fs, t, 2 * (uint64_t)size);
-		fs->wb_defer = false;
-	}
+	if (!r && fs->dirty_bytes > ARB_FLUSH_BATCH)
+		r = fs_flush_some_deferred(fs, t, 2 * (uint64_t)size);
 	r = fs_op_end(fs, t, r);
 	ret = r ? r : (ssize_t)size;
 	goto out;

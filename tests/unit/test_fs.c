@@ -2592,6 +2592,58 @@ START_TEST(test_flush_outside_lock)
 END_TEST
 
 /*
+ * Random 4 KiB rewrites past the flush threshold: each step of the flush
+ * makes many one-block extents, next to each other on disk, whose writes
+ * are deferred as one (wb_add).  The file must read as a model of it
+ * says, before and after a reopen.
+ */
+START_TEST(test_deferred_random_rewrites)
+{
+	size_t fsize = 24 * MiB, nblk = fsize / 4096;
+	uint8_t *model = malloc(fsize), blk[4096];
+	uint64_t f = mkfile(ROOT, "r"), seed = 12345;
+
+	pattern(model, fsize, 0, 5);
+	write_all(f, model, fsize, 0);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	for (size_t i = 0; i < 3 * nblk; i++) {
+		size_t b;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		b = (size_t)(seed >> 33) % nblk;
+		memset(blk, (int)(i & 0xff), sizeof(blk));
+		blk[0] = (uint8_t)(b & 0xff);
+		write_all(f, blk, sizeof(blk), b * 4096);
+		memcpy(model + b * 4096, blk, sizeof(blk));
+		if (i % 4096 == 0) {
+			uint8_t back[4096];
+			size_t c = (size_t)(seed >> 20) % nblk;
+
+			ck_assert_int_eq(arb_fs_read(fs, f, back, 4096,
+						     c * 4096),
+					 4096);
+			ck_assert(memcmp(back, model + c * 4096, 4096) == 0);
+		}
+	}
+	for (int round = 0; round < 2; round++) {
+		uint8_t *back = malloc(fsize);
+
+		ck_assert_int_eq(arb_fs_read(fs, f, back, fsize, 0),
+				 (ssize_t)fsize);
+		for (size_t b = 0; b < nblk; b++)
+			ck_assert_msg(memcmp(back + b * 4096,
+					     model + b * 4096, 4096) == 0,
+				      "block %zu differs (round %d)", b,
+				      round);
+		free(back);
+		if (!round)
+			reopen();
+	}
+	free(model);
+}
+END_TEST
+
+/*
  * A deferred data write that fails: the write(2) that had it deferred
  * returned long ago, so the failure must fail the next commit (no tree
  * pointing at bytes that are not there becomes durable), and the image
@@ -3836,6 +3888,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_io_error);
 	tcase_add_test(tc, test_flush_outside_lock);
 	tcase_add_test(tc, test_deferred_write_error);
+	tcase_add_test(tc, test_deferred_random_rewrites);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_append_extends_extent);
