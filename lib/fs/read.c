@@ -373,7 +373,7 @@ int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
 		im->force_flush = false;
 	}
 	if (give) {
-		load = false;
+		/* the writer's bytes, whole */
 	} else if (load && idx * (uint64_t)fs->bs < in->size) {
 		ret = read_tree(fs, in->ino, idx * (uint64_t)fs->bs, fs->bs,
 				buf, NULL);

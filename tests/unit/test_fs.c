@@ -2498,6 +2498,16 @@ struct gate_job {
 	uint8_t *buf;
 };
 
+/* j finished: tell the test */
+static void *gate_done(struct gate_job *j)
+{
+	pthread_mutex_lock(&gate_mu);
+	j->done = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	return NULL;
+}
+
 static void *gate_writer(void *arg)
 {
 	struct gate_job *j = arg;
@@ -2508,11 +2518,7 @@ static void *gate_writer(void *arg)
 		j->ret = arb_fs_write(fs, j->ino, b, MiB, off);
 	}
 	free(b);
-	pthread_mutex_lock(&gate_mu);
-	j->done = 1;
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
-	return NULL;
+	return gate_done(j);
 }
 
 static void *gate_getattr(void *arg)
@@ -2521,11 +2527,7 @@ static void *gate_getattr(void *arg)
 	struct arb_stat st;
 
 	j->ret = arb_fs_getattr(fs, j->ino, &st);
-	pthread_mutex_lock(&gate_mu);
-	j->done = 1;
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
-	return NULL;
+	return gate_done(j);
 }
 
 static void *gate_reader(void *arg)
@@ -2534,11 +2536,7 @@ static void *gate_reader(void *arg)
 
 	j->buf = malloc(MiB);
 	j->ret = arb_fs_read(fs, j->ino, j->buf, MiB, 0);
-	pthread_mutex_lock(&gate_mu);
-	j->done = 1;
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
-	return NULL;
+	return gate_done(j);
 }
 
 START_TEST(test_flush_outside_lock)

@@ -1319,24 +1319,35 @@ static void *late_head(void *arg)
  * younger than ARB_SNAP_GAP_WAIT_NS, so it sees the head too; a gap that
  * stays (a sparse write) delays it by that much at most.
  */
+/* file f (name) has its tail: snapshot ROOT as sname while its head
+ * comes 5 ms later; the snapshot's copy must have both */
+static void snap_late_head(uint64_t f, const char *sname, const char *name)
+{
+	static uint8_t buf[16749];
+	pthread_t th;
+	uint64_t s;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, late_head, &f), 0);
+	s = snap(ROOT, ROOT, sname, 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(arb_fs_read(fs, lookup(s, name), buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_msg(buf[i] == (i < 16384 ? 'a' : 'b'),
+			      "snapshot's %s: byte %zu is %d", name, i,
+			      buf[i]);
+}
+
 START_TEST(test_snapshot_waits_for_gap)
 {
-	uint8_t tail[365], buf[16749];
+	uint8_t tail[365], buf[4096];
 	uint64_t f, sp, s;
-	pthread_t th;
 
 	memset(tail, 'b', sizeof(tail));
 	f = mkfile(ROOT, "g", NULL);
 	ck_assert_int_eq(arb_fs_write(fs, f, tail, sizeof(tail), 16384),
 			 (ssize_t)sizeof(tail));
-	ck_assert_int_eq(pthread_create(&th, NULL, late_head, &f), 0);
-	s = snap(ROOT, ROOT, "s", 0);
-	ck_assert_int_eq(pthread_join(th, NULL), 0);
-	ck_assert_int_eq(arb_fs_read(fs, lookup(s, "g"), buf, sizeof(buf), 0),
-			 (ssize_t)sizeof(buf));
-	for (size_t i = 0; i < sizeof(buf); i++)
-		ck_assert_msg(buf[i] == (i < 16384 ? 'a' : 'b'),
-			      "snapshot's g: byte %zu is %d", i, buf[i]);
+	snap_late_head(f, "s", "g");
 
 	/* the same with a commit between the tail and the snapshot: the
 	 * commit wrote the tail out, the gap is still young and waited for */
@@ -1344,14 +1355,7 @@ START_TEST(test_snapshot_waits_for_gap)
 	ck_assert_int_eq(arb_fs_write(fs, f, tail, sizeof(tail), 16384),
 			 (ssize_t)sizeof(tail));
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
-	ck_assert_int_eq(pthread_create(&th, NULL, late_head, &f), 0);
-	s = snap(ROOT, ROOT, "s1", 0);
-	ck_assert_int_eq(pthread_join(th, NULL), 0);
-	ck_assert_int_eq(arb_fs_read(fs, lookup(s, "g2"), buf, sizeof(buf), 0),
-			 (ssize_t)sizeof(buf));
-	for (size_t i = 0; i < sizeof(buf); i++)
-		ck_assert_msg(buf[i] == (i < 16384 ? 'a' : 'b'),
-			      "snapshot's g2: byte %zu is %d", i, buf[i]);
+	snap_late_head(f, "s1", "g2");
 
 	/* a sparse file: its hole stays, the snapshot is taken anyway */
 	sp = mkfile(ROOT, "sparse", NULL);
