@@ -782,6 +782,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_cond_init(&fs->clean_cond, NULL);
 	pthread_cond_init(&fs->clean_wake, NULL);
+	pthread_cond_init(&fs->zw_wake, NULL);
 	pthread_mutex_init(&fs->bulk_lock, NULL);
 	fs_zslots_init(fs);
 	pthread_cond_init(&fs->fsync_cond, NULL);
@@ -875,6 +876,7 @@ int fs_open_at(struct arb_dev *dev, const struct arb_fs_opts *o,
 			if (pthread_create(&fs->cleaner, NULL, clean_thread,
 					   fs) == 0)
 				fs->cleaner_running = true;
+			fs_zw_start(fs);
 		}
 	}
 	*out = fs;
@@ -889,6 +891,7 @@ out_free:
 	pthread_cond_destroy(&fs->cond);
 	pthread_cond_destroy(&fs->clean_cond);
 	pthread_cond_destroy(&fs->clean_wake);
+	pthread_cond_destroy(&fs->zw_wake);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	fs_zslots_destroy(fs);
 	pthread_cond_destroy(&fs->fsync_cond);
@@ -902,6 +905,7 @@ int arb_fs_close(struct arb_fs *fs)
 
 	if (!fs)
 		return 0;
+	fs_zw_stop(fs);
 	if (fs->thread_running || fs->cleaner_running) {
 		fs_lock(fs);
 		fs->stop = true;
@@ -939,6 +943,7 @@ int arb_fs_close(struct arb_fs *fs)
 	pthread_cond_destroy(&fs->cond);
 	pthread_cond_destroy(&fs->clean_cond);
 	pthread_cond_destroy(&fs->clean_wake);
+	pthread_cond_destroy(&fs->zw_wake);
 	pthread_mutex_destroy(&fs->bulk_lock);
 	fs_zslots_destroy(fs);
 	pthread_cond_destroy(&fs->fsync_cond);

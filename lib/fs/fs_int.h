@@ -181,9 +181,12 @@ struct arb_imem {
 	uint64_t gap_start, gap_end, gap_ns;
 	/* an fsync that joined a group commit wants this file written */
 	bool fsync_want;
-	/* chunks of the dirty blocks compressed by their writers */
+	/* chunks of the dirty blocks compressed by their writers or the
+	 * compressor thread */
 	struct fs_zchunk *zc;
 	size_t zc_nr, zc_cap;
+	/* on the compressor thread's queue (fs->zw_q) */
+	bool zw_queued;
 };
 
 /* first size of the open inode table; it doubles as entries are added, as
@@ -303,6 +306,14 @@ struct arb_fs {
 	pthread_t cleaner;
 	bool cleaner_running;
 	pthread_cond_t clean_wake;
+	/* the compressor thread (compress.c, fs_zw_*): files with a chunk
+	 * of dirty blocks ready to compress, in the order they got one */
+	pthread_t zworker;
+	bool zworker_running;
+	pthread_cond_t zw_wake;
+	uint64_t *zw_q;
+	size_t zw_nr, zw_cap;
+	bool zw_busy;          /* compressing what it took off the queue */
 	/* the cleaner asks the commit thread for a commit */
 	bool commit_asked;
 	/* threads waiting in fs_lock: a batch of the cleaner ends early
@@ -720,6 +731,16 @@ int fs_csum_lookup(struct arb_fs *fs, uint64_t bytenr, size_t nsec,
 /* compress.c: the writers' compression slots (struct arb_fs) */
 void fs_zslots_init(struct arb_fs *fs);
 void fs_zslots_destroy(struct arb_fs *fs);
+/* compress.c: the compressor thread.  fs_zw_start at open (daemon
+ * mode), fs_zw_stop at close (lock not held); fs_zw_note under the lock
+ * after a write to im ([first, last] its blocks): queues the file when a
+ * chunk of it is ready to compress.  fs_zw_wait_idle (tests): until the
+ * queue is empty and nothing is being compressed. */
+void fs_zw_start(struct arb_fs *fs);
+void fs_zw_stop(struct arb_fs *fs);
+void fs_zw_note(struct arb_fs *fs, struct arb_imem *im,
+		const struct arb_inode *in, uint64_t first, uint64_t last);
+void fs_zw_wait_idle(struct arb_fs *fs);
 void fs_zslot_get(struct arb_fs *fs);
 void fs_zslot_put(struct arb_fs *fs);
 /* compress.c: deflate len bytes (0: *out holds *stored bytes, rounded up

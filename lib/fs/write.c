@@ -234,7 +234,11 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (size > SSIZE_MAX)
 		size = SSIZE_MAX;
 	end = off + size;
-	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino)) {
+	/* a small file written whole (cp, untar) is the compressor
+	 * thread's, so that its writer does not wait for zlib (compress.c) */
+	if (end - off >= 2 * (uint64_t)bs && fs_zhint_get(fs, ino) &&
+	    !(fs->zworker_running && off == 0 &&
+	      end <= ARB_COMPRESS_MAX_RAM)) {
 		fs_zslot_get(fs);
 		if (fs_zhint_get(fs, ino)) /* may have changed meanwhile */
 			nzpre = zpre_make(fs, ino, src, off, end, &zpre);
@@ -305,6 +309,7 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 	if (fs_compress_level(fs, &in)) {
 		fs_zhint_set(fs, ino, true);
 		zpre_attach(fs, im, zpre, nzpre, end, old_size);
+		fs_zw_note(fs, im, &in, first, last);
 		/* the file's first 128 KiB do not shrink: as the flush would
 		 * (flush_run), but now, so that the next writes of the file
 		 * do not compress in vain until then */

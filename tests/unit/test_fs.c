@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <linux/falloc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2642,6 +2643,114 @@ START_TEST(test_deferred_random_rewrites)
 END_TEST
 
 /*
+ * The compressor thread (compress.c): with the daemon's threads and
+ * compress=zlib, a log appended in small writes and small files written
+ * whole are compressed ahead of the flush (compressed_early_bytes counts
+ * what the flush found compressed), a chunk rewritten while it was being
+ * compressed is not given the old result, and everything reads back.
+ */
+static void text_fill(uint8_t *b, size_t len, uint64_t off)
+{
+	static const char words[] = "struct arb_fs *fs, uint64_t ino, "
+				     "const void *buf, size_t size; ";
+	for (size_t i = 0; i < len; i++)
+		b[i] = (uint8_t)words[(off + i) % (sizeof(words) - 1)];
+}
+
+struct zw_rewriter {
+	uint64_t ino;
+	_Atomic bool stop;
+	int rounds;
+};
+
+static void *zw_rewrite_fn(void *arg)
+{
+	struct zw_rewriter *r = arg;
+	uint8_t *b = malloc(128 * 1024);
+
+	while (!atomic_load(&r->stop)) {
+		text_fill(b, 128 * 1024, (uint64_t)r->rounds);
+		ck_assert_int_eq(arb_fs_write(fs, r->ino, b, 128 * 1024, 0),
+				 128 * 1024);
+		r->rounds++;
+	}
+	free(b);
+	return NULL;
+}
+
+START_TEST(test_compressor_thread)
+{
+	struct arb_fs_opts o = fopts;
+	struct arb_fs_stats st;
+	struct zw_rewriter rw = { 0 };
+	const char *why;
+	uint8_t line[100], *b = malloc(MiB), *e = malloc(MiB);
+	uint64_t log, f[50], off;
+	pthread_t th;
+
+	ck_assert_int_eq(arb_fs_close(fs), 0);
+	o.commit_interval = 30;
+	o.compress = ARB_COMPRESS_ZLIB;
+	ck_assert_int_eq(arb_fs_open(tu_dev_borrow(mem), &o, &fs, &why), 0);
+	ck_assert(fs->zworker_running);
+	log = mkfile(ROOT, "log");
+	for (off = 0; off < MiB; off += sizeof(line)) {
+		text_fill(line, sizeof(line), off);
+		write_all(log, line, sizeof(line), off);
+	}
+	for (int i = 0; i < 50; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "s%d", i);
+		f[i] = mkfile(ROOT, name);
+		text_fill(b, 10000 + 1000 * (size_t)i, (uint64_t)i);
+		write_all(f[i], b, 10000 + 1000 * (size_t)i, 0);
+	}
+	fs_zw_wait_idle(fs);
+	ck_assert_int_eq(arb_fs_sync(fs), 0);
+	ck_assert_int_eq(arb_fs_get_stats(fs, &st), 0);
+	/* 7 whole chunks of the log and every small file, at least */
+	ck_assert_msg(st.compressed_early_bytes >= 7 * 128 * 1024 + 50 * 8192,
+		      "compressed ahead of the flush: %llu bytes",
+		      (unsigned long long)st.compressed_early_bytes);
+
+	/* rewrites racing the thread: the file ends as last written */
+	rw.ino = mkfile(ROOT, "rw");
+	ck_assert_int_eq(pthread_create(&th, NULL, zw_rewrite_fn, &rw), 0);
+	usleep(300 * 1000);
+	atomic_store(&rw.stop, true);
+	pthread_join(th, NULL);
+	ck_assert_int_gt(rw.rounds, 1);
+
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(arb_fs_read(fs, log, b, MiB, 0), (ssize_t)MiB);
+		text_fill(e, MiB, 0);
+		ck_assert(memcmp(b, e, MiB) == 0);
+		for (int i = 0; i < 50; i++) {
+			size_t len = 10000 + 1000 * (size_t)i;
+
+			ck_assert_int_eq(arb_fs_read(fs, f[i], b, len, 0),
+					 (ssize_t)len);
+			text_fill(e, len, (uint64_t)i);
+			ck_assert_msg(memcmp(b, e, len) == 0, "file s%d", i);
+		}
+		ck_assert_int_eq(arb_fs_read(fs, rw.ino, b, 128 * 1024, 0),
+				 128 * 1024);
+		text_fill(e, 128 * 1024, (uint64_t)rw.rounds - 1);
+		ck_assert_msg(memcmp(b, e, 128 * 1024) == 0,
+			      "rw is not its last version (round %d)", round);
+		if (!round) {
+			ck_assert_int_eq(arb_fs_close(fs), 0);
+			fs = NULL;
+			fs_open_now();
+		}
+	}
+	free(b);
+	free(e);
+}
+END_TEST
+
+/*
  * A deferred data write that fails: the write(2) that had it deferred
  * returned long ago, so the failure must fail the next commit (no tree
  * pointing at bytes that are not there becomes durable), and the image
@@ -3887,6 +3996,7 @@ Suite *fs_suite(void)
 	tcase_add_test(tc, test_flush_outside_lock);
 	tcase_add_test(tc, test_deferred_write_error);
 	tcase_add_test(tc, test_deferred_random_rewrites);
+	tcase_add_test(tc, test_compressor_thread);
 	tcase_add_test(tc, test_fsync_selective);
 	tcase_add_test(tc, test_fsync_out_of_order);
 	tcase_add_test(tc, test_append_extends_extent);
