@@ -271,6 +271,8 @@ int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
 #define ARB_ZW_NICE 19
 /* chunks taken per turn (copied under the lock, compared again) */
 #define ZW_CHUNKS 4
+/* files queued at most (8 bytes each) */
+#define ZW_QUEUE_MAX 65536
 
 /* [c, c + *n): blocks of im's chunk c (its first block), dirty from c to
  * the chunk's end or the file's (size), without a result yet: *n >= 2 */
@@ -306,18 +308,24 @@ void fs_zw_note(struct arb_fs *fs, struct arb_imem *im,
 		return;
 	for (uint64_t c = first / cblk * cblk; c <= last && !ready; c += cblk)
 		ready = chunk_ready(fs, im, c, in->size, &n);
-	if (!ready)
+	/* a thread far behind (a busy machine): the flush compresses it */
+	if (!ready || fs->zw_nr >= ZW_QUEUE_MAX)
 		return;
 	if (fs->zw_nr == fs->zw_cap) {
+		/* a ring: grown, and unwrapped into the new room */
 		size_t cap = fs->zw_cap ? 2 * fs->zw_cap : 64;
-		uint64_t *q = realloc(fs->zw_q, cap * sizeof(*q));
+		uint64_t *q = malloc(cap * sizeof(*q));
 
 		if (!q)
-			return; /* the flush compresses it */
+			return;
+		for (size_t i = 0; i < fs->zw_nr; i++)
+			q[i] = fs->zw_q[(fs->zw_head + i) % fs->zw_cap];
+		free(fs->zw_q);
 		fs->zw_q = q;
 		fs->zw_cap = cap;
+		fs->zw_head = 0;
 	}
-	fs->zw_q[fs->zw_nr++] = im->ino;
+	fs->zw_q[(fs->zw_head + fs->zw_nr++) % fs->zw_cap] = im->ino;
 	im->zw_queued = true;
 	/* broadcast: fs_zw_wait_idle waits on it too */
 	pthread_cond_broadcast(&fs->zw_wake);
@@ -340,8 +348,9 @@ static size_t zw_take(struct arb_fs *fs, struct zw_job *jobs, uint64_t *ino,
 	struct arb_inode in;
 	size_t nj = 0;
 
-	*ino = fs->zw_q[0];
-	memmove(fs->zw_q, fs->zw_q + 1, --fs->zw_nr * sizeof(*fs->zw_q));
+	*ino = fs->zw_q[fs->zw_head];
+	fs->zw_head = (fs->zw_head + 1) % fs->zw_cap;
+	fs->zw_nr--;
 	im = fs_imem_get(fs, *ino, false);
 	if (!im)
 		return 0;
@@ -472,7 +481,7 @@ void fs_zw_stop(struct arb_fs *fs)
 	fs->zworker_running = false;
 	free(fs->zw_q);
 	fs->zw_q = NULL;
-	fs->zw_nr = fs->zw_cap = 0;
+	fs->zw_nr = fs->zw_cap = fs->zw_head = 0;
 }
 
 void fs_zw_wait_idle(struct arb_fs *fs)

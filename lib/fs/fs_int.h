@@ -311,8 +311,8 @@ struct arb_fs {
 	pthread_t zworker;
 	bool zworker_running;
 	pthread_cond_t zw_wake;
-	uint64_t *zw_q;
-	size_t zw_nr, zw_cap;
+	uint64_t *zw_q;        /* a ring of zw_cap, zw_nr from zw_head */
+	size_t zw_head, zw_nr, zw_cap;
 	bool zw_busy;          /* compressing what it took off the queue */
 	/* the cleaner asks the commit thread for a commit */
 	bool commit_asked;

@@ -2678,6 +2678,10 @@ static void *zw_rewrite_fn(void *arg)
 	return NULL;
 }
 
+/* more files than the queue's first room (64) */
+#define ZW_FILES 120
+#define ZW_LEN(i) (10000 + 800 * (size_t)((i) % 100))
+
 START_TEST(test_compressor_thread)
 {
 	struct arb_fs_opts o = fopts;
@@ -2685,7 +2689,7 @@ START_TEST(test_compressor_thread)
 	struct zw_rewriter rw = { 0 };
 	const char *why;
 	uint8_t line[100], *b = malloc(MiB), *e = malloc(MiB);
-	uint64_t log, f[50], off;
+	uint64_t log, f[ZW_FILES], off;
 	pthread_t th;
 
 	ck_assert_int_eq(arb_fs_close(fs), 0);
@@ -2698,19 +2702,20 @@ START_TEST(test_compressor_thread)
 		text_fill(line, sizeof(line), off);
 		write_all(log, line, sizeof(line), off);
 	}
-	for (int i = 0; i < 50; i++) {
+	for (int i = 0; i < ZW_FILES; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "s%d", i);
 		f[i] = mkfile(ROOT, name);
-		text_fill(b, 10000 + 1000 * (size_t)i, (uint64_t)i);
-		write_all(f[i], b, 10000 + 1000 * (size_t)i, 0);
+		text_fill(b, ZW_LEN(i), (uint64_t)i);
+		write_all(f[i], b, ZW_LEN(i), 0);
 	}
 	fs_zw_wait_idle(fs);
 	ck_assert_int_eq(arb_fs_sync(fs), 0);
 	ck_assert_int_eq(arb_fs_get_stats(fs, &st), 0);
 	/* 7 whole chunks of the log and every small file, at least */
-	ck_assert_msg(st.compressed_early_bytes >= 7 * 128 * 1024 + 50 * 8192,
+	ck_assert_msg(st.compressed_early_bytes >=
+			      7 * 128 * 1024 + ZW_FILES * 8192,
 		      "compressed ahead of the flush: %llu bytes",
 		      (unsigned long long)st.compressed_early_bytes);
 
@@ -2726,8 +2731,8 @@ START_TEST(test_compressor_thread)
 		ck_assert_int_eq(arb_fs_read(fs, log, b, MiB, 0), (ssize_t)MiB);
 		text_fill(e, MiB, 0);
 		ck_assert(memcmp(b, e, MiB) == 0);
-		for (int i = 0; i < 50; i++) {
-			size_t len = 10000 + 1000 * (size_t)i;
+		for (int i = 0; i < ZW_FILES; i++) {
+			size_t len = ZW_LEN(i);
 
 			ck_assert_int_eq(arb_fs_read(fs, f[i], b, len, 0),
 					 (ssize_t)len);
