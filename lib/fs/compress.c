@@ -274,24 +274,33 @@ int fs_zc_take(struct arb_imem *im, uint64_t idx, uint32_t nblk, uint8_t **z,
 /* files queued at most (8 bytes each) */
 #define ZW_QUEUE_MAX 65536
 
-/* [c, c + *n): blocks of im's chunk c (its first block), dirty from c to
- * the chunk's end or the file's (size), without a result yet: *n >= 2 */
+/*
+ * [c, c + *n): blocks of im's chunk c (its first block), dirty from c to
+ * the chunk's end, or (short_ok) to the file's end (size) inside it,
+ * without a result for exactly them yet: *n >= 2.  A chunk the file ends
+ * in is ready only for a write that began at its start (a small file
+ * written whole) or for the thread: one a log grows by appends would be
+ * compressed again at every append.
+ */
 static bool chunk_ready(const struct arb_fs *fs, const struct arb_imem *im,
-			uint64_t c, uint64_t size, uint32_t *n)
+			uint64_t c, uint64_t size, bool short_ok, uint32_t *n)
 {
 	uint32_t bs = fs->bs, cblk = ARB_COMPRESS_MAX_RAM / bs;
 	uint64_t e = c + cblk, fe = (size + bs - 1) / bs;
 	size_t a;
 
-	if (fe < e)
+	if (fe < e) {
+		if (!short_ok)
+			return false;
 		e = fe;
+	}
 	if (e < c + 2)
 		return false;
 	a = fs_dmap_lower(im, c);
 	if (fs_dmap_lower(im, e) - a != e - c)
 		return false;
 	for (size_t i = 0; i < im->zc_nr; i++)
-		if (im->zc[i].idx == c)
+		if (im->zc[i].idx == c && im->zc[i].nblk == e - c)
 			return false;
 	*n = (uint32_t)(e - c);
 	return true;
@@ -307,7 +316,7 @@ void fs_zw_note(struct arb_fs *fs, struct arb_imem *im,
 	    !fs_compress_level(fs, in))
 		return;
 	for (uint64_t c = first / cblk * cblk; c <= last && !ready; c += cblk)
-		ready = chunk_ready(fs, im, c, in->size, &n);
+		ready = chunk_ready(fs, im, c, in->size, c == first, &n);
 	/* a thread far behind (a busy machine): the flush compresses it */
 	if (!ready || fs->zw_nr >= ZW_QUEUE_MAX)
 		return;
@@ -364,7 +373,7 @@ static size_t zw_take(struct arb_fs *fs, struct zw_job *jobs, uint64_t *ino,
 		uint64_t c = im->blocks[i].idx / cblk * cblk;
 
 		if (c == im->blocks[i].idx &&
-		    chunk_ready(fs, im, c, in.size, &n)) {
+		    chunk_ready(fs, im, c, in.size, true, &n)) {
 			struct zw_job *j = &jobs[nj];
 
 			j->raw = malloc((size_t)n * bs);
@@ -413,7 +422,8 @@ static void zw_give(struct arb_fs *fs, uint64_t ino, struct zw_job *jobs,
 		if (!same)
 			continue;
 		for (size_t i = 0; i < im->zc_nr; i++)
-			if (im->zc[i].idx == jb->idx)
+			if (im->zc[i].idx == jb->idx &&
+			    im->zc[i].nblk == jb->nblk)
 				same = false; /* a writer's came meanwhile */
 		if (!same)
 			continue;
