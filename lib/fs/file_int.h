@@ -110,14 +110,14 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		       struct fs_ext *e, int *e_ret, uint8_t **out);
 /*
  * The same for a block its writer filled before the lock: *give holds the
- * block's new bytes (bs of them) and csum their data checksum.  A block
- * not dirty yet takes *give as its buffer (*give becomes NULL), a dirty
- * one gets a copy (the caller frees *give).
+ * block's new bytes (bs of them) and *csum (if not NULL) their data
+ * checksum.  A block not dirty yet takes *give as its buffer (*give
+ * becomes NULL), a dirty one gets a copy (the caller frees *give).
  */
 int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
 			const struct arb_inode *in, uint64_t idx, bool load,
 			struct fs_ext *e, int *e_ret, uint8_t **give,
-			uint32_t csum, uint8_t **out);
+			const uint32_t *csum, uint8_t **out);
 bool fs_has_inline(struct arb_fs *fs, uint64_t ino);
 /* [off, off + len) of ino, inside its size, read with the lock held
  * (delayed blocks included), checksums checked */

@@ -331,14 +331,14 @@ int fs_dirty_block_cov(struct arb_fs *fs, struct arb_imem *im,
 		       const struct arb_inode *in, uint64_t idx, bool load,
 		       struct fs_ext *e, int *e_ret, uint8_t **out)
 {
-	return fs_dirty_block_give(fs, im, in, idx, load, e, e_ret, NULL, 0,
-				   out);
+	return fs_dirty_block_give(fs, im, in, idx, load, e, e_ret, NULL,
+				   NULL, out);
 }
 
 int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
 			const struct arb_inode *in, uint64_t idx, bool load,
 			struct fs_ext *e, int *e_ret, uint8_t **give,
-			uint32_t csum, uint8_t **out)
+			const uint32_t *csum, uint8_t **out)
 {
 	uint8_t *buf = fs_dmap_find_w(im, idx);
 	struct fs_ext e1;
@@ -347,15 +347,9 @@ int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
 	int ret;
 
 	if (buf) {
-		if (give) {
-			size_t i = fs_dmap_lower(im, idx);
-
+		if (give)
 			memcpy(buf, *give, fs->bs);
-			im->blocks[i].csum = csum;
-			im->blocks[i].csum_ok = true;
-		}
-		*out = buf;
-		return 0;
+		goto done;
 	}
 	if (!e) {
 		e = &e1;
@@ -390,12 +384,14 @@ int fs_dirty_block_give(struct arb_fs *fs, struct arb_imem *im,
 			free(buf);
 		return ret;
 	}
-	if (give) {
+	if (give)
+		*give = NULL;
+done:
+	if (csum) {
 		size_t i = fs_dmap_lower(im, idx);
 
-		im->blocks[i].csum = csum;
+		im->blocks[i].csum = *csum;
 		im->blocks[i].csum_ok = true;
-		*give = NULL;
 	}
 	*out = buf;
 	return 0;

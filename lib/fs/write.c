@@ -151,7 +151,7 @@ void fs_gap_note(struct arb_imem *im, uint64_t size, uint64_t off,
 
 /*
  * The blocks a write covers whole, copied into buffers of their own and
- * checksummed before the lock: under it, a block not dirty yet just takes
+ * (sum: unless the file compresses) checksummed before the lock: under it, a block not dirty yet just takes
  * its buffer (fs_dirty_block_give), and the flush uses the checksum.  The
  * copy, the allocation (page faults: 2-4 ms per MiB at times under a
  * streaming write) and the checksum were the lock's.  Returns how many
@@ -159,8 +159,8 @@ void fs_gap_note(struct arb_imem *im, uint64_t size, uint64_t off,
  * the lock as before); (*bufs)[i] NULL once taken.
  */
 static size_t wpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
-			uint64_t end, uint64_t *wfirst, uint8_t ***bufs,
-			uint32_t **sums)
+			uint64_t end, bool sum, uint64_t *wfirst,
+			uint8_t ***bufs, uint32_t **sums)
 {
 	uint32_t bs = fs->bs;
 	uint64_t a = (off + bs - 1) / bs, z = end / bs;
@@ -173,8 +173,8 @@ static size_t wpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
 	n = (size_t)(z - a);
 	*wfirst = a;
 	*bufs = calloc(n, sizeof(**bufs));
-	*sums = malloc(n * sizeof(**sums));
-	if (!*bufs || !*sums)
+	*sums = sum ? malloc(n * sizeof(**sums)) : NULL;
+	if (!*bufs || (sum && !*sums))
 		goto fail;
 	for (i = 0; i < n; i++) {
 		const uint8_t *p = src + ((a + i) * bs - off);
@@ -183,7 +183,8 @@ static size_t wpre_make(struct arb_fs *fs, const uint8_t *src, uint64_t off,
 		if (!(*bufs)[i])
 			goto fail;
 		memcpy((*bufs)[i], p, bs);
-		(*sums)[i] = data_csum((*bufs)[i], bs);
+		if (sum)
+			(*sums)[i] = data_csum((*bufs)[i], bs);
 	}
 	return n;
 fail:
@@ -244,7 +245,10 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 			nzpre = zpre_make(fs, ino, src, off, end, &zpre);
 		fs_zslot_put(fs);
 	}
-	nw = wpre_make(fs, src, off, end, &wfirst, &wbufs, &wsums);
+	/* no checksums for data that will be stored compressed (they
+	 * cover the stored bytes): the flush sums what it stores plain */
+	nw = wpre_make(fs, src, off, end, !fs_zhint_get(fs, ino), &wfirst,
+		       &wbufs, &wsums);
 	if (size >= ARB_BULK_WRITE)
 		pthread_mutex_lock(&fs->bulk_lock);
 	fs_lock(fs);
@@ -288,7 +292,9 @@ ssize_t arb_fs_write(struct arb_fs *fs, uint64_t ino, const void *buf,
 			r = fs_dirty_block_give(fs, im, &in, idx, false,
 						&cov_ext, &cov_ret,
 						&wbufs[idx - wfirst],
-						wsums[idx - wfirst], &b);
+						wsums ? &wsums[idx - wfirst]
+						      : NULL,
+						&b);
 			if (r)
 				goto out_cancel;
 			pos += bs;
